@@ -1,0 +1,54 @@
+#include "ir/cost.h"
+
+namespace qd {
+
+namespace {
+const Shape& shape_of(const Graph& g, int v) { return g.values[v].shape; }
+}  // namespace
+
+int64_t node_macs(const Graph& g, const Node& n) {
+  for (int v : n.inputs) {
+    if (v >= 0 && !g.values[v].has_shape) return 0;
+  }
+  switch (n.op) {
+    case OpType::Conv: {
+      // out elements x (input channels per group x kernel window)
+      const Shape& w = shape_of(g, n.inputs[1]);
+      const Shape& y = shape_of(g, n.outputs[0]);
+      int64_t k = 1;
+      for (size_t i = 1; i < w.size(); ++i) k *= w[i];
+      return numel(y) * k;
+    }
+    case OpType::Gemm: {
+      const Shape& a = shape_of(g, n.inputs[0]);
+      const Shape& y = shape_of(g, n.outputs[0]);
+      const bool trans_a = n.attrs.get_int("transA", 0).has_value() && *n.attrs.get_int("transA", 0) != 0;
+      return numel(y) * (a.size() == 2 ? a[trans_a ? 0 : 1] : 0);
+    }
+    case OpType::MatMul: {
+      const Shape& a = shape_of(g, n.inputs[0]);
+      const Shape& y = shape_of(g, n.outputs[0]);
+      return a.empty() ? 0 : numel(y) * a.back();
+    }
+    case OpType::ConvTranspose: {
+      // every input element is multiplied by (output channels per group x kernel window)
+      const Shape& x = shape_of(g, n.inputs[0]);
+      const Shape& w = shape_of(g, n.inputs[1]);
+      int64_t k = 1;
+      for (size_t i = 1; i < w.size(); ++i) k *= w[i];
+      return numel(x) * k;
+    }
+    default:
+      return 0;
+  }
+}
+
+int64_t parameter_count(const Graph& g) {
+  int64_t n = 0;
+  for (const auto& [v, t] : g.constants) {
+    if (is_float(t.dtype()) || t.dtype() == DType::kInt8) n += t.numel();
+  }
+  return n;
+}
+
+}  // namespace qd

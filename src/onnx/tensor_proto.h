@@ -1,0 +1,16 @@
+// Checked conversion of ONNX TensorProto (inline, typed-field or external data) to a qdeploy Tensor.
+#pragma once
+
+#include <string>
+
+#include "core/tensor.h"
+#include "onnx.pb.h"
+
+namespace qd {
+
+// `model_dir` is the folder external data paths are relative to; "" forbids external data.
+Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& model_dir);
+// Resolves an external data location: relative, no "..", and (after following symlinks) inside model_dir.
+Expected<std::string> resolve_external_path(const std::string& model_dir, const std::string& location);
+
+}  // namespace qd

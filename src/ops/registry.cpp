@@ -1,0 +1,77 @@
+// The op table, built from ops.def at compile time (no static-initializer registration).
+#include <cstring>
+#include <unordered_map>
+
+#include "ops/op.h"
+
+namespace qd {
+
+namespace {
+const OpSchema kSchemas[] = {
+#define QD_OP(name, min_in, max_in, min_out, max_out) \
+  {#name, min_in, max_in, min_out, max_out, &ops::infer_##name, &ops::run_##name},
+#include "ops/ops.def"
+#undef QD_OP
+};
+}  // namespace
+
+const OpSchema& op_schema(OpType op) { return kSchemas[static_cast<int>(op)]; }
+
+const char* op_name(OpType op) {
+  if (op == OpType::kCount) return "?";
+  return kSchemas[static_cast<int>(op)].name;
+}
+
+std::optional<OpType> op_from_name(const std::string& name) {
+  static const auto* table = [] {
+    auto* m = new std::unordered_map<std::string, OpType>();
+    for (int i = 0; i < static_cast<int>(OpType::kCount); ++i) (*m)[kSchemas[i].name] = static_cast<OpType>(i);
+    return m;
+  }();
+  auto it = table->find(name);
+  if (it == table->end()) return std::nullopt;
+  return it->second;
+}
+
+Expected<std::vector<int64_t>> InferCtx::const_ints(size_t i) const {
+  const Tensor* t = value(i);
+  if (!t) {
+    return unsupported("input " + std::to_string(i) +
+                       " must be a constant (computable from shapes at build time), but it depends on runtime data");
+  }
+  if (!is_integer(t->dtype())) return invalid("input " + std::to_string(i) + " must be an integer tensor");
+  std::vector<int64_t> v(static_cast<size_t>(t->numel()));
+  for (int64_t k = 0; k < t->numel(); ++k) v[k] = t->get_i64(k);
+  return v;
+}
+
+Expected<std::vector<float>> InferCtx::const_floats(size_t i) const {
+  const Tensor* t = value(i);
+  if (!t) return unsupported("input " + std::to_string(i) + " must be a constant");
+  std::vector<float> v(static_cast<size_t>(t->numel()));
+  for (int64_t k = 0; k < t->numel(); ++k) v[k] = static_cast<float>(t->get_f64(k));
+  return v;
+}
+
+Status infer_node(InferCtx& ctx) {
+  const OpSchema& s = op_schema(ctx.node.op);
+  const int nin = static_cast<int>(ctx.node.inputs.size());
+  const int nout = static_cast<int>(ctx.node.outputs.size());
+  Status st;
+  if (nin < s.min_inputs || (s.max_inputs >= 0 && nin > s.max_inputs)) {
+    st = invalid("has " + std::to_string(nin) + " inputs; " + s.name + " takes " + std::to_string(s.min_inputs) +
+                 (s.max_inputs < 0 ? " or more" : " to " + std::to_string(s.max_inputs)));
+  } else if (nout < s.min_outputs || nout > s.max_outputs) {
+    st = invalid("has " + std::to_string(nout) + " outputs; " + s.name + " gives " + std::to_string(s.min_outputs) +
+                 " to " + std::to_string(s.max_outputs));
+  } else {
+    for (int i = 0; i < s.min_inputs && st.is_ok(); ++i) {
+      if (ctx.node.inputs[i] < 0) st = invalid("required input " + std::to_string(i) + " is missing");
+    }
+    if (st.is_ok()) st = s.infer(ctx);
+  }
+  if (!st.is_ok()) st.at_node(ctx.node.name, s.name);
+  return st;
+}
+
+}  // namespace qd

@@ -1,0 +1,30 @@
+// Graph passes: one per file, each a function over ir::Graph. pipeline.cpp holds the order.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "core/shape.h"
+#include "ir/graph.h"
+
+namespace qd {
+
+// Binds the graph inputs' symbolic or unknown dims to concrete shapes. `shapes` maps input names to full shapes;
+// a dim named in several inputs (e.g. "batch") must get the same value everywhere. Inputs not listed keep their
+// declared shape; a symbolic dim left unbound is an error naming it and the flag to set it.
+Status bind_input_shapes(Graph& g, const std::map<std::string, Shape>& shapes);
+// Infers dtype and shape of every value from the graph inputs and constants, node by node.
+Status infer_shapes(Graph& g);
+// Evaluates nodes whose inputs are all constants (and Shape/Size of statically shaped values) into constants;
+// returns the number of nodes folded. Folded results larger than max_bytes stay as nodes.
+Expected<int> fold_constants(Graph& g, size_t max_bytes = size_t{64} << 20);
+
+struct PrepareOptions {
+  std::map<std::string, Shape> input_shapes;
+};
+// The standard pipeline run on an imported graph before execution or building: bind shapes, then infer shapes and
+// fold constants to a fixed point (this folds shape subgraphs such as Shape->Gather->Concat->Reshape), then drop dead
+// nodes.
+Status prepare_graph(Graph& g, const PrepareOptions& opt);
+
+}  // namespace qd

@@ -1,0 +1,48 @@
+#include "test_util.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <random>
+
+namespace qd::test {
+
+std::string source_dir() {
+  const char* env = std::getenv("QD_SOURCE_DIR");
+#ifdef QD_SOURCE_DIR
+  return env ? env : QD_SOURCE_DIR;
+#else
+  return env ? env : ".";
+#endif
+}
+
+std::string temp_dir(const std::string& tag) {
+  static std::mt19937 rng(std::random_device{}());
+  const auto base = std::filesystem::temp_directory_path() / ("qd_test_" + tag + "_" + std::to_string(rng()));
+  std::filesystem::remove_all(base);
+  std::filesystem::create_directories(base);
+  return base.string();
+}
+
+Tensor random_f32(const Shape& shape, uint32_t seed, float lo, float hi) {
+  Tensor t(DType::kFloat32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+  return t;
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return std::numeric_limits<double>::infinity();
+  double m = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double d = std::fabs(a.get_f64(i) - b.get_f64(i));
+    if (std::isnan(d)) return std::numeric_limits<double>::infinity();
+    m = std::max(m, d);
+  }
+  return m;
+}
+
+}  // namespace qd::test

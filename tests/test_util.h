@@ -1,0 +1,19 @@
+// Helpers shared by the unit tests.
+#pragma once
+
+#include <string>
+
+#include "core/tensor.h"
+
+namespace qd::test {
+
+// Root of the source tree (for shipped models and test data).
+std::string source_dir();
+// A fresh, empty temporary directory for one test.
+std::string temp_dir(const std::string& tag);
+// Tensor of the given shape filled from a seeded uniform distribution in [lo, hi).
+Tensor random_f32(const Shape& shape, uint32_t seed, float lo = -1.f, float hi = 1.f);
+// max |a - b| over all elements (shapes must match; returns +inf otherwise).
+double max_abs_diff(const Tensor& a, const Tensor& b);
+
+}  // namespace qd::test

@@ -1,0 +1,127 @@
+// qdeploy inspect MODEL: inputs/outputs, op histogram, parameters, MACs per layer and in total.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "ir/cost.h"
+#include "onnx/importer.h"
+#include "passes/passes.h"
+#include "runtime/model.h"
+
+namespace qd::cli {
+
+namespace {
+
+struct InspectArgs {
+  std::string model;
+  std::vector<std::string> shapes;
+  bool layers = false;
+  bool json = false;
+};
+
+std::string human(double v) {
+  char buf[32];
+  if (v >= 1e9) std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
+  else if (v >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+  else if (v >= 1e3) std::snprintf(buf, sizeof buf, "%.2fK", v / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+
+std::string io_line(const Value& v) {
+  std::string dims;
+  for (size_t i = 0; i < v.shape.size(); ++i) {
+    if (i) dims += 'x';
+    const std::string& n = i < v.dim_names.size() ? v.dim_names[i] : std::string();
+    dims += v.shape[i] >= 0 ? std::to_string(v.shape[i]) : (n.empty() ? "?" : n);
+  }
+  return v.name + "  " + dtype_name(v.dtype) + "[" + (v.has_shape ? dims : "?") + "]";
+}
+
+int run_inspect(const InspectArgs& a) {
+  auto shapes = parse_shape_flags(a.shapes);
+  if (!shapes) return report(shapes.status());
+  auto imported = import_onnx_file(a.model);
+  if (!imported) return report(imported.status());
+  Graph g = std::move(*imported);
+  std::vector<Value> declared_inputs;
+  for (int v : g.inputs) declared_inputs.push_back(g.values[v]);
+  const int64_t params = parameter_count(g);
+  PrepareOptions opt;
+  opt.input_shapes = *shapes;
+  Status prepared = prepare_graph(g, opt);
+
+  std::map<std::string, int> hist;
+  for (const Node& n : g.nodes) ++hist[op_name(n.op)];
+  int64_t total_macs = 0;
+  std::vector<std::pair<const Node*, int64_t>> layer_macs;
+  if (prepared.is_ok()) {
+    for (const Node& n : g.nodes) {
+      const int64_t m = node_macs(g, n);
+      total_macs += m;
+      if (m) layer_macs.emplace_back(&n, m);
+    }
+  }
+  if (a.json) {
+    nlohmann::json j;
+    j["model"] = a.model;
+    j["opset"] = g.opset;
+    for (const auto& v : declared_inputs) j["inputs"].push_back({{"name", v.name}, {"dtype", dtype_name(v.dtype)}, {"shape", v.shape}, {"dim_names", v.dim_names}});
+    for (int o : g.outputs) j["outputs"].push_back({{"name", g.values[o].name}, {"dtype", dtype_name(g.values[o].dtype)}, {"shape", g.values[o].shape}});
+    j["ops"] = hist;
+    j["parameters"] = params;
+    j["unsupported"] = nlohmann::json::array();
+    if (prepared.is_ok()) {
+      j["macs"] = total_macs;
+      for (auto& [n, m] : layer_macs) j["layers"].push_back({{"name", n->name}, {"op", op_name(n->op)}, {"macs", m}});
+    } else {
+      j["macs"] = nullptr;
+      j["shape_error"] = prepared.to_string();
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "model: " << a.model << "  (opset " << g.opset << ", " << g.nodes.size() << " nodes)\n";
+  std::cout << "inputs:\n";
+  for (const auto& v : declared_inputs) std::cout << "  " << io_line(v) << "\n";
+  std::cout << "outputs:\n";
+  for (int o : g.outputs) std::cout << "  " << io_line(g.values[o]) << "\n";
+  std::vector<std::pair<std::string, int>> ops(hist.begin(), hist.end());
+  std::stable_sort(ops.begin(), ops.end(), [](auto& x, auto& y) { return x.second > y.second; });
+  std::cout << "ops:";
+  for (auto& [name, count] : ops) std::cout << " " << name << " x" << count;
+  std::cout << "\nparameters: " << params << " (" << human(static_cast<double>(params)) << ")\n";
+  std::cout << "unsupported ops: none\n";
+  if (!prepared.is_ok()) {
+    std::cout << "MACs: unknown: " << prepared.to_string() << "\n";
+    return 0;
+  }
+  if (a.layers) {
+    std::cout << "MACs per layer:\n";
+    for (auto& [n, m] : layer_macs) {
+      std::printf("  %-48s %-14s %-22s %10s\n", n->name.c_str(), op_name(n->op),
+                  shape_str(g.values[n->outputs[0]].shape).c_str(), human(static_cast<double>(m)).c_str());
+    }
+  }
+  std::printf("MACs: %s (%.2f GMACs, %.2f GFLOPs) in %zu layers with matrix products\n",
+              human(static_cast<double>(total_macs)).c_str(), total_macs / 1e9, 2.0 * total_macs / 1e9,
+              layer_macs.size());
+  return 0;
+}
+
+}  // namespace
+
+RunFn add_inspect(CLI::App& app) {
+  auto a = std::make_shared<InspectArgs>();
+  auto* sub = app.add_subcommand("inspect", "Summarize a model: I/O, ops, parameters, MACs per layer, unsupported ops");
+  sub->add_option("model", a->model, "ONNX model")->required();
+  sub->add_option("--shapes", a->shapes, "Bind input shapes, e.g. images:1x3x640x640 (repeatable)");
+  sub->add_flag("--layers", a->layers, "List MACs for every layer");
+  sub->add_flag("--json", a->json, "Machine-readable output");
+  return [a] { return run_inspect(*a); };
+}
+
+}  // namespace qd::cli

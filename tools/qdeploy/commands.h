@@ -1,0 +1,23 @@
+// The qdeploy CLI: one file per command. Each add_* function declares its subcommand and options on `app`
+// and returns the function that runs it once the arguments are parsed.
+#pragma once
+
+#include <functional>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "core/status.h"
+
+namespace qd::cli {
+
+using RunFn = std::function<int()>;
+
+RunFn add_inspect(CLI::App& app);
+RunFn add_run(CLI::App& app);
+
+// Prints "error: ..." to stderr and returns the exit code for the status (2 bad input, 1 internal).
+int report(const Status& s);
+
+}  // namespace qd::cli
