@@ -2,6 +2,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -102,8 +103,12 @@ Expected<Graph> import_onnx_bytes(const std::string& bytes, const std::string& m
   for (const auto& op : model.opset_import()) {
     if (is_default_domain(op.domain())) g.opset = static_cast<int>(std::min<int64_t>(op.version(), 1 << 20));
   }
-  if (g.opset == 0) return fail(invalid("the model declares no opset for the default ONNX domain"));
-  if (g.opset < kMinOpset || g.opset > kMaxOpset) {
+  const bool uses_default_domain = std::any_of(model.graph().node().begin(), model.graph().node().end(),
+                                               [](const onnx::NodeProto& n) { return is_default_domain(n.domain()); });
+  if (g.opset == 0 && uses_default_domain) {
+    return fail(invalid("the model declares no opset for the default ONNX domain"));
+  }
+  if (g.opset != 0 && (g.opset < kMinOpset || g.opset > kMaxOpset)) {
     return fail(unsupported("opset " + std::to_string(g.opset) + " is not supported (qdeploy reads opsets " +
                             std::to_string(kMinOpset) + "-" + std::to_string(kMaxOpset) +
                             "); re-export the model with opset_version=" + std::to_string(kMaxOpset)));

@@ -1,0 +1,178 @@
+// Runs the ONNX backend node tests (model.onnx + test_data_set_*/{input,output}_N.pb) on the reference backend and
+// reports passed / failed / unsupported, with the reason for every test that does not pass.
+// A test is "unsupported" when qdeploy says so (an op, attribute value or element type it does not support);
+// anything else that does not match is a failure. Exit code 1 when any test fails.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <regex>
+
+#include "backends/cpu/reference.h"
+#include "core/file_io.h"
+#include "onnx.pb.h"
+#include "onnx/importer.h"
+#include "onnx/tensor_proto.h"
+#include "passes/passes.h"
+
+namespace fs = std::filesystem;
+using namespace qd;
+
+namespace {
+
+// ONNX Runtime's fp32 backend-test tolerances: |actual - expected| <= atol + rtol * |expected|.
+constexpr double kRtol = 1e-3;
+constexpr double kAtol = 1e-5;
+
+enum class Outcome { kPass, kFail, kUnsupported };
+struct Result {
+  std::string name;
+  Outcome outcome;
+  std::string reason;
+};
+
+Expected<Tensor> load_pb(const std::string& path, std::string* name) {
+  auto bytes = read_file(path);
+  if (!bytes) return bytes.status();
+  onnx::TensorProto p;
+  if (!p.ParseFromString(*bytes)) return invalid(path + ": not a TensorProto (sequence/optional inputs are unsupported)");
+  *name = p.name();
+  return tensor_from_proto(p, "");
+}
+
+std::string compare(const Tensor& got, const Tensor& want) {
+  if (got.dtype() != want.dtype()) return std::string("dtype ") + dtype_name(got.dtype()) + ", expected " + dtype_name(want.dtype());
+  if (got.shape() != want.shape()) return "shape " + shape_str(got.shape()) + ", expected " + shape_str(want.shape());
+  int64_t bad = 0, first = -1;
+  double worst = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double a = got.get_f64(i), b = want.get_f64(i);
+    bool ok;
+    if (std::isnan(b)) ok = std::isnan(a);
+    else if (std::isinf(b)) ok = a == b;
+    else if (is_float(want.dtype())) ok = std::fabs(a - b) <= kAtol + kRtol * std::fabs(b);
+    else ok = got.get_i64(i) == want.get_i64(i);
+    if (!ok) {
+      ++bad;
+      if (first < 0) first = i;
+      if (!std::isnan(a - b)) worst = std::max(worst, std::fabs(a - b));
+    }
+  }
+  if (!bad) return "";
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%lld of %lld elements differ (first at %lld: %g vs %g; max abs diff %g)",
+                (long long)bad, (long long)got.numel(), (long long)first, got.get_f64(first), want.get_f64(first), worst);
+  return buf;
+}
+
+Result run_test(const fs::path& dir) {
+  Result r{dir.filename().string(), Outcome::kPass, ""};
+  auto classify = [&](const Status& s, const std::string& stage) {
+    r.outcome = s.code() == StatusCode::kUnsupported ? Outcome::kUnsupported : Outcome::kFail;
+    r.reason = stage + ": " + s.to_string();
+    return r;
+  };
+  auto g0 = import_onnx_file((dir / "model.onnx").string());
+  if (!g0) return classify(g0.status(), "import");
+  std::vector<fs::path> sets;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+  }
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) return classify(invalid("no test_data_set_*"), "data");
+  for (const auto& set : sets) {
+    Graph g = *g0;
+    std::map<std::string, Tensor> feeds;
+    std::map<std::string, Shape> shapes;
+    for (size_t i = 0; g.inputs.size() > i; ++i) {
+      const fs::path p = set / ("input_" + std::to_string(i) + ".pb");
+      std::string name;
+      auto t = load_pb(p.string(), &name);
+      if (!t) return classify(t.status(), "input");
+      if (name.empty()) name = g.values[g.inputs[i]].name;
+      feeds[name] = *t;
+      shapes[name] = t->shape();
+    }
+    PrepareOptions opt;
+    opt.input_shapes = shapes;
+    Status st = prepare_graph(g, opt);
+    if (!st.is_ok()) return classify(st, "prepare");
+    auto outs = run_reference(g, feeds);
+    if (!outs) return classify(outs.status(), "run");
+    for (size_t i = 0; i < outs->size(); ++i) {
+      std::string name;
+      auto want = load_pb((set / ("output_" + std::to_string(i) + ".pb")).string(), &name);
+      if (!want) return classify(want.status(), "expected output");
+      const std::string diff = compare((*outs)[i], *want);
+      if (!diff.empty()) {
+        r.outcome = Outcome::kFail;
+        r.reason = set.filename().string() + " output " + std::to_string(i) + ": " + diff;
+        return r;
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s NODE_TEST_DIR [--filter REGEX] [--report FILE.md] [--verbose]\n", argv[0]);
+    return 2;
+  }
+  std::string filter = ".*", report_path;
+  bool verbose = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--filter" && i + 1 < argc) filter = argv[++i];
+    else if (a == "--report" && i + 1 < argc) report_path = argv[++i];
+    else if (a == "--verbose") verbose = true;
+    else {
+      std::fprintf(stderr, "unknown argument '%s'\n", a.c_str());
+      return 2;
+    }
+  }
+  const fs::path root(argv[1]);
+  if (!fs::is_directory(root)) {
+    std::fprintf(stderr, "error: '%s' is not a directory; install Debian's libonnx-testdata (scripts/setup.sh)\n", argv[1]);
+    return 2;
+  }
+  std::vector<fs::path> dirs;
+  const std::regex re(filter);
+  for (const auto& e : fs::directory_iterator(root)) {
+    if (e.is_directory() && std::regex_search(e.path().filename().string(), re)) dirs.push_back(e.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  std::vector<Result> results;
+  int pass = 0, fail = 0, unsup = 0;
+  for (const auto& d : dirs) {
+    results.push_back(run_test(d));
+    const Result& r = results.back();
+    if (r.outcome == Outcome::kPass) ++pass;
+    else if (r.outcome == Outcome::kFail) ++fail;
+    else ++unsup;
+    if (r.outcome == Outcome::kFail || verbose) {
+      std::printf("%-11s %s: %s\n", r.outcome == Outcome::kFail ? "FAILED" : r.outcome == Outcome::kPass ? "passed" : "unsupported",
+                  r.name.c_str(), r.reason.c_str());
+    }
+  }
+  if (!report_path.empty()) {
+    std::string md = "# ONNX node conformance (reference backend)\n\n";
+    md += "Tolerance: |got - expected| <= 1e-5 + 1e-3 * |expected| for floats; exact for integers and bools.\n\n";
+    md += std::to_string(pass) + " passed, " + std::to_string(fail) + " failed, " + std::to_string(unsup) + " unsupported\n\n";
+    md += "| test | result | reason |\n|---|---|---|\n";
+    for (const auto& r : results) {
+      std::string reason = r.reason;
+      std::replace(reason.begin(), reason.end(), '\n', ' ');
+      std::replace(reason.begin(), reason.end(), '|', '/');
+      md += "| " + r.name + " | " + (r.outcome == Outcome::kPass ? "pass" : r.outcome == Outcome::kFail ? "FAIL" : "unsupported") +
+            " | " + reason + " |\n";
+    }
+    Status s = write_file_atomic(report_path, md);
+    if (!s.is_ok()) std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
+  }
+  std::printf("conformance: %d passed, %d failed, %d unsupported (of %zu ONNX node tests)\n", pass, fail, unsup, dirs.size());
+  return fail ? 1 : 0;
+}
