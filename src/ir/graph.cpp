@@ -8,7 +8,9 @@ namespace qd {
 
 int Graph::add_value(const std::string& name) {
   const int id = static_cast<int>(values.size());
-  values.push_back(Value{name});
+  Value v;
+  v.name = name;
+  values.push_back(std::move(v));
   if (!name.empty()) by_name_[name] = id;
   return id;
 }

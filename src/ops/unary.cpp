@@ -87,18 +87,18 @@ QD_FLOAT_UNARY(Mish, x * std::tanh(x > 30 ? x : std::log1p(std::exp(x))))
     return map_float(c, [=](double x) { return expr; });                  \
   }
 
-QD_FLOAT_UNARY_ATTR(LeakyRelu, const double alpha = QD_TRY(a.get_float("alpha", 0.01f)), x >= 0 ? x : alpha * x)
-QD_FLOAT_UNARY_ATTR(Elu, const double alpha = QD_TRY(a.get_float("alpha", 1.0f)), x >= 0 ? x : alpha * std::expm1(x))
-QD_FLOAT_UNARY_ATTR(Celu, const double alpha = QD_TRY(a.get_float("alpha", 1.0f)),
+QD_FLOAT_UNARY_ATTR(LeakyRelu, [[maybe_unused]] const double alpha = QD_TRY(a.get_float("alpha", 0.01f)), x >= 0 ? x : alpha * x)
+QD_FLOAT_UNARY_ATTR(Elu, [[maybe_unused]] const double alpha = QD_TRY(a.get_float("alpha", 1.0f)), x >= 0 ? x : alpha * std::expm1(x))
+QD_FLOAT_UNARY_ATTR(Celu, [[maybe_unused]] const double alpha = QD_TRY(a.get_float("alpha", 1.0f)),
                     std::max(0.0, x) + std::min(0.0, alpha * std::expm1(x / alpha)))
-QD_FLOAT_UNARY_ATTR(ThresholdedRelu, const double alpha = QD_TRY(a.get_float("alpha", 1.0f)), x > alpha ? x : 0.0)
+QD_FLOAT_UNARY_ATTR(ThresholdedRelu, [[maybe_unused]] const double alpha = QD_TRY(a.get_float("alpha", 1.0f)), x > alpha ? x : 0.0)
 QD_FLOAT_UNARY_ATTR(Selu,
-                    const double alpha = QD_TRY(a.get_float("alpha", 1.67326319217681884765625f));
-                    const double gamma = QD_TRY(a.get_float("gamma", 1.05070102214813232421875f)),
+                    [[maybe_unused]] const double alpha = QD_TRY(a.get_float("alpha", 1.67326319217681884765625f));
+                    [[maybe_unused]] const double gamma = QD_TRY(a.get_float("gamma", 1.05070102214813232421875f)),
                     x > 0 ? gamma * x : gamma * alpha * std::expm1(x))
 QD_FLOAT_UNARY_ATTR(HardSigmoid,
-                    const double alpha = QD_TRY(a.get_float("alpha", 0.2f));
-                    const double beta = QD_TRY(a.get_float("beta", 0.5f)),
+                    [[maybe_unused]] const double alpha = QD_TRY(a.get_float("alpha", 0.2f));
+                    [[maybe_unused]] const double beta = QD_TRY(a.get_float("beta", 0.5f)),
                     std::max(0.0, std::min(1.0, alpha * x + beta)))
 #undef QD_FLOAT_UNARY_ATTR
 

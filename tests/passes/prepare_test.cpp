@@ -1,0 +1,73 @@
+#include <gtest/gtest.h>
+
+#include "backends/cpu/reference.h"
+#include "passes/passes.h"
+#include "test_util.h"
+
+namespace qd {
+
+namespace {
+// The shape subgraph PyTorch exports for x.view(x.size(0), -1):
+// Shape(x) -> Gather(0) -> Unsqueeze(0) -> Concat(.., [-1]) -> Reshape(x, .)
+Graph view_graph() {
+  Graph g;
+  g.opset = 13;
+  auto v = [&](const char* n) { return g.add_value(n); };
+  const int x = v("x"), shp = v("shp"), idx = v("idx"), n0 = v("n0"), ax = v("ax"), n1 = v("n1"), m1 = v("m1"),
+            cat = v("cat"), y = v("y");
+  g.inputs = {x};
+  g.values[x].dtype = DType::kFloat32;
+  g.values[x].shape = {-1, 3, 4};
+  g.values[x].dim_names = {"batch", "", ""};
+  g.values[x].has_shape = true;
+  g.constants[idx] = Tensor::scalar_i64(0);
+  g.constants[ax] = Tensor::from_i64({0});
+  g.constants[m1] = Tensor::from_i64({-1});
+  AttrMap axis0;
+  axis0.set("axis", int64_t{0});
+  g.nodes.push_back(Node{"shape", OpType::Shape, 13, {}, {x}, {shp}});
+  g.nodes.push_back(Node{"gather", OpType::Gather, 13, axis0, {shp, idx}, {n0}});
+  g.nodes.push_back(Node{"unsq", OpType::Unsqueeze, 13, {}, {n0, ax}, {n1}});
+  g.nodes.push_back(Node{"concat", OpType::Concat, 13, axis0, {n1, m1}, {cat}});
+  g.nodes.push_back(Node{"reshape", OpType::Reshape, 13, {}, {x, cat}, {y}});
+  g.outputs = {y};
+  g.relink();
+  return g;
+}
+}  // namespace
+
+TEST(Prepare, FoldsShapeSubgraphs) {
+  Graph g = view_graph();
+  PrepareOptions opt;
+  opt.input_shapes["x"] = {2, 3, 4};
+  ASSERT_TRUE(prepare_graph(g, opt).is_ok());
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op, OpType::Reshape);
+  EXPECT_EQ(g.values[g.outputs[0]].shape, (Shape{2, 12}));
+  auto out = run_reference(g, {{"x", test::random_f32({2, 3, 4}, 1)}});
+  ASSERT_TRUE(out);
+  EXPECT_EQ((*out)[0].shape(), (Shape{2, 12}));
+}
+
+TEST(Prepare, UnboundSymbolicDimIsAnError) {
+  Graph g = view_graph();
+  Status s = prepare_graph(g, {});
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("batch"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("--shapes"), std::string::npos) << s.to_string();
+}
+
+TEST(Prepare, BindErrors) {
+  Graph g = view_graph();
+  PrepareOptions opt;
+  opt.input_shapes["x"] = {2, 5, 4};  // dim 1 is fixed at 3
+  EXPECT_FALSE(prepare_graph(g, opt).is_ok());
+  Graph g2 = view_graph();
+  PrepareOptions opt2;
+  opt2.input_shapes["nope"] = {1};
+  Status s = prepare_graph(g2, opt2);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("no input named 'nope'"), std::string::npos);
+}
+
+}  // namespace qd
