@@ -16,6 +16,9 @@ using RunFn = std::function<int()>;
 
 RunFn add_inspect(CLI::App& app);
 RunFn add_run(CLI::App& app);
+RunFn add_ops(CLI::App& app);
+RunFn add_eval(CLI::App& app);
+RunFn add_dataset(CLI::App& app);
 
 // Prints "error: ..." to stderr and returns the exit code for the status (2 bad input, 1 internal).
 int report(const Status& s);
