@@ -1,0 +1,35 @@
+"""Checkpoints are plain state dicts plus a few metadata fields (no pickled modules), so they load with
+``torch.load(..., weights_only=True)`` on any torch version and never depend on this package's class layout."""
+
+import torch
+
+
+def save_checkpoint(path, model, **meta):
+    """Floats in ``meta`` are stored as 0-d tensors: torch 1.13's weights-only loader rejects pickled floats."""
+    meta = {k: torch.tensor(v) if isinstance(v, float) else v for k, v in meta.items()}
+    torch.save({"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, **meta}, path)
+
+
+def read_state_dict(path):
+    """Accept our checkpoints ({'model': sd}), {'state_dict': sd} and bare state dicts."""
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except TypeError:  # torch < 1.13 has no weights_only
+        ckpt = torch.load(path, map_location="cpu")
+    for key in ("model", "state_dict"):
+        if isinstance(ckpt, dict) and isinstance(ckpt.get(key), dict):
+            return ckpt[key]
+    if isinstance(ckpt, dict) and all(torch.is_tensor(v) for v in ckpt.values()):
+        return ckpt
+    raise ValueError(f"{path}: not a state dict checkpoint (expected a dict of tensors or {{'model': state_dict}})")
+
+
+def load_weights(model, path):
+    """Load a checkpoint into ``model``; mismatched keys are an error that names them."""
+    missing, unexpected = model.load_state_dict(read_state_dict(path), strict=False)
+    if missing or unexpected:
+        raise ValueError(
+            f"{path} does not fit this model: missing {missing[:5]}{'...' if len(missing) > 5 else ''}, "
+            f"unexpected {unexpected[:5]}{'...' if len(unexpected) > 5 else ''}; check --model and --nc"
+        )
+    return model

@@ -1,0 +1,102 @@
+"""TensorQuantizer: symmetric int8 fake quantization of one tensor, with calibration and ONNX Q/DQ export.
+
+A quantizer holds ``amax`` (a buffer: a scalar for activations, one value per output channel for weights along
+axis 0) and simulates int8 as ``clamp(round_half_even(x / s), qmin, 127) * s`` with ``s = amax / 127`` and zero point
+0, the contract of docs' INT8 semantics. Weights use the narrow range [-127, 127]; activations [-128, 127].
+
+The rounding runs through torch's fake_quantize ops, which give the straight-through gradient (identity inside the
+clipping range, zero outside) and which torch's ONNX exporter writes as QuantizeLinear + DequantizeLinear. ONNX int8
+allows only [-128, 127], so during export weights use that range too; ``quant.export`` clamps the weights to
+[-amax, amax] first, which makes the two ranges give identical results.
+"""
+
+import warnings
+
+import torch
+from torch import nn
+
+from .calib import HistogramCalibrator, MaxCalibrator
+
+MIN_AMAX = 1e-6  # keeps scales positive for all-zero channels
+
+
+class TensorQuantizer(nn.Module):
+    """Fake-quantizes its input once calibrated; while calibrating it only records statistics.
+
+    ``axis`` None: per-tensor (activations). ``axis`` 0 with ``channels``: per channel (weights).
+    """
+
+    def __init__(self, axis=None, channels=None, narrow=False):
+        super().__init__()
+        if (axis is None) != (channels is None):
+            raise ValueError("per-channel quantization needs both axis and channels")
+        self.axis = axis
+        self.narrow = narrow
+        self.enabled = True
+        self.export_mode = False
+        self._calibrator = None
+        self.register_buffer("amax", torch.full((channels,) if channels else (), float("nan")))
+
+    @property
+    def calibrated(self):
+        return not bool(torch.isnan(self.amax).any())
+
+    @property
+    def scale(self):
+        return self.amax.float().clamp(min=MIN_AMAX) / 127
+
+    def extra_repr(self):
+        kind = "per-tensor" if self.axis is None else f"per-channel axis={self.axis}"
+        amax = f"amax={float(self.amax):.4g}" if self.axis is None else f"amax[{self.amax.numel()}]"
+        return f"{kind}, {amax}, enabled={self.enabled}"
+
+    def start_calibration(self, method):
+        """Begin collecting statistics; ``method`` 'max' keeps a running max, the others a histogram."""
+        self._calibrator = MaxCalibrator(self.axis) if method == "max" else HistogramCalibrator()
+
+    def finish_calibration(self, method, percentile=99.99):
+        """Set amax from the collected statistics. A tensor that was all zeros gets amax 1 (any scale is exact)."""
+        cal, self._calibrator = self._calibrator, None
+        if cal is None:
+            raise RuntimeError("finish_calibration without start_calibration")
+        try:
+            amax = cal.compute_amax() if method == "max" else cal.compute_amax(method, percentile)
+        except RuntimeError:
+            warnings.warn("a quantizer saw only zeros during calibration; using amax = 1")
+            amax = torch.ones_like(self.amax)
+        self.set_amax(amax)
+
+    def set_amax(self, amax):
+        with torch.no_grad():
+            self.amax.copy_(torch.as_tensor(amax, dtype=self.amax.dtype).clamp(min=MIN_AMAX).reshape(self.amax.shape))
+
+    def forward(self, x):
+        if self._calibrator is not None:
+            self._calibrator.collect(x)
+            return x
+        if not self.enabled:
+            return x
+        if not self.calibrated:
+            raise RuntimeError("quantizer used before calibration: run qdeploy.quant.calibrate first")
+        return self._fake_quant(x)
+
+    def _fake_quant(self, x):
+        qmin = -128 if self.export_mode or not self.narrow else -127
+        y = x if x.dtype == torch.float32 else x.float()  # fake_quantize wants fp32 (AMP feeds fp16)
+        scale = self.scale.to(y.device)
+        if self.export_mode:  # fresh tensors are constants to the tracer: the graph gets plain scale initializers
+            scale = torch.tensor(scale.tolist(), dtype=torch.float32)
+        zero_point = torch.zeros(scale.shape, dtype=torch.int32, device=y.device)
+        if self.axis is None:
+            y = torch.fake_quantize_per_tensor_affine(y, scale, zero_point, qmin, 127)
+        else:
+            y = torch.fake_quantize_per_channel_affine(y, scale, zero_point, self.axis, qmin, 127)
+        return y if y.dtype == x.dtype else y.to(x.dtype)
+
+
+def activation_quantizer():
+    return TensorQuantizer()
+
+
+def weight_quantizer(out_channels):
+    return TensorQuantizer(axis=0, channels=out_channels, narrow=True)

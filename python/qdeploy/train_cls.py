@@ -1,0 +1,104 @@
+"""Train the seed-004 classifiers (ModelBN / ModelGN) on Fashion-MNIST and report top-1 on the test split.
+
+    python3 -m qdeploy.train_cls --model bn --epochs 10 --out runs/bn
+
+Inputs follow qdeploy.data.to_classifier_input (28x28 zero-padded to 32x32, three equal channels, pixel / 255).
+SGD with nesterov momentum, one warmup epoch then cosine decay, fp16 AMP on CUDA. The whole split lives in memory
+as uint8 and batches are built and augmented on the training device, so no loader workers are needed.
+Writes OUT/last.pt and OUT/best.pt (highest test top-1) as state dicts with metadata.
+"""
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from .checkpoint import save_checkpoint
+from .data import FASHION_MNIST_DIR, augment_classifier_batch, load_fashion_mnist, to_classifier_input
+from .models import CLASSIFIERS, build_model
+from .optim import apply_lr, autocast, default_device, grad_scaler, lr_factor, make_optimizer
+
+
+@torch.no_grad()
+def top1(model, images, labels, device, batch=1000):
+    """Top-1 accuracy (fraction) of ``model`` on uint8 [N, 28, 28] images."""
+    was_training = model.training
+    model.eval()
+    correct = 0
+    for i in range(0, len(labels), batch):
+        x = to_classifier_input(images[i:i + batch].to(device))
+        with autocast(device):
+            correct += int((model(x).argmax(1).cpu() == labels[i:i + batch]).sum())
+    model.train(was_training)
+    return correct / len(labels)
+
+
+def train(args):
+    device = torch.device(args.device) if args.device else default_device()
+    torch.manual_seed(args.seed)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    train_x, train_y = load_fashion_mnist("train", args.data)
+    test_x, test_y = load_fashion_mnist("test", args.data)
+    if args.limit:
+        train_x, train_y = train_x[:args.limit], train_y[:args.limit]
+    model = build_model(args.model, 10).to(device).train()
+    optimizer = make_optimizer(model, "sgd", args.lr, 0.9, args.weight_decay)
+    scaler = grad_scaler(device)
+    train_x, train_y = train_x.to(device), train_y.to(device)
+    nb = math.ceil(len(train_y) / args.batch)
+    total, warmup = args.epochs * nb, min(nb, args.epochs * nb // 3)
+    print(f"model {args.model}: {len(train_y)} train / {len(test_y)} test images, {nb} batches/epoch, device {device}",
+          flush=True)
+    best, it = -1.0, 0
+    for epoch in range(args.epochs):
+        perm = torch.randperm(len(train_y), device=device)
+        t0, loss_sum = time.time(), 0.0
+        for k in range(nb):
+            idx = perm[k * args.batch:(k + 1) * args.batch]
+            x = augment_classifier_batch(to_classifier_input(train_x[idx]))
+            apply_lr(optimizer, args.lr * lr_factor(it / max(total - 1, 1), 0.01), it, warmup, momentum=0.9)
+            with autocast(device):
+                loss = F.cross_entropy(model(x).float(), train_y[idx])
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            loss_sum += loss.item()
+            it += 1
+        acc = top1(model, test_x, test_y, device)
+        meta = dict(model_name=args.model, nc=10, epoch=epoch + 1, top1=acc)
+        save_checkpoint(out / "last.pt", model, **meta)
+        if acc > best:
+            best = acc
+            save_checkpoint(out / "best.pt", model, **meta)
+        print(f"epoch {epoch + 1}/{args.epochs} loss {loss_sum / nb:.4f} test top-1 {acc * 100:.2f}% "
+              f"(best {best * 100:.2f}%) {len(train_y) / (time.time() - t0):.0f} img/s", flush=True)
+    return best
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m qdeploy.train_cls", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", choices=sorted(CLASSIFIERS), default="bn")
+    ap.add_argument("--data", default=FASHION_MNIST_DIR, help="folder with the Fashion-MNIST IDX .gz files")
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--weight-decay", type=float, default=5e-4)
+    ap.add_argument("--limit", type=int, default=None, help="use only the first N training images")
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", required=True)
+    return ap.parse_args(argv)
+
+
+def main(argv=None):
+    best = train(parse_args(argv))
+    print(f"best test top-1: {best * 100:.2f}%")
+
+
+if __name__ == "__main__":
+    main()

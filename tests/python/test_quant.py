@@ -1,0 +1,199 @@
+"""Fake quantization: calibrators, rounding and gradients, Q/DQ placement and tying, and the Q/DQ ONNX export."""
+
+import copy
+import functools
+
+import numpy as np
+import pytest
+import torch
+
+from qdeploy.models import build_model
+from qdeploy.quant import (TensorQuantizer, activation_quantizers, calibrate, export_qat_detector, quantize_model,
+                           set_quantization)
+from qdeploy.quant.calib import HistogramCalibrator, MaxCalibrator
+
+onnx = pytest.importorskip("onnx")
+from onnx import numpy_helper  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def gaussian():
+    torch.manual_seed(0)
+    return torch.randn(1_000_000)
+
+
+def histogram(x, batches=4):
+    cal = HistogramCalibrator()
+    for chunk in x.chunk(batches):
+        cal.collect(chunk)
+    return cal
+
+
+def test_max_calibrator_per_tensor_and_per_channel():
+    cal = MaxCalibrator()
+    cal.collect(torch.tensor([0.5, -2.0]))
+    cal.collect(torch.tensor([1.5]))
+    assert float(cal.compute_amax()) == 2.0
+    w = torch.tensor([[1.0, -3.0], [0.25, 0.5], [-2.0, 0.0]])
+    cal = MaxCalibrator(axis=0)
+    cal.collect(w)
+    assert cal.compute_amax().tolist() == [3.0, 0.5, 2.0]
+
+
+def test_histogram_calibrators_on_uniform():
+    torch.manual_seed(0)
+    cal = histogram(torch.rand(400_000) * 2 - 1)  # |x| uniform on [0, 1]: nothing worth clipping
+    assert float(cal.compute_amax("percentile", 99.99)) == pytest.approx(1.0, abs=0.002)
+    assert float(cal.compute_amax("mse")) == pytest.approx(1.0, abs=0.02)
+    assert float(cal.compute_amax("entropy")) == pytest.approx(1.0, abs=0.02)
+
+
+def test_histogram_calibrators_on_gaussian(gaussian):
+    cal = histogram(gaussian)
+    peak = float(gaussian.abs().max())
+    # Two-sided 99.99 % of a unit Gaussian lies within 3.89.
+    assert float(cal.compute_amax("percentile", 99.99)) == pytest.approx(3.89, abs=0.05)
+    assert float(cal.compute_amax("percentile", 99.0)) == pytest.approx(2.576, abs=0.02)
+    mse = float(cal.compute_amax("mse"))
+    entropy = float(cal.compute_amax("entropy"))
+    assert 2.5 < mse < peak  # clips the sparse tail: rounding error in the bulk costs more than clipping it
+    assert 3.0 < entropy <= peak
+
+
+def test_histogram_grows_without_exceeding_2048_bins(gaussian):
+    cal = HistogramCalibrator()
+    cal.collect(gaussian[:1000] * 0.01)  # a first batch with a tiny range
+    cal.collect(gaussian)
+    assert len(cal.hist) <= 2048 and cal.hist.sum() == 1000 + len(gaussian)
+    assert float(cal.compute_amax("percentile", 99.99)) == pytest.approx(3.89, abs=0.1)
+
+
+def test_fake_quant_rounding_range_and_straight_through_gradient():
+    q = TensorQuantizer()
+    q.set_amax(127.0)  # scale 1: values are rounded to integers
+    x = torch.tensor([0.5, 1.5, 2.5, -0.5, 126.6, 200.0, -200.0], requires_grad=True)
+    y = q(x)
+    assert y.tolist() == [0.0, 2.0, 2.0, -0.0, 127.0, 127.0, -128.0]  # half to even; activations reach -128
+    y.sum().backward()
+    assert x.grad.tolist() == [1, 1, 1, 1, 1, 0, 0]  # identity inside the range, zero where clipped
+    w = TensorQuantizer(axis=0, channels=2, narrow=True)
+    w.set_amax(torch.tensor([127.0, 254.0]))
+    assert w(torch.tensor([[-300.0], [-300.0]])).flatten().tolist() == [-127.0, -254.0]  # weights: [-127, 127]
+
+
+def test_uncalibrated_quantizer_refuses_to_run():
+    with pytest.raises(RuntimeError, match="calibrat"):
+        TensorQuantizer()(torch.ones(1))
+
+
+def shared_names(model):
+    names = {}
+    for name, module in model.named_modules(remove_duplicate=False):
+        if isinstance(module, TensorQuantizer):
+            names.setdefault(id(module), []).append(name)
+    return [sorted(v) for v in names.values() if len(v) > 1]
+
+
+def test_placement_1_ties_quantizers_across_concat_and_pool():
+    model = quantize_model(build_model("yolov5n", 10), placement=1)
+    groups = shared_names(model)
+    # C3's two branches read the same tensor; SPPF's pools and the concat after them share one scale.
+    assert ["model.2.cv1.conv.input_quantizer", "model.2.cv2.conv.input_quantizer"] in groups
+    assert ["model.9.cv2.conv.input_quantizer", "model.9.m.input_quantizer"] in groups
+    # The backbone P4 output feeds conv 7 and, through the head's concat, C3 13: one scale for all three.
+    assert ["model.13.cv1.conv.input_quantizer", "model.13.cv2.conv.input_quantizer",
+            "model.7.conv.input_quantizer"] in groups
+    # A residual add's identity input shares the quantizer of the bottleneck's first conv; the branch has its own.
+    bottleneck = model.model[2].m[0]
+    assert bottleneck.add.a_quantizer is bottleneck.cv1.conv.input_quantizer
+    assert bottleneck.add.b_quantizer is not bottleneck.add.a_quantizer
+    assert not any(type(m).__name__ in ("QuantSiLU", "QuantConcat") for m in model.modules())
+
+
+def test_placement_2_quantizes_every_layer():
+    model = quantize_model(build_model("yolov5n", 10), placement=2)
+    kinds = {type(m).__name__ for m in model.modules()}
+    assert {"QuantSiLU", "QuantConcat", "QuantAdd", "QuantMaxPool2d", "QuantConv2d"} <= kinds
+    assert not shared_names(model)
+    n1 = len(activation_quantizers(quantize_model(build_model("yolov5n", 10), placement=1)))
+    assert len(activation_quantizers(model)) > 2 * n1
+
+
+@functools.lru_cache(maxsize=None)
+def _calibrated_yolo(placement):
+    torch.manual_seed(0)
+    model = build_model("yolov5n", 10)
+    model.train()(torch.rand(4, 3, 64, 64))  # BN statistics of real magnitude, so quantization noise is visible
+    model.eval()
+    qmodel = quantize_model(copy.deepcopy(model), placement)
+    calibrate(qmodel, [torch.rand(2, 3, 64, 64) for _ in range(2)], method="max")
+    return model, qmodel
+
+
+def calibrated_yolo(placement):
+    """(float model, calibrated quantized copy); built once per placement, handed out as copies to mutate."""
+    return tuple(copy.deepcopy(m) for m in _calibrated_yolo(placement))
+
+
+@pytest.mark.parametrize("placement", [1, 2])
+def test_calibrated_model_is_close_to_float(placement):
+    model, qmodel = calibrated_yolo(placement)
+    x = torch.rand(1, 3, 64, 64)
+    with torch.no_grad():
+        ref, out = model.raw_levels(x), qmodel.raw_levels(x)
+        set_quantization(qmodel, False)
+        off = qmodel.raw_levels(x)
+    for r, o, f in zip(ref, out, off):
+        rel = float((o - r).norm() / r.norm())
+        assert 0 < rel < 0.1
+        torch.testing.assert_close(f, r, rtol=1e-4, atol=1e-4)  # quantizers off: the folded float model
+
+
+def qdq_export(tmp_path, placement):
+    _, qmodel = calibrated_yolo(placement)
+    path = tmp_path / f"qat{placement}.onnx"
+    export_qat_detector(qmodel, path, imgsz=64)
+    model = onnx.load(str(path))
+    onnx.checker.check_model(model)
+    return qmodel, model.graph
+
+
+def constant_values(graph):
+    values = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    for n in graph.node:
+        if n.op_type == "Constant":
+            values[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+    return values
+
+
+@pytest.mark.parametrize("placement", [1, 2])
+def test_qdq_export(tmp_path, placement):
+    qmodel, g = qdq_export(tmp_path, placement)
+    values = constant_values(g)
+    consumers = {}
+    for n in g.node:
+        for name in n.input:
+            consumers.setdefault(name, []).append(n)
+    quantize = [n for n in g.node if n.op_type == "QuantizeLinear"]
+    assert quantize and len(quantize) == sum(n.op_type == "DequantizeLinear" for n in g.node)
+    weights = {i.name: numpy_helper.to_array(i) for i in g.initializer if i.name.endswith(".weight")}
+    n_weight = 0
+    for q in quantize:
+        assert [c.op_type for c in consumers[q.output[0]]] == ["DequantizeLinear"]
+        dq = consumers[q.output[0]][0]
+        scale, zero = values[q.input[1]], values[q.input[2]]
+        assert np.all(scale > 0) and zero.dtype == np.int8 and not zero.any()
+        np.testing.assert_array_equal(values[dq.input[1]], scale)
+        axis = {a.name: a.i for a in q.attribute}.get("axis")
+        if q.input[0] in weights:
+            n_weight += 1
+            w = weights[q.input[0]]
+            assert axis == 0 and scale.shape == (w.shape[0],)
+            assert np.all(np.abs(w).max(axis=tuple(range(1, w.ndim))) <= 127 * scale * (1 + 1e-6))
+        else:
+            assert scale.shape == ()
+    assert n_weight == sum(1 for m in qmodel.modules() if hasattr(m, "weight_quantizer"))
+    sigmoid_inputs = [n.input[0] for n in g.node if n.op_type == "Sigmoid"]
+    produced_by_dq = {n.output[0] for n in g.node if n.op_type == "DequantizeLinear"}
+    quantized_sigmoids = sum(s in produced_by_dq for s in sigmoid_inputs)
+    assert (quantized_sigmoids > 0) == (placement == 2)
