@@ -9,6 +9,19 @@ shift
 STEPS=${*:-env tests sanitizer conformance}
 B=build-gpu
 mkdir -p "$OUT"
+# Unpack the binaries scripts/gpu-pack.sh carried over.
+if [ -d .device/bin ]; then
+  mkdir -p $B/tests/conformance
+  for f in .device/bin/*.xz; do
+    n=$(basename "$f" .xz)
+    case $n in
+      qdeploy) dst=$B/qdeploy ;;
+      qdeploy_conformance) dst=$B/tests/conformance/$n ;;
+      *) dst=$B/tests/$n ;;
+    esac
+    xz -dc "$f" > "$dst" && chmod +x "$dst"
+  done
+fi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 rc=0
 for step in $STEPS; do
