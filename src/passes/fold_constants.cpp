@@ -3,26 +3,32 @@
 
 namespace qd {
 
+namespace {
+
+// Shape and Size depend only on the (static) shape of their input.
+bool shape_only(const Node& n) { return n.op == OpType::Shape || n.op == OpType::Size; }
+
+}  // namespace
+
 Expected<int> fold_constants(Graph& g, size_t max_bytes) {
+  for (const auto& [v, t] : g.constants) {
+    g.values[v].dtype = t.dtype();
+    g.values[v].shape = t.shape();
+    g.values[v].has_shape = true;
+  }
   int folded = 0;
   std::vector<char> remove(g.nodes.size(), 0);
+  // One pass in topological order: each node's shapes are inferred from what is known so far, and a node whose
+  // inputs are all known is evaluated at once, so the constants it makes feed the inference of later nodes
+  // (Shape -> Gather -> Concat -> Reshape folds in this single pass).
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const Node& n = g.nodes[ni];
-    bool all_const = true;
-    for (int in : n.inputs) all_const &= (in < 0 || g.is_constant(in));
-    // Shape and Size depend only on the (static) shape of their input.
-    const bool shape_only = n.op == OpType::Shape || n.op == OpType::Size;
-    if (!all_const && !shape_only) continue;
-    bool small = true;
-    for (int o : n.outputs) {
-      if (o >= 0 && g.values[o].has_shape) small &= numel(g.values[o].shape) * dtype_size(g.values[o].dtype) <= max_bytes;
-    }
-    if (!small) continue;
     std::vector<const Tensor*> ins;
     std::vector<Tensor> placeholders;  // Shape/Size of a non-constant input: only the shape matters
     placeholders.reserve(n.inputs.size());
     std::vector<DType> types;
     std::vector<Shape> shapes;
+    bool all_const = true;
     for (int in : n.inputs) {
       if (in < 0) {
         ins.push_back(nullptr);
@@ -30,17 +36,33 @@ Expected<int> fold_constants(Graph& g, size_t max_bytes) {
         shapes.emplace_back();
         continue;
       }
+      const Value& v = g.values[in];
+      if (!v.has_shape) return internal("input '" + v.name + "' has no shape").at_node(n.name, op_name(n.op));
       const Tensor* t = g.constant(in);
-      if (!t) {
-        placeholders.push_back(Tensor().reshaped(g.values[in].shape));
+      if (!t && shape_only(n)) {
+        placeholders.push_back(Tensor().reshaped(v.shape));
         t = &placeholders.back();
       }
-      ins.push_back(t);
-      types.push_back(g.values[in].dtype);
-      shapes.push_back(g.values[in].shape);
+      all_const &= t != nullptr;
+      ins.push_back(g.constant(in));
+      types.push_back(v.dtype);
+      shapes.push_back(v.shape);
+      if (t && !g.constant(in)) ins.back() = t;
     }
     InferCtx ctx(n, types, shapes, ins);
     QD_RETURN_IF_ERROR(infer_node(ctx));
+    size_t out_bytes = 0;
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (n.outputs[i] < 0) continue;
+      auto count = checked_numel(ctx.out_shape(i));
+      if (!count) return Status(count.status()).at_node(n.name, op_name(n.op));
+      Value& out = g.values[n.outputs[i]];
+      out.dtype = ctx.out_dtype(i);
+      out.shape = ctx.out_shape(i);
+      out.has_shape = true;
+      out_bytes += static_cast<size_t>(*count) * dtype_size(out.dtype);
+    }
+    if (!all_const || out_bytes > max_bytes) continue;
     std::vector<Tensor> outs(n.outputs.size());
     std::vector<Tensor*> out_ptrs(n.outputs.size(), nullptr);
     for (size_t i = 0; i < n.outputs.size(); ++i) {

@@ -15,16 +15,16 @@ namespace qd {
 Status bind_input_shapes(Graph& g, const std::map<std::string, Shape>& shapes);
 // Infers dtype and shape of every value from the graph inputs and constants, node by node.
 Status infer_shapes(Graph& g);
-// Evaluates nodes whose inputs are all constants (and Shape/Size of statically shaped values) into constants;
-// returns the number of nodes folded. Folded results larger than max_bytes stay as nodes.
+// Infers shapes node by node and evaluates nodes whose inputs are all constants (and Shape/Size of statically shaped
+// values) into constants, in one topological pass; returns the number of nodes folded. Folded results larger than
+// max_bytes stay as nodes.
 Expected<int> fold_constants(Graph& g, size_t max_bytes = size_t{64} << 20);
 
 struct PrepareOptions {
   std::map<std::string, Shape> input_shapes;
 };
-// The standard pipeline run on an imported graph before execution or building: bind shapes, then infer shapes and
-// fold constants to a fixed point (this folds shape subgraphs such as Shape->Gather->Concat->Reshape), then drop dead
-// nodes.
+// The standard pipeline run on an imported graph before execution or building: bind shapes, infer shapes while
+// folding constants (this folds shape subgraphs such as Shape->Gather->Concat->Reshape), drop dead nodes.
 Status prepare_graph(Graph& g, const PrepareOptions& opt);
 
 }  // namespace qd

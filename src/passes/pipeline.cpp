@@ -4,11 +4,10 @@ namespace qd {
 
 Status prepare_graph(Graph& g, const PrepareOptions& opt) {
   QD_RETURN_IF_ERROR(bind_input_shapes(g, opt.input_shapes));
-  for (int round = 0; round < 64; ++round) {
-    QD_RETURN_IF_ERROR(infer_shapes(g));
-    const int folded = QD_TRY(fold_constants(g));
-    if (folded == 0) break;
+  for (int v : g.inputs) {
+    if (!g.values[v].has_shape || !is_static(g.values[v].shape)) return internal("unbound input after binding");
   }
+  QD_RETURN_IF_ERROR(fold_constants(g).status());
   g.remove_dead();
   return infer_shapes(g);
 }
