@@ -19,6 +19,12 @@
 #include "core/file_io.h"
 #include "eval/coco_eval.h"
 #include "eval/coco_json.h"
+#include "eval/coco_categories.h"
+#include "eval/topk.h"
+#include "build_flags.h"
+#include "tasks/detector.h"
+#include "tasks/fmnist.h"
+#include "tasks/parallel.h"
 
 namespace qd::cli {
 
@@ -34,6 +40,15 @@ struct EvalArgs {
   bool json = false;
   bool per_class = false;
   bool quiet = false;
+  BuildFlags build;
+  int batch = 8;
+  int imgsz = 640;
+  float conf = 0.001f, iou = 0.65f;
+  int max_det = 300;
+  std::string letterbox = "val";
+  std::string class_map = "sorted";
+  std::string fmnist;
+  std::string split = "test";
 };
 
 // Files above this size get progress lines on stderr.
@@ -150,13 +165,122 @@ int run_eval_results(const EvalArgs& a) {
   return report_coco(a, *ds, *dets, large || dets->size() > 200000);
 }
 
-// Model mode: decode + NMS + unletterbox over --images, then report_coco(). Needs the runtime engine.
+// Model mode: decode (parallel) + letterbox + run + NMS + unletterbox over the annotated images, then report_coco().
 int run_eval_model(const EvalArgs& a) {
-  return report(unsupported("evaluating a model ('" + a.model + "') needs the runtime engine, which this build does "
-                            "not have yet; run the detector elsewhere and pass its detections with --results FILE"));
+  if (a.batch < 1 || a.batch > 256) return report(invalid("--batch must be in 1..256"));
+  const Progress quiet_progress(false);
+  auto ds = load_annotations(a, quiet_progress);
+  if (!ds) return report(ds.status());
+  auto engine = build_from_flags(a.model, a.build);
+  if (!engine) return report(engine.status());
+  DetectorOptions opt;
+  opt.letterbox.width = opt.letterbox.height = a.imgsz;
+  if (a.letterbox == "val") opt.letterbox.style = LetterboxStyle::kYoloV5Val;
+  else if (a.letterbox == "cudla") opt.letterbox = cudla_letterbox_options();
+  else if (a.letterbox != "ultralytics") return report(invalid("--letterbox must be val, ultralytics or cudla"));
+  opt.post.conf_thres = a.conf;
+  opt.post.iou_thres = a.iou;
+  opt.post.max_det = a.max_det;
+  opt.post.multi_label = true;  // as ultralytics val.py
+  auto det = Detector::create(engine->get(), opt);
+  if (!det) return report(Status(det.status()).prefix(a.model));
+  auto mapping = parse_class_mapping(a.class_map);
+  if (!mapping) return report(mapping.status());
+  auto cat_ids = class_to_category_ids(*mapping, *ds, det->num_classes());
+  if (!cat_ids) return report(cat_ids.status());
+
+  const size_t n = ds->images.size();
+  std::vector<int64_t> image_ids(n);
+  std::vector<Detection> all;
+  DetectTimings t;
+  double decode_ms = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t start = 0; start < n; start += a.batch) {
+    const size_t end = std::min(n, start + a.batch);
+    std::vector<Image> imgs(end - start);
+    const auto td = std::chrono::steady_clock::now();
+    Status st = parallel_for(static_cast<int>(end - start), 0, "", [&](int k) -> Status {
+      const CocoImage& im = ds->images[start + k];
+      auto img = read_image(a.images + "/" + im.file_name);
+      if (!img) return img.status();
+      imgs[k] = std::move(*img);
+      return Status::ok();
+    });
+    if (!st) return report(st);
+    decode_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - td).count();
+    std::vector<const Image*> ptrs;
+    for (auto& im : imgs) ptrs.push_back(&im);
+    auto dets = det->detect(ptrs, &t);
+    if (!dets) return report(dets.status());
+    for (size_t k = 0; k < imgs.size(); ++k) {
+      image_ids[start + k] = ds->images[start + k].id;
+      for (Detection d : (*dets)[k]) {
+        d.image = static_cast<int64_t>(start + k);
+        all.push_back(d);
+      }
+    }
+    if (!a.quiet && (end == n || (end / a.batch) % std::max<size_t>(1, 50 / a.batch) == 0)) {
+      std::fprintf(stderr, "\reval: %zu/%zu images (%.1f img/s)", end, n, end / seconds_since(t0));
+      if (end == n) std::fprintf(stderr, "\n");
+    }
+  }
+  if (!a.quiet) {
+    const double k = static_cast<double>(std::max<size_t>(n, 1));
+    std::fprintf(stderr, "per image: decode %.2f ms, preprocess %.2f ms, inference %.2f ms, postprocess %.2f ms (%s)\n",
+                 decode_ms / k, t.preprocess_ms / k, t.infer_ms / k, t.postprocess_ms / k, (*engine)->describe().c_str());
+  }
+  auto coco = to_coco_detections(all, image_ids, *cat_ids);
+  if (!coco) return report(coco.status());
+  if (!a.save_results.empty()) {
+    if (Status s = write_coco_results(a.save_results, *coco); !s) return report(s);
+  }
+  return report_coco(a, *ds, *coco, false);
+}
+
+// Classification: top-1 / top-5 on Fashion-MNIST (IDX files), images prepared as the shipped classifiers expect.
+int run_eval_fmnist(const EvalArgs& a) {
+  auto split = load_fmnist(a.fmnist, a.split);
+  if (!split) return report(split.status());
+  auto engine = build_from_flags(a.model, a.build);
+  if (!engine) return report(engine.status());
+  const auto& in = (*engine)->inputs();
+  if (in.size() != 1 || in[0].shape.size() != 4) return report(invalid("a classifier needs one input [N,3,H,W]"));
+  const int batch = in[0].shape[0] > 0 ? static_cast<int>(in[0].shape[0]) : a.batch;  // a fixed batch wins
+  TopK acc;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int start = 0; start < split->count; start += batch) {
+    const int end = std::min(split->count, start + batch);
+    std::vector<Image> imgs;
+    for (int i = start; i < end; ++i) imgs.push_back(fmnist_image_32(*split, i));
+    std::vector<const Image*> ptrs;
+    for (auto& im : imgs) ptrs.push_back(&im);
+    auto x = images_to_tensor(ptrs, TensorOptions{});
+    if (!x) return report(x.status());
+    auto out = (*engine)->run({{in[0].name, *x}});
+    if (!out) return report(out.status());
+    Status st = acc.add((*out)[0], split->labels.data() + start);
+    if (!st) return report(st);
+    if (!a.quiet && ((end / batch) % 500 == 0 || end == split->count)) {
+      std::fprintf(stderr, "\reval: %d/%d images (%.0f img/s)", end, split->count, end / seconds_since(t0));
+      if (end == split->count) std::fprintf(stderr, "\n");
+    }
+  }
+  if (a.json) {
+    nlohmann::json j = {{"images", acc.count}, {"top1", acc.top1()}, {"top5", acc.top5()}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("%s on Fashion-MNIST %s (%lld images, %s): top-1 %.2f%%  top-5 %.2f%%\n", a.model.c_str(),
+                a.split.c_str(), static_cast<long long>(acc.count), (*engine)->describe().c_str(), 100 * acc.top1(),
+                100 * acc.top5());
+  }
+  return 0;
 }
 
 int run_eval(const EvalArgs& a) {
+  if (!a.fmnist.empty()) {
+    if (a.model.empty()) return report(invalid("--fmnist evaluates a classifier: give the MODEL"));
+    return run_eval_fmnist(a);
+  }
   if (a.annotations.empty()) return report(invalid("--annotations GT.json is required (COCO instances format)"));
   if (!a.results.empty() && !a.model.empty()) {
     return report(invalid("give either a MODEL to run or --results to evaluate, not both"));
@@ -187,6 +311,18 @@ RunFn add_eval(CLI::App& app) {
   sub->add_flag("--per-class", a->per_class, "Also print AP and AP50 of each category");
   sub->add_flag("--json", a->json, "Machine-readable output");
   sub->add_flag("-q,--quiet", a->quiet, "No progress lines or warnings on stderr");
+  sub->add_option("--batch", a->batch, "Images per inference (model mode)")->capture_default_str();
+  sub->add_option("--imgsz", a->imgsz, "Network input size when the model's is dynamic (640, 672)")->capture_default_str();
+  sub->add_option("--conf", a->conf, "Confidence threshold")->capture_default_str();
+  sub->add_option("--iou", a->iou, "NMS IoU threshold")->capture_default_str();
+  sub->add_option("--max-det", a->max_det, "Detections kept per image")->capture_default_str();
+  sub->add_option("--letterbox", a->letterbox, "val (YOLOv5 val.py), ultralytics, or cudla (640 centred on 672)")
+      ->capture_default_str();
+  sub->add_option("--class-map", a->class_map, "Model class index -> category id: sorted (the dataset's ids in "
+                                               "order), coco80 (COCO-trained models), identity")->capture_default_str();
+  sub->add_option("--fmnist", a->fmnist, "Classification: Fashion-MNIST IDX folder (e.g. /usr/share/datasets/fashion-mnist)");
+  sub->add_option("--split", a->split, "Fashion-MNIST split: test or train")->capture_default_str();
+  add_build_flags(sub, a->build);
   return [a] { return run_eval(*a); };
 }
 

@@ -1,0 +1,43 @@
+// Engine: a model compiled for a device, run with named tensors. The CPU engine executes the prepared IR with the
+// reference kernels; the CUDA engine (GPU issue) implements the same interface.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace qd {
+
+struct BuildOptions {
+  std::string device = "cpu";      // cpu | cuda
+  std::string precision = "fp32";  // fp32 | fp16 | int8
+  // Binds symbolic input dims (e.g. images:1x3x640x640). The batch dim may still change at run time.
+  std::map<std::string, Shape> shapes;
+};
+
+struct TensorDesc {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  Shape shape;  // -1 where the dim is chosen at run time
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual const std::vector<TensorDesc>& inputs() const = 0;
+  virtual const std::vector<TensorDesc>& outputs() const = 0;
+  // "cpu (reference, fp32)"
+  virtual std::string describe() const = 0;
+  // Runs once; input shapes may differ from the declared ones only in dims declared dynamic (-1).
+  virtual Expected<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs) = 0;
+};
+
+// Imports and compiles MODEL (ONNX) for opt.device / opt.precision.
+Expected<std::unique_ptr<Engine>> build_engine(const std::string& model_path, const BuildOptions& opt);
+// Parses --device / --precision values.
+Status check_build_options(const BuildOptions& opt);
+
+}  // namespace qd

@@ -1,0 +1,107 @@
+#include "tasks/detector.h"
+
+#include <chrono>
+
+#include "core/file_io.h"
+#include "tasks/fmnist.h"
+
+namespace qd {
+
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+const char* const kCoco80[80] = {
+    "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat", "traffic light",
+    "fire hydrant", "stop sign", "parking meter", "bench", "bird", "cat", "dog", "horse", "sheep", "cow",
+    "elephant", "bear", "zebra", "giraffe", "backpack", "umbrella", "handbag", "tie", "suitcase", "frisbee",
+    "skis", "snowboard", "sports ball", "kite", "baseball bat", "baseball glove", "skateboard", "surfboard",
+    "tennis racket", "bottle", "wine glass", "cup", "fork", "knife", "spoon", "bowl", "banana", "apple",
+    "sandwich", "orange", "broccoli", "carrot", "hot dog", "pizza", "donut", "cake", "chair", "couch",
+    "potted plant", "bed", "dining table", "toilet", "tv", "laptop", "mouse", "remote", "keyboard", "cell phone",
+    "microwave", "oven", "toaster", "sink", "refrigerator", "book", "clock", "vase", "scissors", "teddy bear",
+    "hair drier", "toothbrush"};
+}  // namespace
+
+Expected<Detector> Detector::create(Engine* engine, DetectorOptions opt) {
+  const auto& ins = engine->inputs();
+  const auto& outs = engine->outputs();
+  if (ins.size() != 1 || ins[0].shape.size() != 4 || ins[0].shape[1] != 3) {
+    return invalid("a detector needs one image input [N,3,H,W]; this model's inputs do not look like that");
+  }
+  Detector d(engine, std::move(opt));
+  if (ins[0].shape[2] > 0 && ins[0].shape[3] > 0) {
+    d.opt_.letterbox.height = static_cast<int>(ins[0].shape[2]);
+    d.opt_.letterbox.width = static_cast<int>(ins[0].shape[3]);
+  }
+  if (outs.size() == 1 && outs[0].shape.size() == 3 && outs[0].shape[2] > 5) {
+    d.num_classes_ = static_cast<int>(outs[0].shape[2] - 5);
+  } else if (outs.size() == 3 && outs[0].shape.size() == 4 && outs[0].shape[1] % 3 == 0 && outs[0].shape[1] > 15) {
+    d.num_classes_ = static_cast<int>(outs[0].shape[1] / 3 - 5);
+    d.heads_ = true;
+  } else {
+    return invalid("a YOLOv5 detector has one output [N, boxes, 5+nc] or three heads [N, 3*(5+nc), H/s, W/s]; "
+                   "this model has " + std::to_string(outs.size()) + " output(s)");
+  }
+  return d;
+}
+
+Expected<Tensor> Detector::preprocess(const std::vector<const Image*>& images, std::vector<LetterboxInfo>* infos) const {
+  std::vector<Image> boxed(images.size());
+  infos->resize(images.size());
+  for (size_t i = 0; i < images.size(); ++i) boxed[i] = QD_TRY(letterbox(*images[i], opt_.letterbox, &(*infos)[i]));
+  std::vector<const Image*> ptrs;
+  for (const auto& b : boxed) ptrs.push_back(&b);
+  return images_to_tensor(ptrs, TensorOptions{});
+}
+
+Expected<std::vector<std::vector<Detection>>> Detector::detect(const std::vector<const Image*>& images,
+                                                               DetectTimings* timings) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<LetterboxInfo> infos;
+  Tensor x = QD_TRY(preprocess(images, &infos));
+  const double pre = ms_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  std::vector<Tensor> outs = QD_TRY(engine_->run({{engine_->inputs()[0].name, x}}));
+  const double infer = ms_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  Tensor pred = heads_ ? QD_TRY(decode_yolov5_heads(outs)) : outs[0];
+  auto dets = QD_TRY(yolov5_postprocess(pred, opt_.post));
+  for (size_t i = 0; i < dets.size(); ++i) QD_RETURN_IF_ERROR(unletterbox_detections(dets[i], infos[i]));
+  if (timings) {
+    timings->preprocess_ms += pre;
+    timings->infer_ms += infer;
+    timings->postprocess_ms += ms_since(t0);
+  }
+  return dets;
+}
+
+Expected<std::vector<std::string>> class_names(const std::string& names_file, int nc) {
+  std::vector<std::string> names;
+  if (!names_file.empty()) {
+    std::string text = QD_TRY(read_file(names_file, 1 << 20));
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t end = text.find('\n', pos);
+      if (end == std::string::npos) end = text.size();
+      std::string line = text.substr(pos, end - pos);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) names.push_back(line);
+      pos = end + 1;
+    }
+    if (static_cast<int>(names.size()) < nc) {
+      return invalid(names_file + " has " + std::to_string(names.size()) + " names; the model has " +
+                     std::to_string(nc) + " classes");
+    }
+    return names;
+  }
+  for (int i = 0; i < nc; ++i) {
+    if (nc == 10) names.push_back(fmnist_class_names()[i]);
+    else if (nc == 80) names.push_back(kCoco80[i]);
+    else names.push_back("class " + std::to_string(i));
+  }
+  return names;
+}
+
+}  // namespace qd
