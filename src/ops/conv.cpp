@@ -1,4 +1,5 @@
 // Conv: N-d (1-d and 2-d; 1-d runs as 2-d with H=1) grouped convolution, reference = im2col + BLAS sgemm.
+// ConvInteger runs the same code in float64, which is exact for int8/uint8 operands (|sum| < 2^53).
 #include <cblas.h>
 
 #include "ops/common.h"
@@ -13,7 +14,9 @@ struct ConvGeom {
   int64_t sh, sw, dh, dw, ph, pw;
 };
 
-Expected<ConvGeom> conv_geom(const Node& node, const Shape& x, const Shape& wt, Shape* out) {
+}  // namespace
+
+static Expected<ConvGeom> conv_geom(const Node& node, const Shape& x, const Shape& wt, Shape* out) {
   if (x.size() < 3 || x.size() > 4) return unsupported("Conv on rank-" + std::to_string(x.size()) + " input (1-d and 2-d only)");
   if (wt.size() != x.size()) return invalid("weight rank " + std::to_string(wt.size()) + " differs from input rank " + std::to_string(x.size()));
   const size_t k = x.size() - 2;
@@ -47,6 +50,8 @@ Expected<ConvGeom> conv_geom(const Node& node, const Shape& x, const Shape& wt, 
   }
   return g;
 }
+
+namespace {
 
 // cols[(ci*kh + i)*kw + j][oy*ow + ox] = x[ci][oy*sh - ph + i*dh][ox*sw - pw + j*dw] (0 outside).
 template <typename T>
@@ -97,19 +102,14 @@ Status infer_Conv(InferCtx& c) {
   return Status::ok();
 }
 
-Status run_Conv(KernelCtx& c) {
-  Shape out;
-  const ConvGeom g = QD_TRY(conv_geom(c.node, c.in[0]->shape(), c.in[1]->shape(), &out));
-  return dispatch_float(c.in[0]->dtype(), [&](auto tag) {
-    using T = decltype(tag);
+namespace {
+// y = conv(x, w) + bias, NCHW.
+template <typename T>
+void conv_forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
     const int64_t cg = g.c / g.group, mg = g.m / g.group;
     const int64_t kdim = cg * g.kh * g.kw, spatial = g.oh * g.ow;
     const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
     std::vector<T> cols(pointwise ? 0 : static_cast<size_t>(kdim * spatial));
-    const T* x = c.in[0]->data<T>();
-    const T* w = c.in[1]->data<T>();
-    const T* bias = c.in.size() > 2 && c.in[2] ? c.in[2]->data<T>() : nullptr;
-    T* y = c.out[0]->data<T>();
     for (int64_t b = 0; b < g.n; ++b) {
       for (int64_t gi = 0; gi < g.group; ++gi) {
         const T* xg = x + (b * g.c + gi * cg) * g.h * g.w;
@@ -129,8 +129,53 @@ Status run_Conv(KernelCtx& c) {
         }
       }
     }
+}
+}  // namespace
+
+Status run_Conv(KernelCtx& c) {
+  Shape out;
+  const ConvGeom g = QD_TRY(conv_geom(c.node, c.in[0]->shape(), c.in[1]->shape(), &out));
+  return dispatch_float(c.in[0]->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* bias = c.in.size() > 2 && c.in[2] ? c.in[2]->data<T>() : nullptr;
+    conv_forward(g, c.in[0]->data<T>(), c.in[1]->data<T>(), bias, c.out[0]->data<T>());
     return Status::ok();
   });
+}
+
+// ConvInteger: int32 y = sum (x - x_zero_point) * (w - w_zero_point[m]); padding contributes 0 after the shift.
+Status infer_ConvInteger(InferCtx& c) {
+  for (size_t i = 0; i < 2; ++i) {
+    if (c.dtype(i) != DType::kInt8 && c.dtype(i) != DType::kUInt8) return invalid("ConvInteger takes int8/uint8 inputs");
+  }
+  if (c.has_input(2) && numel(c.shape(2)) != 1) return invalid("x_zero_point must be a scalar");
+  if (c.has_input(3) && numel(c.shape(3)) != 1 && numel(c.shape(3)) != c.shape(1)[0]) {
+    return invalid("w_zero_point must be a scalar or have one entry per output channel");
+  }
+  Shape out;
+  QD_RETURN_IF_ERROR(conv_geom(c.node, c.shape(0), c.shape(1), &out).status());
+  c.set_output(0, DType::kInt32, out);
+  return Status::ok();
+}
+
+Status run_ConvInteger(KernelCtx& c) {
+  Shape out;
+  const ConvGeom g = QD_TRY(conv_geom(c.node, c.in[0]->shape(), c.in[1]->shape(), &out));
+  const Tensor& x = *c.in[0];
+  const Tensor& w = *c.in[1];
+  const double xzp = c.in.size() > 2 && c.in[2] ? c.in[2]->get_f64(0) : 0.0;
+  const Tensor* wzp = c.in.size() > 3 ? c.in[3] : nullptr;
+  std::vector<double> xd(static_cast<size_t>(x.numel())), wd(static_cast<size_t>(w.numel())), yd(static_cast<size_t>(c.out[0]->numel()));
+  for (int64_t i = 0; i < x.numel(); ++i) xd[i] = x.get_f64(i) - xzp;
+  const int64_t per_m = w.numel() / std::max<int64_t>(1, g.m);
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    const double z = !wzp ? 0.0 : wzp->numel() == 1 ? wzp->get_f64(0) : wzp->get_f64(i / per_m);
+    wd[i] = w.get_f64(i) - z;
+  }
+  conv_forward<double>(g, xd.data(), wd.data(), nullptr, yd.data());
+  int32_t* y = c.out[0]->data<int32_t>();
+  for (size_t i = 0; i < yd.size(); ++i) y[i] = static_cast<int32_t>(yd[i]);
+  return Status::ok();
 }
 
 }  // namespace qd::ops

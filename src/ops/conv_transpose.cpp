@@ -35,10 +35,12 @@ Expected<TGeom> tconv_geom(const Node& node, const Shape& x, const Shape& wt, Sh
     if (!out_shape.empty()) target = out_shape[out_shape.size() - k + i];
     else if (win.auto_pad == "SAME_UPPER" || win.auto_pad == "SAME_LOWER") target = x[2 + i] * win.strides[i];
     if (target >= 0) {
+      // ONNX: SAME_UPPER puts the smaller half first; otherwise the larger half. A negative total (output_shape
+      // beyond the full result) appends positions that only receive the bias.
+      if (target > (int64_t{1} << 24)) return invalid("output_shape is absurdly large");
       const int64_t total = full - target;
-      if (total < 0) return unsupported("output_shape larger than the full transposed convolution");
-      const int64_t small = total / 2;
-      win.pads[i] = win.auto_pad == "SAME_LOWER" ? total - small : small;
+      const int64_t half = total / 2;
+      win.pads[i] = total < 0 ? 0 : win.auto_pad == "SAME_UPPER" ? half : total - half;
       win.pads[i + k] = total - win.pads[i];
     } else if (win.auto_pad == "VALID") {
       win.pads[i] = win.pads[i + k] = 0;

@@ -119,3 +119,46 @@ Status run_MatMul(KernelCtx& c) {
 }
 
 }  // namespace qd::ops
+
+namespace qd::ops {
+
+// MatMulInteger: int32 y = (a - a_zero_point) x (b - b_zero_point), computed exactly in float64.
+// a_zero_point: scalar or one per row of a; b_zero_point: scalar or one per column of b.
+Status infer_MatMulInteger(InferCtx& c) {
+  for (size_t i = 0; i < 2; ++i) {
+    if (c.dtype(i) != DType::kInt8 && c.dtype(i) != DType::kUInt8) return invalid("MatMulInteger takes int8/uint8 inputs");
+  }
+  const MatMulGeom g = QD_TRY(matmul_geom(c.shape(0), c.shape(1)));
+  if (c.has_input(2) && numel(c.shape(2)) != 1 && numel(c.shape(2)) != g.m) return invalid("a_zero_point must be a scalar or one per row");
+  if (c.has_input(3) && numel(c.shape(3)) != 1 && numel(c.shape(3)) != g.n) return invalid("b_zero_point must be a scalar or one per column");
+  c.set_output(0, DType::kInt32, g.out);
+  return Status::ok();
+}
+
+Status run_MatMulInteger(KernelCtx& c) {
+  const MatMulGeom g = QD_TRY(matmul_geom(c.in[0]->shape(), c.in[1]->shape()));
+  const Tensor& a = *c.in[0];
+  const Tensor& b = *c.in[1];
+  const Tensor* azp = c.in.size() > 2 ? c.in[2] : nullptr;
+  const Tensor* bzp = c.in.size() > 3 ? c.in[3] : nullptr;
+  Tensor ad(DType::kFloat64, g.a), bd(DType::kFloat64, g.b);
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double z = !azp ? 0.0 : azp->numel() == 1 ? azp->get_f64(0) : azp->get_f64((i / g.k) % g.m);
+    ad.data<double>()[i] = a.get_f64(i) - z;
+  }
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    const double z = !bzp ? 0.0 : bzp->numel() == 1 ? bzp->get_f64(0) : bzp->get_f64(i % g.n);
+    bd.data<double>()[i] = b.get_f64(i) - z;
+  }
+  Tensor yd(DType::kFloat64, g.out);
+  Shape ab(g.a.begin(), g.a.end() - 2), bb(g.b.begin(), g.b.end() - 2);
+  BroadcastIndex ia(ab, g.batch), ib(bb, g.batch);
+  for (int64_t i = 0; i < numel(g.batch); ++i, ia.next(), ib.next()) {
+    gemm_rm(false, false, g.m, g.n, g.k, 1.0, ad.data<double>() + ia.index() * g.m * g.k,
+            bd.data<double>() + ib.index() * g.k * g.n, 0.0, yd.data<double>() + i * g.m * g.n);
+  }
+  for (int64_t i = 0; i < yd.numel(); ++i) c.out[0]->data<int32_t>()[i] = static_cast<int32_t>(yd.data<double>()[i]);
+  return Status::ok();
+}
+
+}  // namespace qd::ops
