@@ -11,12 +11,32 @@ import torch.nn.functional as F
 PAD_VALUE = 114  # ultralytics' letterbox grey
 
 
+# Whether F.interpolate takes uint8 images directly, with and without antialiasing (torch >= 2.1 on CPU, with
+# vectorized kernels); otherwise the image goes through float. Found out on first use, in each process.
+_UINT8_INTERPOLATE = {True: None, False: None}
+
+
+def _resize_uint8(img, h, w, shrink):
+    if _UINT8_INTERPOLATE[shrink] is False or img.device.type != "cpu":
+        return None
+    try:
+        y = F.interpolate(img.unsqueeze(0), size=(h, w), mode="bilinear", align_corners=False, antialias=shrink)
+    except (RuntimeError, TypeError, NotImplementedError):
+        _UINT8_INTERPOLATE[shrink] = False
+        return None
+    _UINT8_INTERPOLATE[shrink] = True
+    return y[0]
+
+
 def resize(img, h, w):
     """Bilinear resize of a uint8 CHW image (antialiased when shrinking, where this torch supports it)."""
     if img.shape[1:] == (h, w):
         return img
-    x = img.unsqueeze(0).float()
     shrink = h < img.shape[1] or w < img.shape[2]
+    y = _resize_uint8(img, h, w, shrink)
+    if y is not None:
+        return y
+    x = img.unsqueeze(0).float()
     try:
         y = F.interpolate(x, size=(h, w), mode="bilinear", align_corners=False, antialias=shrink)
     except TypeError:  # torch without antialias

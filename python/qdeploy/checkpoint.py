@@ -1,13 +1,26 @@
 """Checkpoints are plain state dicts plus a few metadata fields (no pickled modules), so they load with
 ``torch.load(..., weights_only=True)`` on any torch version and never depend on this package's class layout."""
 
+import os
+from pathlib import Path
+
 import torch
 
 
+def atomic_save(obj, path):
+    """torch.save to a temporary name beside ``path``, then rename: a reader (or a run killed mid-write) sees the old
+    file or the new one, never a torn one."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
 def save_checkpoint(path, model, **meta):
-    """Floats in ``meta`` are stored as 0-d tensors: torch 1.13's weights-only loader rejects pickled floats."""
+    """Floats in ``meta`` are stored as 0-d tensors: torch 1.13's weights-only loader rejects pickled floats.
+    Written atomically (see atomic_save)."""
     meta = {k: torch.tensor(v) if isinstance(v, float) else v for k, v in meta.items()}
-    torch.save({"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, **meta}, path)
+    atomic_save({"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, **meta}, path)
 
 
 def read_state_dict(path):

@@ -3,21 +3,29 @@
 Detection data is a folder with ``images/`` and one COCO instances JSON (``images``: id, file_name; ``annotations``:
 image_id, category_id, bbox [x, y, w, h] in pixels). Category ids are mapped to contiguous class indices in sorted
 order (ids 1..10 -> classes 0..9), the mapping the C++ evaluator must invert. A data root may instead hold ``train/``
-and ``val/`` folders of that form. Samples are (uint8 image [3, S, S], labels [n, 5] = class, cx, cy, w, h
-normalized to the letterboxed image, image id); ``collate`` prefixes each label row with its index in the batch.
+and ``val/`` folders of that form, and the JSON may sit in ``annotations/`` beside ``images/`` (the layout that
+``qdeploy dataset fmnist-det`` writes). ``cache_images`` decodes a dataset's images once into an ImageCache, a
+memory-mapped file in RAM that all DataLoader workers share. Samples are (uint8 image [3, S, S], labels [n, 5] =
+class, cx, cy, w, h normalized to the letterboxed image, image id); ``collate`` prefixes each label row with its index
+in the batch.
 
 Fashion-MNIST is read from the IDX files (as shipped, gzipped), 28x28 padded with zeros to 32x32 and replicated to
 3 channels, scaled to [0, 1] and not normalized further: the exact input contract of the exported classifiers.
 """
 
 import gzip
+import hashlib
 import json
+import os
+import shutil
 import struct
+import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset
 
 from . import augment
 
@@ -42,12 +50,15 @@ def read_image(path):
 
 def find_split(root, split):
     """(images dir, annotation JSON) of ``split``: root/split/{images/, *.json}, or for 'train' also
-    root/{images/, *.json} (a single-split root, preferring a JSON whose name says train). None if absent."""
+    root/{images/, *.json} (a single-split root), preferring a JSON whose name says the split. The JSON may also sit
+    in an ``annotations/`` folder beside ``images/``, as ``qdeploy dataset fmnist-det`` writes it. None if absent."""
     root = Path(root)
     candidates = [root / split] + ([root] if split == "train" else [])
     for base in candidates:
-        jsons = sorted(base.glob("*.json")) if base.is_dir() else []
-        if (base / "images").is_dir() and jsons:
+        if not (base / "images").is_dir():
+            continue
+        jsons = sorted(base.glob("*.json")) + sorted((base / "annotations").glob("*.json"))
+        if jsons:
             return base / "images", next((j for j in jsons if split in j.stem), jsons[0])
     return None
 
@@ -81,6 +92,7 @@ class CocoDetection(Dataset):
             images = [im for im in images if im["id"] in wanted]
         self.images = images
         self.labels = [torch.tensor(boxes.get(im["id"], []), dtype=torch.float32).view(-1, 5) for im in images]
+        self.cache = None  # an ImageCache of the decoded images, see cache_images()
 
     @property
     def num_classes(self):
@@ -89,8 +101,19 @@ class CocoDetection(Dataset):
     def __len__(self):
         return len(self.images)
 
+    def image_path(self, i):
+        return self.images_dir / self.images[i]["file_name"]
+
+    def fingerprint(self):
+        """Digest of the image list and the labels: tells whether a resumed run sees the data it was started on."""
+        h = hashlib.sha1()
+        for im, lab in zip(self.images, self.labels):
+            h.update(f"{im['id']}:{im['file_name']}:".encode())
+            h.update(lab.numpy().tobytes())
+        return h.hexdigest()
+
     def _load(self, i):
-        img = read_image(self.images_dir / self.images[i]["file_name"])
+        img = self.cache[i] if self.cache is not None else read_image(self.image_path(i))
         lab = self.labels[i]
         return img, lab[:, 1:].clone(), lab[:, 0].long()
 
@@ -116,6 +139,156 @@ class CocoDetection(Dataset):
         xywh = torch.stack(((boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2,
                             boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]), 1) / s
         return img, torch.cat((classes.float().view(-1, 1), xywh), 1), self.images[i]["id"]
+
+
+class ImageCache:
+    """Decoded uint8 [3, H, W] images of a dataset, back to back in one flat file in RAM that is memory-mapped.
+
+    The file is an anonymous memory file (memfd, reached by its /proc/PID/fd path) by default, else a file under
+    /dev/shm or in the page cache of a temporary file, so every DataLoader worker reads the same pages: nothing is
+    copied per worker, and workers do only the augmentation. Pickling keeps just the path and the layout, so workers
+    started by spawn or forkserver reopen the file instead of receiving a copy. The mapping is copy-on-write: a stray
+    in-place operation on a returned image never reaches the file. A memfd vanishes with the process that made it,
+    even one that was killed; a named file is deleted by ``close()``.
+    """
+
+    def __init__(self, path, shapes, fd=None):
+        self.path = str(path)
+        self.shapes = np.asarray(shapes, dtype=np.int64).reshape(-1, 3)
+        sizes = self.shapes.prod(1)
+        self.offsets = np.concatenate(([0], np.cumsum(sizes)))
+        self.nbytes = int(self.offsets[-1])
+        self.fd, self.owner = fd, os.getpid()
+        self._mm = None
+
+    def __len__(self):
+        return len(self.shapes)
+
+    def _array(self, mode="c"):
+        if self._mm is None:
+            self._mm = np.memmap(self.path, dtype=np.uint8, mode=mode, shape=(self.nbytes,))
+        return self._mm
+
+    def view(self, i, mode="c"):
+        c, h, w = (int(v) for v in self.shapes[i])
+        return self._array(mode)[self.offsets[i]:self.offsets[i + 1]].reshape(c, h, w)
+
+    def __getitem__(self, i):
+        return torch.from_numpy(self.view(i))
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_mm"] = None
+        return state
+
+    @property
+    def where(self):
+        return "memory (memfd)" if self.fd is not None else str(Path(self.path).parent)
+
+    def close(self):
+        """Release the file (only in the process that made it; workers just drop their mapping)."""
+        self._mm = None
+        if os.getpid() != self.owner:
+            return
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        else:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+
+
+class _CacheFiller(Dataset):
+    """Decodes chunks of a dataset's images straight into the cache file (one item = one chunk of indices)."""
+
+    def __init__(self, cache, paths, chunk=16):
+        self.cache, self.paths, self.chunk = cache, paths, chunk
+
+    def __len__(self):
+        return (len(self.paths) + self.chunk - 1) // self.chunk
+
+    def __getitem__(self, k):
+        idx = range(k * self.chunk, min((k + 1) * self.chunk, len(self.paths)))
+        for i in idx:
+            img = read_image(self.paths[i])
+            dst = self.cache.view(i, mode="r+")
+            if tuple(img.shape) != dst.shape:
+                raise ValueError(f"{self.paths[i]}: decoded {tuple(img.shape)}, the annotations say {dst.shape}")
+            dst[...] = img.numpy()  # a shared mapping: the bytes are in the file's pages for every reader at once
+        return len(idx)
+
+
+def _image_shape(path, meta):
+    if meta.get("height") and meta.get("width"):
+        return 3, int(meta["height"]), int(meta["width"])
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return 3, im.height, im.width
+
+
+def cache_directory(nbytes, preferred=None):
+    """Where a cache of ``nbytes`` fits: ``preferred``, else /dev/shm, else the temporary directory (whose page cache
+    then holds it), each only with room to spare."""
+    dirs = [preferred] if preferred else ["/dev/shm", tempfile.gettempdir()]
+    for d in dirs:
+        if d and os.path.isdir(d) and shutil.disk_usage(d).free > nbytes * 1.02 + (256 << 20):
+            return d
+    free = {d: shutil.disk_usage(d).free if d and os.path.isdir(d) else 0 for d in dirs}
+    raise OSError(f"no room for an image cache of {nbytes / 2**30:.1f} GiB: free space {free}; "
+                  "pass --cache-dir, or train without --cache-images")
+
+
+def _memfd(nbytes, tag):
+    """(path, fd) of an anonymous memory file of ``nbytes``, or None where this system has none."""
+    if not hasattr(os, "memfd_create"):
+        return None
+    try:
+        fd = os.memfd_create(f"qdeploy-cache-{tag}")
+    except OSError:
+        return None
+    path = f"/proc/{os.getpid()}/fd/{fd}"
+    try:
+        os.ftruncate(fd, max(nbytes, 1))
+        with open(path, "rb"):  # reopening by path is what spawned workers will do
+            pass
+    except OSError:
+        os.close(fd)
+        return None
+    return path, fd
+
+
+def cache_images(dataset, directory=None, workers=0, tag="data"):
+    """Decode all images of ``dataset`` (a CocoDetection) once into an ImageCache, in ``workers`` processes, and attach
+    it to the dataset. The cache is a memfd, or a file in ``directory`` when one is given (or memfd is missing).
+    Returns the cache; ``cache.close()`` releases it."""
+    paths = [dataset.image_path(i) for i in range(len(dataset))]
+    shapes = [_image_shape(p, im) for p, im in zip(paths, dataset.images)]
+    nbytes = ImageCache("", shapes).nbytes
+    made = None if directory else _memfd(nbytes, tag)
+    if made is not None:
+        cache = ImageCache(made[0], shapes, fd=made[1])
+    else:
+        fd, path = tempfile.mkstemp(prefix=f"qdeploy-cache-{tag}-", suffix=".u8",
+                                    dir=cache_directory(nbytes, directory))
+        os.close(fd)
+        cache = ImageCache(path, shapes)
+    try:
+        if made is None:
+            os.truncate(cache.path, max(nbytes, 1))
+        t0 = time.time()
+        filler = _CacheFiller(cache, paths)
+        done = sum(DataLoader(filler, batch_size=None, shuffle=False, num_workers=workers))
+        assert done == len(paths)
+        cache.elapsed = time.time() - t0
+    except BaseException:
+        cache.close()
+        raise
+    cache._mm = None  # reopened copy-on-write on first read
+    dataset.cache = cache
+    return cache
 
 
 def collate(batch):

@@ -69,10 +69,11 @@ Expected<Tensor> parse_npy(const std::string& bytes, const std::string& what) {
       !dict_value(header, "shape", &shape_text)) {
     return bad("header lacks descr, fortran_order or shape");
   }
-  if (order != "False") return bad("Fortran order is not supported; save with np.ascontiguousarray");
-  if (descr.size() < 2) return bad("bad descr");
+  if (order == "True") return bad("Fortran order is not supported; save with np.save(f, np.ascontiguousarray(a))");
+  if (order != "False") return bad("fortran_order is '" + order + "', expected True or False");
+  if (descr.size() < 3 || descr.front() != '\'' || descr.back() != '\'') return bad("descr " + descr + " is not a quoted type string");
   descr = descr.substr(1, descr.size() - 2);
-  if (descr == "=f4") descr = "<f4";
+  if (descr.size() == 3 && descr[0] == '=') descr[0] = '<';  // native order; qdeploy runs on little-endian hosts
   DType dtype = DType::kUndefined;
   for (const auto& t : kTypes) {
     if (descr == t.descr || (descr.size() == 3 && descr[0] == '<' && t.descr[0] == '|' && descr.substr(1) == t.descr + 1)) {
@@ -80,24 +81,40 @@ Expected<Tensor> parse_npy(const std::string& bytes, const std::string& what) {
     }
   }
   if (dtype == DType::kUndefined) return bad("unsupported dtype '" + descr + "' (little-endian numeric only)");
+  // shape: a python tuple of non-negative ints, e.g. "()", "(5,)", "(1, 3, 224, 224)".
+  if (shape_text.size() < 2 || shape_text.front() != '(' || shape_text.back() != ')') {
+    return bad("shape " + shape_text + " is not a tuple like (1, 3, 224, 224)");
+  }
   Shape shape;
-  size_t i = 1;
-  while (i < shape_text.size() - 1) {
-    while (i < shape_text.size() && (shape_text[i] == ' ' || shape_text[i] == ',')) ++i;
-    if (i >= shape_text.size() - 1) break;
+  const std::string inner = shape_text.substr(1, shape_text.size() - 2);
+  size_t i = 0;
+  auto skip_spaces = [&] {
+    while (i < inner.size() && inner[i] == ' ') ++i;
+  };
+  skip_spaces();
+  while (i < inner.size()) {
     size_t j = i;
-    while (j < shape_text.size() && shape_text[j] >= '0' && shape_text[j] <= '9') ++j;
+    while (j < inner.size() && inner[j] >= '0' && inner[j] <= '9') ++j;
     if (j == i || j - i > 15) return bad("bad shape " + shape_text);
-    shape.push_back(std::stoll(shape_text.substr(i, j - i)));
+    if (shape.size() >= 32) return bad("shape " + shape_text + " has more than 32 dims");
+    shape.push_back(std::stoll(inner.substr(i, j - i)));
     i = j;
+    skip_spaces();
+    if (i == inner.size()) {
+      if (shape.size() == 1) return bad("bad shape " + shape_text + " (a 1-d shape is written (n,))");
+      break;
+    }
+    if (inner[i] != ',') return bad("bad shape " + shape_text);
+    ++i;
+    skip_spaces();
   }
   auto n = checked_numel(shape);
   if (!n) return bad(n.status().message());
   const size_t data_off = offset + header_len;
   const size_t need = static_cast<size_t>(*n) * dtype_size(dtype);
-  if (bytes.size() - data_off < need) {
-    return bad("data is " + std::to_string(bytes.size() - data_off) + " bytes, shape " + shape_str(shape) + " needs " +
-               std::to_string(need));
+  if (bytes.size() - data_off != need) {
+    return bad("data is " + std::to_string(bytes.size() - data_off) + " bytes, but shape " + shape_str(shape) + " of " +
+               dtype_name(dtype) + " needs " + std::to_string(need));
   }
   Tensor t(dtype, shape);
   if (need) std::memcpy(t.raw(), bytes.data() + data_off, need);

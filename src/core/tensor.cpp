@@ -28,7 +28,17 @@ Expected<Tensor> Tensor::make(DType dtype, const Shape& shape) {
   if (dtype_size(dtype) == 0) return unsupported(std::string("tensors of type ") + dtype_name(dtype));
   auto n = checked_numel(shape);
   if (!n) return n.status();
-  return Tensor(dtype, shape);
+  const uint64_t bytes = static_cast<uint64_t>(*n) * dtype_size(dtype);
+  if (bytes > kMaxTensorBytes) {
+    return invalid("a tensor of shape " + shape_str(shape) + " needs " + std::to_string(bytes >> 20) +
+                   " MiB, more than the " + std::to_string(kMaxTensorBytes >> 30) + " GiB limit for one tensor");
+  }
+  try {
+    return Tensor(dtype, shape);
+  } catch (const std::bad_alloc&) {
+    return invalid("out of memory allocating a tensor of shape " + shape_str(shape) + " (" +
+                   std::to_string(bytes >> 20) + " MiB)");
+  }
 }
 
 Tensor Tensor::scalar_f32(float v) {
@@ -51,7 +61,8 @@ Tensor Tensor::from_i64(const std::vector<int64_t>& v) {
 
 Tensor Tensor::from_f32(const Shape& shape, const std::vector<float>& v) {
   Tensor t(DType::kFloat32, shape);
-  std::memcpy(t.raw(), v.data(), std::min<size_t>(v.size(), t.numel()) * 4);
+  const size_t n = std::min<size_t>(v.size(), static_cast<size_t>(t.numel()));
+  if (n) std::memcpy(t.raw(), v.data(), n * 4);
   return t;
 }
 

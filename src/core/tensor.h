@@ -13,6 +13,9 @@
 
 namespace qd {
 
+// Largest single tensor qdeploy allocates (8 GiB): a model or input asking for more is refused with an error.
+constexpr uint64_t kMaxTensorBytes = uint64_t{8} << 30;
+
 class Tensor {
  public:
   Tensor() = default;

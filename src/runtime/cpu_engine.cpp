@@ -1,10 +1,13 @@
 // The CPU engine: keeps the imported graph and prepares (binds, infers, folds) one copy per distinct set of input
 // shapes, so the batch size may change between runs.
+#include <cstdio>
 #include <mutex>
 
 #include "backends/cpu/reference.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
+#include "quant/calib_cache.h"
+#include "quant/int8.h"
 #include "runtime/engine.h"
 
 namespace qd {
@@ -48,7 +51,34 @@ class CpuEngine final : public Engine {
 
   const std::vector<TensorDesc>& inputs() const override { return inputs_; }
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
-  std::string describe() const override { return "cpu (reference, " + opt_.precision + ")"; }
+  std::string describe() const override {
+    std::string d = "cpu (reference, " + opt_.precision;
+    if (opt_.precision == "int8") {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, " %s: %zu layers int8, %zu float, %.1f%% of MACs in int8", opt_.int8_mode.c_str(),
+                    int8_report_.int8_nodes.size(),
+                    int8_report_.float_nodes.size() + int8_report_.no_scale_nodes.size(),
+                    int8_report_.total_macs ? 100.0 * int8_report_.int8_macs / int8_report_.total_macs : 0.0);
+      d += buf;
+    }
+    return d + ")";
+  }
+  const Int8Report& int8_report() const { return int8_report_; }
+
+  Status load_scales() {
+    if (opt_.precision != "int8") return Status::ok();
+    if (opt_.calib_cache.empty()) {
+      return invalid("--precision int8 needs activation scales: --calib-cache FILE (from qdeploy calibrate)");
+    }
+    CalibCache cache = QD_TRY(read_calib_cache(opt_.calib_cache));
+    Status names = check_cache_names(cache, graph_);
+    if (!names.is_ok()) return names.prefix(opt_.calib_cache);
+    int8_.mode = opt_.int8_mode == "fake" ? Int8Mode::kFake : Int8Mode::kExact;
+    for (const auto& [name, s] : cache.scales) int8_.act_scales[name] = s;
+    int8_.float_nodes = opt_.fp32_layers;
+    int8_.float_nodes.insert(int8_.float_nodes.end(), opt_.fp16_layers.begin(), opt_.fp16_layers.end());
+    return Status::ok();
+  }
 
   Expected<std::vector<Tensor>> run(const std::map<std::string, Tensor>& in) override {
     std::map<std::string, Shape> shapes;
@@ -67,12 +97,15 @@ class CpuEngine final : public Engine {
     PrepareOptions p;
     p.input_shapes = shapes;
     QD_RETURN_IF_ERROR(prepare_graph(g, p));
+    if (opt_.precision == "int8") int8_report_ = QD_TRY(lower_int8(g, int8_));
     return &cache_.emplace(shapes, std::move(g)).first->second;
   }
 
   Graph graph_;
   BuildOptions opt_;
   std::vector<TensorDesc> inputs_, outputs_;
+  Int8Options int8_;
+  Int8Report int8_report_;
   std::mutex mu_;
   std::map<std::map<std::string, Shape>, Graph> cache_;
 };
@@ -94,12 +127,16 @@ Expected<std::unique_ptr<Engine>> build_engine(const std::string& model_path, co
   if (opt.device == "cuda") {
     return unsupported("--device cuda: the CUDA engine is not part of this build yet; use --device cpu");
   }
-  if (opt.precision != "fp32") {
-    return unsupported("--precision " + opt.precision + " on the CPU is not implemented yet; use --precision fp32");
+  if (opt.precision == "fp16") {
+    return unsupported("--precision fp16 on the CPU is not implemented; use fp32 or int8 (fp16 runs on --device cuda)");
+  }
+  if (opt.int8_mode != "exact" && opt.int8_mode != "fake") {
+    return invalid("--int8-mode must be exact or fake, got '" + opt.int8_mode + "'");
   }
   Graph g = QD_TRY(import_onnx_file(model_path));
   auto engine = std::make_unique<CpuEngine>(std::move(g), opt);
-  Status st = engine->init();
+  Status st = engine->load_scales();
+  if (st.is_ok()) st = engine->init();
   if (!st.is_ok()) return st.prefix(model_path);
   return std::unique_ptr<Engine>(std::move(engine));
 }

@@ -16,6 +16,11 @@ struct BuildOptions {
   std::string precision = "fp32";  // fp32 | fp16 | int8
   // Binds symbolic input dims (e.g. images:1x3x640x640). The batch dim may still change at run time.
   std::map<std::string, Shape> shapes;
+  // INT8: activation scales from a calibration cache (TensorRT text format); exact integer arithmetic or fake quant.
+  std::string calib_cache;
+  std::string int8_mode = "exact";  // exact | fake
+  // Nodes kept in higher precision (names or regexes).
+  std::vector<std::string> fp16_layers, fp32_layers;
 };
 
 struct TensorDesc {
@@ -29,7 +34,7 @@ class Engine {
   virtual ~Engine() = default;
   virtual const std::vector<TensorDesc>& inputs() const = 0;
   virtual const std::vector<TensorDesc>& outputs() const = 0;
-  // "cpu (reference, fp32)"
+  // "cpu (reference, fp32)"; for INT8 also how much of the model runs in INT8.
   virtual std::string describe() const = 0;
   // Runs once; input shapes may differ from the declared ones only in dims declared dynamic (-1).
   virtual Expected<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs) = 0;

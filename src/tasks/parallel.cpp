@@ -1,5 +1,7 @@
 #include "tasks/parallel.h"
 
+#include "core/progress.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,24 +50,14 @@ Status parallel_for(int n, int threads, const std::string& label, const std::fun
   } else {
     // The calling thread reports progress while the others work (one extra worker keeps all cores busy).
     pool.emplace_back(worker);
-    const bool tty = ::isatty(2) != 0;
-    const auto start = std::chrono::steady_clock::now();
-    int last_decile = -1;
+    Progress progress(label, n);
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(mu);
         cv.wait_for(lock, std::chrono::milliseconds(250), [&] { return running.load() == 0; });
       }
-      const int d = done.load();
       const bool finished = running.load() == 0;
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const int decile = static_cast<int>(10LL * d / n);
-      if (tty) {
-        std::fprintf(stderr, "\r%s: %d/%d (%.1f s)%s", label.c_str(), d, n, secs, finished ? "\n" : "");
-      } else if (decile != last_decile || finished) {
-        std::fprintf(stderr, "%s: %d/%d (%.1f s)\n", label.c_str(), d, n, secs);
-      }
-      last_decile = decile;
+      progress.update(finished ? n : done.load());
       if (finished) break;
     }
   }

@@ -11,6 +11,11 @@ void add_build_flags(CLI::App* sub, BuildFlags& f) {
   sub->add_option("--device", f.device, "cpu or cuda")->capture_default_str();
   sub->add_option("--precision", f.precision, "fp32, fp16 or int8")->capture_default_str();
   sub->add_option("--shapes", f.shapes, "Bind input shapes, e.g. images:1x3x640x640 (repeatable)");
+  sub->add_option("--calib-cache", f.calib_cache, "INT8 activation scales (TensorRT calibration cache text format)");
+  sub->add_option("--int8-mode", f.int8_mode, "CPU INT8: exact (integer arithmetic) or fake (float quantize-dequantize)")
+      ->capture_default_str();
+  sub->add_option("--fp16-layers", f.fp16_layers, "Layers kept in fp16 (names or regexes, comma separated)")->delimiter(',');
+  sub->add_option("--fp32-layers", f.fp32_layers, "Layers kept in fp32 (names or regexes, comma separated)")->delimiter(',');
 }
 
 Expected<std::unique_ptr<Engine>> build_from_flags(const std::string& model, const BuildFlags& f) {
@@ -18,6 +23,10 @@ Expected<std::unique_ptr<Engine>> build_from_flags(const std::string& model, con
   opt.device = f.device;
   opt.precision = f.precision;
   opt.shapes = QD_TRY(parse_shape_flags(f.shapes));
+  opt.calib_cache = f.calib_cache;
+  opt.int8_mode = f.int8_mode;
+  opt.fp16_layers = f.fp16_layers;
+  opt.fp32_layers = f.fp32_layers;
   return build_engine(model, opt);
 }
 

@@ -16,6 +16,9 @@ struct BuildFlags {
   std::string device = "cpu";
   std::string precision = "fp32";
   std::vector<std::string> shapes;
+  std::string calib_cache;
+  std::string int8_mode = "exact";
+  std::vector<std::string> fp16_layers, fp32_layers;
 };
 
 void add_build_flags(CLI::App* sub, BuildFlags& f);

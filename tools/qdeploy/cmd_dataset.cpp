@@ -16,7 +16,7 @@ RunFn add_dataset(CLI::App& app) {
 
   struct DetArgs {
     std::string split, out, fmnist_dir = kFmnistDefaultDir;
-    int count = 1000, threads = 0;
+    int count = 1000, threads = 0, source_limit = 0;
     uint64_t seed = 0;
     bool stats = false, yolo = false, quiet = false;
   };
@@ -33,6 +33,9 @@ RunFn add_dataset(CLI::App& app) {
   det_cmd->add_option("--fmnist-dir", det->fmnist_dir, "Folder with the Fashion-MNIST IDX files")
       ->capture_default_str();
   det_cmd->add_option("--threads", det->threads, "Worker threads (default: all cores; output does not depend on it)");
+  det_cmd->add_option("--source-limit", det->source_limit,
+                      "Draw items only from the first N images of the Fashion-MNIST split (0: all)")
+      ->check(CLI::NonNegativeNumber);
   det_cmd->add_flag("--stats", det->stats, "Print statistics (objects per image, COCO area ranges, classes)");
   det_cmd->add_flag("--yolo-labels", det->yolo, "Also write labels/NNNNNN.txt in YOLO format (class cx cy w h)");
   det_cmd->add_flag("--quiet", det->quiet, "No progress output");
@@ -64,6 +67,11 @@ RunFn add_dataset(CLI::App& app) {
     if (det_cmd->parsed()) {
       auto ds = load_fmnist(det->fmnist_dir, det->split == "train" ? "train" : "test");
       if (!ds) return report(ds.status());
+      if (det->source_limit > 0 && det->source_limit < ds->count) {
+        ds->count = det->source_limit;
+        ds->images.resize(static_cast<size_t>(ds->count) * ds->rows * ds->cols);
+        ds->labels.resize(static_cast<size_t>(ds->count));
+      }
       FmnistDetGenerateOptions opt;
       opt.split = det->split;
       opt.count = det->count;

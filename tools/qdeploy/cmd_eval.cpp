@@ -22,6 +22,7 @@
 #include "eval/coco_categories.h"
 #include "eval/topk.h"
 #include "build_flags.h"
+#include "core/progress.h"
 #include "tasks/detector.h"
 #include "tasks/fmnist.h"
 #include "tasks/parallel.h"
@@ -195,6 +196,7 @@ int run_eval_model(const EvalArgs& a) {
   DetectTimings t;
   double decode_ms = 0;
   const auto t0 = std::chrono::steady_clock::now();
+  qd::Progress progress("eval", static_cast<int64_t>(n));
   for (size_t start = 0; start < n; start += a.batch) {
     const size_t end = std::min(n, start + a.batch);
     std::vector<Image> imgs(end - start);
@@ -219,9 +221,10 @@ int run_eval_model(const EvalArgs& a) {
         all.push_back(d);
       }
     }
-    if (!a.quiet && (end == n || (end / a.batch) % std::max<size_t>(1, 50 / a.batch) == 0)) {
-      std::fprintf(stderr, "\reval: %zu/%zu images (%.1f img/s)", end, n, end / seconds_since(t0));
-      if (end == n) std::fprintf(stderr, "\n");
+    if (!a.quiet) {
+      char rate[32];
+      std::snprintf(rate, sizeof rate, "%.1f img/s", end / seconds_since(t0));
+      progress.update(static_cast<int64_t>(end), rate);
     }
   }
   if (!a.quiet) {
@@ -248,6 +251,7 @@ int run_eval_fmnist(const EvalArgs& a) {
   const int batch = in[0].shape[0] > 0 ? static_cast<int>(in[0].shape[0]) : a.batch;  // a fixed batch wins
   TopK acc;
   const auto t0 = std::chrono::steady_clock::now();
+  qd::Progress progress("eval", split->count);
   for (int start = 0; start < split->count; start += batch) {
     const int end = std::min(split->count, start + batch);
     std::vector<Image> imgs;
@@ -260,9 +264,10 @@ int run_eval_fmnist(const EvalArgs& a) {
     if (!out) return report(out.status());
     Status st = acc.add((*out)[0], split->labels.data() + start);
     if (!st) return report(st);
-    if (!a.quiet && ((end / batch) % 500 == 0 || end == split->count)) {
-      std::fprintf(stderr, "\reval: %d/%d images (%.0f img/s)", end, split->count, end / seconds_since(t0));
-      if (end == split->count) std::fprintf(stderr, "\n");
+    if (!a.quiet) {
+      char rate[32];
+      std::snprintf(rate, sizeof rate, "%.0f img/s", end / seconds_since(t0));
+      progress.update(end, rate);
     }
   }
   if (a.json) {

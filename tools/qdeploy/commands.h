@@ -18,6 +18,7 @@ RunFn add_inspect(CLI::App& app);
 RunFn add_run(CLI::App& app);
 RunFn add_ops(CLI::App& app);
 RunFn add_detect(CLI::App& app);
+RunFn add_calibrate(CLI::App& app);
 RunFn add_eval(CLI::App& app);
 RunFn add_dataset(CLI::App& app);
 

@@ -1,0 +1,56 @@
+// INT8 for the reference backend: rewrites a prepared graph so that it computes what DESIGN.md's INT8 contract says.
+//
+// Which tensors are quantized: the data input of every INT8 compute node (Conv, Gemm with a constant B) that has an
+// activation scale. Such a tensor is quantized once, q = clamp(round_half_even(x / s), -128, 127), and every consumer
+// sees the quantized value ("one tensor, one format": the GPU engine stores it as int8). Data-movement ops between a
+// producer and the quantization point stay transparent: max-pooling, concatenation, nearest resizing and reshaping
+// commute with a shared per-tensor quantization, so the GPU engine may run them on int8 with that scale.
+//
+// exact mode: Conv -> QuantizeLinear(x) + ConvInteger(q_x, q_w) (int32) + Cast + Mul(s_x * s_w[c]) + Add(bias);
+//             the epilogue (activation, residual add) then runs in fp32 on the result, as in the contract.
+// fake mode:  Conv -> Conv(DequantizeLinear(QuantizeLinear(x)), dequantized q_w) + bias in fp32 (fast analysis);
+//             agrees with exact mode to float rounding, i.e. within 1 LSB after the next quantization.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace qd {
+
+enum class Int8Mode { kExact, kFake };
+
+struct WeightQuant {
+  Tensor q;                   // int8, same shape as the weight; values in [-127, 127]
+  std::vector<float> scales;  // one per output channel
+};
+// Per-output-channel symmetric quantization along `axis` (0 for Conv weights [M, C/g, kh, kw]; 1 for Gemm's B
+// [K, N]): s[c] = max|w[c]| / 127 (1 for an all-zero channel), q = clamp(round_half_even(w / s[c]), -127, 127).
+WeightQuant quantize_weights(const Tensor& w, int axis);
+// Same, with given scales (from a QAT model).
+WeightQuant quantize_weights_with(const Tensor& w, int axis, const std::vector<float>& scales);
+
+struct Int8Options {
+  Int8Mode mode = Int8Mode::kExact;
+  std::map<std::string, float> act_scales;  // tensor name -> activation scale
+  // Per-channel weight scales of QAT models (weight constant name -> scales); computed from the weights otherwise.
+  std::map<std::string, std::vector<float>> weight_scales;
+  std::vector<std::string> float_nodes;     // nodes kept in float (names; a name may be a regex: see matches_any)
+};
+
+struct Int8Report {
+  std::vector<std::string> int8_nodes;
+  std::vector<std::string> float_nodes;       // asked for by the user
+  std::vector<std::string> no_scale_nodes;    // quantizable but their input has no scale: kept in float
+  int64_t int8_macs = 0, total_macs = 0;
+};
+
+// True when `name` equals one of `patterns` or fully matches one read as an ECMAScript regex.
+bool matches_any(const std::string& name, const std::vector<std::string>& patterns);
+
+// Rewrites a prepared graph (shapes inferred) for INT8 and re-infers its shapes.
+Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt);
+
+}  // namespace qd
