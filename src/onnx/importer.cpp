@@ -4,7 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <set>
+#include <map>
+#include <unordered_map>
 
 #include "core/file_io.h"
 #include "onnx.pb.h"
@@ -16,7 +17,27 @@ namespace {
 
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
-// Attribute -> AttrValue. Graph attributes (If/Loop bodies) are rejected by the caller, whose ops are unsupported.
+const char* attr_type_name(int t) {
+  switch (t) {
+    case onnx::AttributeProto::FLOAT: return "a float";
+    case onnx::AttributeProto::INT: return "an int";
+    case onnx::AttributeProto::STRING: return "a string";
+    case onnx::AttributeProto::TENSOR: return "a tensor";
+    case onnx::AttributeProto::GRAPH: return "a graph";
+    case onnx::AttributeProto::SPARSE_TENSOR: return "a sparse tensor";
+    case onnx::AttributeProto::TYPE_PROTO: return "a type";
+    case onnx::AttributeProto::FLOATS: return "a list of floats";
+    case onnx::AttributeProto::INTS: return "a list of ints";
+    case onnx::AttributeProto::STRINGS: return "a list of strings";
+    case onnx::AttributeProto::TENSORS: return "a list of tensors";
+    case onnx::AttributeProto::GRAPHS: return "a list of graphs";
+    case onnx::AttributeProto::SPARSE_TENSORS: return "a list of sparse tensors";
+    case onnx::AttributeProto::TYPE_PROTOS: return "a list of types";
+    default: return "of no type";
+  }
+}
+
+// Attribute -> AttrValue. Graph attributes (If/Loop bodies) are rejected: qdeploy supports no control flow.
 Expected<AttrValue> convert_attr(const onnx::AttributeProto& a, const std::string& model_dir) {
   switch (a.type()) {
     case onnx::AttributeProto::INT: return AttrValue(static_cast<int64_t>(a.i()));
@@ -26,7 +47,7 @@ Expected<AttrValue> convert_attr(const onnx::AttributeProto& a, const std::strin
     case onnx::AttributeProto::FLOATS: return AttrValue(std::vector<float>(a.floats().begin(), a.floats().end()));
     case onnx::AttributeProto::STRINGS: return AttrValue(std::vector<std::string>(a.strings().begin(), a.strings().end()));
     case onnx::AttributeProto::TENSOR: {
-      auto t = tensor_from_proto(a.t(), model_dir);
+      auto t = tensor_from_proto(a.t(), model_dir, "attribute '" + a.name() + "': tensor");
       if (!t) return t.status();
       return AttrValue(std::move(*t));
     }
@@ -39,40 +60,77 @@ Expected<AttrValue> convert_attr(const onnx::AttributeProto& a, const std::strin
     if (a.has_s()) return AttrValue(a.s());
     if (a.ints_size()) return AttrValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
     if (a.floats_size()) return AttrValue(std::vector<float>(a.floats().begin(), a.floats().end()));
+    if (a.strings_size()) return AttrValue(std::vector<std::string>(a.strings().begin(), a.strings().end()));
+    if (a.has_t()) {
+      auto t = tensor_from_proto(a.t(), model_dir, "attribute '" + a.name() + "': tensor");
+      if (!t) return t.status();
+      return AttrValue(std::move(*t));
+    }
+    return invalid("attribute '" + a.name() + "' has no type and no value");
   }
-  return unsupported("attribute '" + a.name() + "' has a type qdeploy does not support (graphs, sparse tensors)");
+  return unsupported("attribute '" + a.name() + "' is " + attr_type_name(a.type()) +
+                     "; qdeploy does not support graph, sparse-tensor, type or tensor-list attributes");
 }
 
-// A Constant node's value as a tensor.
+// A Constant node's value as a tensor (exactly one value_* attribute, of the type its name says).
 Expected<Tensor> constant_value(const onnx::NodeProto& n, const std::string& model_dir) {
+  const onnx::AttributeProto* value = nullptr;
   for (const auto& a : n.attribute()) {
-    if (a.name() == "value") return tensor_from_proto(a.t(), model_dir);
-    if (a.name() == "value_float") return Tensor::scalar_f32(a.f());
-    if (a.name() == "value_int") return Tensor::scalar_i64(a.i());
-    if (a.name() == "value_floats") {
-      std::vector<float> v(a.floats().begin(), a.floats().end());
-      return Tensor::from_f32({static_cast<int64_t>(v.size())}, v);
-    }
-    if (a.name() == "value_ints") return Tensor::from_i64(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
-    if (a.name() == "sparse_value") return unsupported("sparse Constant values");
-    if (a.name() == "value_string" || a.name() == "value_strings") return unsupported("string Constant values");
+    if (a.name().rfind("value", 0) != 0 && a.name() != "sparse_value") continue;
+    if (value) return invalid("Constant node has more than one value attribute ('" + value->name() + "', '" + a.name() + "')");
+    value = &a;
   }
-  return invalid("Constant node has no value attribute");
+  if (!value) return invalid("Constant node has no value attribute");
+  const auto& a = *value;
+  auto want = [&](onnx::AttributeProto::AttributeType t) -> Status {
+    if (a.type() == t || a.type() == onnx::AttributeProto::UNDEFINED) return Status::ok();
+    return invalid("Constant attribute '" + a.name() + "' should be " + attr_type_name(t) + " but is " +
+                   attr_type_name(a.type()));
+  };
+  if (a.name() == "value") {
+    QD_RETURN_IF_ERROR(want(onnx::AttributeProto::TENSOR));
+    return tensor_from_proto(a.t(), model_dir, "Constant value");
+  }
+  if (a.name() == "value_float") {
+    QD_RETURN_IF_ERROR(want(onnx::AttributeProto::FLOAT));
+    return Tensor::scalar_f32(a.f());
+  }
+  if (a.name() == "value_int") {
+    QD_RETURN_IF_ERROR(want(onnx::AttributeProto::INT));
+    return Tensor::scalar_i64(a.i());
+  }
+  if (a.name() == "value_floats") {
+    QD_RETURN_IF_ERROR(want(onnx::AttributeProto::FLOATS));
+    std::vector<float> v(a.floats().begin(), a.floats().end());
+    return Tensor::from_f32({static_cast<int64_t>(v.size())}, v);
+  }
+  if (a.name() == "value_ints") {
+    QD_RETURN_IF_ERROR(want(onnx::AttributeProto::INTS));
+    return Tensor::from_i64(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+  }
+  if (a.name() == "sparse_value") return unsupported("sparse Constant values are not supported");
+  if (a.name() == "value_string" || a.name() == "value_strings") return unsupported("string Constant values are not supported");
+  return invalid("Constant node has an unknown attribute '" + a.name() + "'");
 }
 
 Status read_value_info(const onnx::ValueInfoProto& vi, Value* v) {
-  if (!vi.type().has_tensor_type()) return unsupported("input '" + vi.name() + "' is not a tensor (sequences/maps)");
+  const std::string what = "graph input '" + vi.name() + "'";
+  if (!vi.has_type()) return invalid(what + " has no type; declare it as a tensor with an element type and shape");
+  if (!vi.type().has_tensor_type()) return unsupported(what + " is not a tensor (sequences, maps and optionals are not supported)");
   const auto& tt = vi.type().tensor_type();
+  if (tt.elem_type() == onnx::TensorProto::UNDEFINED) return invalid(what + " has no element type");
+  if (tt.elem_type() == onnx::TensorProto::STRING) return unsupported(what + " has element type string; qdeploy supports numeric tensors only");
   if (!dtype_from_onnx(tt.elem_type(), &v->dtype)) {
-    return unsupported("input '" + vi.name() + "' has element type code " + std::to_string(tt.elem_type()));
+    return unsupported(what + " has element type code " + std::to_string(tt.elem_type()) +
+                       " (bfloat16, complex and float8 inputs are not supported)");
   }
   if (!tt.has_shape()) return Status::ok();
-  if (tt.shape().dim_size() > 8) return invalid("input '" + vi.name() + "' has rank > 8");
+  if (tt.shape().dim_size() > 8) return invalid(what + " has rank " + std::to_string(tt.shape().dim_size()) + "; at most 8 is supported");
   v->has_shape = true;
   for (const auto& d : tt.shape().dim()) {
     if (d.has_dim_value()) {
       if (d.dim_value() < 0 || d.dim_value() > (int64_t{1} << 32)) {
-        return invalid("input '" + vi.name() + "' has invalid dim " + std::to_string(d.dim_value()));
+        return invalid(what + " has invalid dim " + std::to_string(d.dim_value()));
       }
       v->shape.push_back(d.dim_value());
       v->dim_names.emplace_back();
@@ -81,6 +139,10 @@ Status read_value_info(const onnx::ValueInfoProto& vi, Value* v) {
       v->dim_names.push_back(d.dim_param());
     }
   }
+  // The fixed dims alone must not already exceed the element limit (the symbolic ones are checked once bound).
+  Shape fixed;
+  for (int64_t d : v->shape) fixed.push_back(d < 0 ? 1 : d);
+  if (!checked_numel(fixed)) return invalid(what + " has more than 2^40 elements (shape " + shape_str(v->shape) + ")");
   return Status::ok();
 }
 
@@ -88,43 +150,58 @@ Status read_value_info(const onnx::ValueInfoProto& vi, Value* v) {
 
 Expected<Graph> import_onnx_bytes(const std::string& bytes, const std::string& model_dir, const std::string& what) {
   auto fail = [&](Status s) { return s.prefix(what); };
+  if (bytes.empty()) return fail(invalid("the file is empty; expected an ONNX model (a protobuf ModelProto)"));
   onnx::ModelProto model;
   {
+    if (bytes.size() > INT32_MAX) return fail(invalid("the model is larger than 2 GiB; store the weights as external data"));
     google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                                  static_cast<int>(std::min<size_t>(bytes.size(), INT32_MAX)));
+                                                  static_cast<int>(bytes.size()));
     stream.SetRecursionLimit(64);
-    if (bytes.size() > INT32_MAX || !model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
-      return fail(invalid("not a valid ONNX model: the protobuf data is truncated or corrupt"));
+    if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
+      return fail(invalid("not a valid ONNX model: the protobuf data is truncated, corrupt or nested too deeply"));
     }
   }
-  if (!model.has_graph()) return fail(invalid("the model has no graph"));
+  if (!model.has_graph()) return fail(invalid("the model has no graph (is this an ONNX model file?)"));
   Graph g;
   g.name = model.graph().name();
+  std::map<std::string, int64_t> domain_opset;
+  int64_t opset = 0;
   for (const auto& op : model.opset_import()) {
-    if (is_default_domain(op.domain())) g.opset = static_cast<int>(std::min<int64_t>(op.version(), 1 << 20));
+    domain_opset[op.domain()] = op.version();
+    if (is_default_domain(op.domain())) opset = op.version();
   }
   const bool uses_default_domain = std::any_of(model.graph().node().begin(), model.graph().node().end(),
                                                [](const onnx::NodeProto& n) { return is_default_domain(n.domain()); });
-  if (g.opset == 0 && uses_default_domain) {
-    return fail(invalid("the model declares no opset for the default ONNX domain"));
+  if (opset == 0 && uses_default_domain) {
+    return fail(invalid("the model declares no opset for the default ONNX domain (opset_import is missing)"));
   }
-  if (g.opset != 0 && (g.opset < kMinOpset || g.opset > kMaxOpset)) {
-    return fail(unsupported("opset " + std::to_string(g.opset) + " is not supported (qdeploy reads opsets " +
+  if (opset != 0 && (opset < kMinOpset || opset > kMaxOpset)) {
+    return fail(unsupported("opset " + std::to_string(opset) + " is not supported (qdeploy reads opsets " +
                             std::to_string(kMinOpset) + "-" + std::to_string(kMaxOpset) +
                             "); re-export the model with opset_version=" + std::to_string(kMaxOpset)));
   }
+  g.opset = static_cast<int>(opset);
   const auto& gp = model.graph();
+  // What defined each name, so that a second definition is an error naming both.
+  std::unordered_map<std::string, std::string> defined;
   // Initializers become constants.
   for (const auto& init : gp.initializer()) {
     if (init.name().empty()) return fail(invalid("an initializer has no name"));
-    if (g.find_value(init.name()) >= 0) return fail(invalid("initializer '" + init.name() + "' is defined twice"));
-    auto t = tensor_from_proto(init, model_dir);
+    if (!defined.emplace(init.name(), "an initializer").second) {
+      return fail(invalid("initializer '" + init.name() + "' is defined twice"));
+    }
+    auto t = tensor_from_proto(init, model_dir, "initializer");
     if (!t) return fail(t.status());
     g.constants[g.add_value(init.name())] = std::move(*t);
   }
   for (const auto& in : gp.input()) {
-    if (g.find_value(in.name()) >= 0) continue;  // opset < 9 lists initializers among the inputs
     if (in.name().empty()) return fail(invalid("a graph input has no name"));
+    auto it = defined.find(in.name());
+    if (it != defined.end()) {
+      if (it->second == "an initializer") continue;  // opset < 9 lists initializers among the inputs
+      return fail(invalid("graph input '" + in.name() + "' is listed twice"));
+    }
+    defined.emplace(in.name(), "a graph input");
     const int v = g.add_value(in.name());
     QD_RETURN_IF_ERROR(fail(read_value_info(in, &g.values[v])));
     g.inputs.push_back(v);
@@ -135,16 +212,30 @@ Expected<Graph> import_onnx_bytes(const std::string& bytes, const std::string& m
   for (const auto& np : gp.node()) {
     const std::string name = np.name().empty() ? np.op_type() + "_" + std::to_string(index) : np.name();
     ++index;
+    for (const auto& out : np.output()) {
+      if (out.empty()) continue;
+      auto [it, fresh] = defined.emplace(out, "node '" + name + "'");
+      if (!fresh) {
+        return fail(invalid("value '" + out + "' is defined twice: by " + it->second + " and by node '" + name + "' (" +
+                            np.op_type() + "); every value must have exactly one producer"));
+      }
+    }
     if (!is_default_domain(np.domain())) {
-      unsupported_nodes.push_back("'" + name + "' (" + np.domain() + "::" + np.op_type() + ")");
+      auto d = domain_opset.find(np.domain());
+      unsupported_nodes.push_back("'" + name + "' (" + np.domain() + "::" + np.op_type() + ", " +
+                                  (d == domain_opset.end() ? std::string("no opset declared for this domain")
+                                                           : "opset " + std::to_string(d->second)) + ")");
       continue;
     }
     if (np.op_type() == "Constant") {
-      if (np.output_size() != 1 || np.output(0).empty()) return fail(invalid("Constant node '" + name + "' must have one output"));
-      if (g.find_value(np.output(0)) >= 0) return fail(invalid("value '" + np.output(0) + "' is defined twice"));
+      if (np.output_size() != 1 || np.output(0).empty()) {
+        return fail(invalid("must have one output").at_node(name, "Constant"));
+      }
       auto t = constant_value(np, model_dir);
       if (!t) return fail(Status(t.status()).at_node(name, "Constant"));
-      g.constants[g.add_value(np.output(0))] = std::move(*t);
+      int v = g.find_value(np.output(0));  // may already be read by a node listed earlier
+      if (v < 0) v = g.add_value(np.output(0));
+      g.constants[v] = std::move(*t);
       continue;
     }
     auto op = op_from_name(np.op_type());
@@ -157,6 +248,9 @@ Expected<Graph> import_onnx_bytes(const std::string& bytes, const std::string& m
     n.op = *op;
     n.opset = g.opset;
     for (const auto& a : np.attribute()) {
+      if (n.attrs.has(a.name())) {
+        return fail(invalid("attribute '" + a.name() + "' is given twice").at_node(name, np.op_type()));
+      }
       auto v = convert_attr(a, model_dir);
       if (!v) return fail(Status(v.status()).at_node(name, np.op_type()));
       n.attrs.set(a.name(), std::move(*v));
@@ -183,13 +277,19 @@ Expected<Graph> import_onnx_bytes(const std::string& bytes, const std::string& m
   }
   if (!unsupported_nodes.empty()) {
     std::string list;
-    for (const auto& u : unsupported_nodes) list += "\n  " + u;
+    constexpr size_t kMaxListed = 50;  // a model of thousands of custom nodes still gets a readable message
+    for (size_t i = 0; i < unsupported_nodes.size() && i < kMaxListed; ++i) list += "\n  " + unsupported_nodes[i];
+    if (unsupported_nodes.size() > kMaxListed) {
+      list += "\n  ... and " + std::to_string(unsupported_nodes.size() - kMaxListed) + " more";
+    }
     return fail(unsupported(std::to_string(unsupported_nodes.size()) + " node(s) use ops qdeploy does not support:" +
                             list + "\n(see docs/operators.md for the supported ops)"));
   }
   for (const auto& out : gp.output()) {
     const int v = g.find_value(out.name());
-    if (v < 0) return fail(invalid("graph output '" + out.name() + "' is not produced by any node"));
+    if (v < 0 || !defined.count(out.name())) {
+      return fail(invalid("graph output '" + out.name() + "' is not produced by any node, initializer or graph input"));
+    }
     g.outputs.push_back(v);
   }
   if (g.outputs.empty()) return fail(invalid("the graph has no outputs"));

@@ -8,8 +8,10 @@
 
 namespace qd {
 
-// `model_dir` is the folder external data paths are relative to; "" forbids external data.
-Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& model_dir);
+// `model_dir` is the folder external data paths are relative to; "" forbids external data. `kind` names the tensor in
+// messages ("initializer 'w': raw_data is 100 bytes but ...").
+Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& model_dir,
+                                   const std::string& kind = "tensor");
 // Resolves an external data location: relative, no "..", and (after following symlinks) inside model_dir.
 Expected<std::string> resolve_external_path(const std::string& model_dir, const std::string& location);
 

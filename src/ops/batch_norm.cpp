@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ops/common.h"
+#include "ops/nn_util.h"
 
 namespace qd::ops {
 
@@ -31,9 +32,7 @@ Expected<int64_t> params_per_channel(const Node& n, const Shape& x) {
   const int64_t spatial = QD_TRY(n.attrs.get_int("spatial", 1));
   if (spatial == 1) return int64_t{1};
   if (spatial != 0) return invalid("spatial must be 0 or 1, got " + std::to_string(spatial));
-  int64_t s = 1;
-  for (size_t d = 2; d < x.size(); ++d) s *= x[d];
-  return s;
+  return range_product(x, 2, x.size());
 }
 
 Status check_bn(const InferCtx& c) {

@@ -149,6 +149,13 @@ template <typename T>
 void einsum_kernel(const EinsumPlan& p, const std::vector<const Tensor*>& in, Tensor& y) {
   using Acc = std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
   const size_t nl = p.labels.size(), ni = in.size();
+  T* yp = y.data<T>();
+  for (const Tensor* t : in) {
+    if (t->numel() == 0) {  // a sum over nothing (and no product of an empty operand's dims)
+      for (int64_t i = 0; i < y.numel(); ++i) yp[i] = T(0);
+      return;
+    }
+  }
   // stride[i][j]: step in operand i when label j (in p.labels order) advances; 0 where broadcast.
   std::vector<std::vector<int64_t>> stride(ni, std::vector<int64_t>(nl, 0));
   for (size_t i = 0; i < ni; ++i) {
@@ -165,7 +172,6 @@ void einsum_kernel(const EinsumPlan& p, const std::vector<const Tensor*>& in, Te
   std::vector<int64_t> out_stride(no, 1);
   for (size_t j = no; j-- > 1;) out_stride[j - 1] = out_stride[j] * ext[j];
   std::vector<Acc> acc(static_cast<size_t>(y.numel()), Acc(0));
-  T* yp = y.data<T>();
   bool empty = false;
   for (int64_t e : ext) empty |= e == 0;
   std::vector<int64_t> idx(nl, 0), off(ni, 0);

@@ -3,8 +3,10 @@
 // MeanVarianceNormalization, and LRN (across channels).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "ops/common.h"
+#include "ops/nn_util.h"
 
 namespace qd::ops {
 
@@ -55,6 +57,7 @@ Status infer_InstanceNormalization(InferCtx& c) {
 Status run_InstanceNormalization(KernelCtx& c) {
   const double eps = QD_TRY(read_epsilon(c.node, 1e-5f));
   const Shape& xs = c.in[0]->shape();
+  if (c.in[0]->numel() == 0) return Status::ok();
   const int64_t ch = xs[1], planes = xs[0] * xs[1];
   const int64_t n = planes == 0 ? 0 : c.in[0]->numel() / planes;
   return dispatch_float(c.in[0]->dtype(), [&](auto tag) {
@@ -83,9 +86,8 @@ struct LayerNormGeom {
 Expected<LayerNormGeom> layer_norm_geom(const Node& n, const Shape& x) {
   LayerNormGeom g;
   g.axis = QD_TRY(normalize_axis(QD_TRY(n.attrs.get_int("axis", -1)), x.size()));
-  g.outer = 1;
-  g.inner = 1;
-  for (size_t d = 0; d < x.size(); ++d) (static_cast<int>(d) < g.axis ? g.outer : g.inner) *= x[d];
+  g.outer = range_product(x, 0, g.axis);
+  g.inner = range_product(x, g.axis, x.size());
   const int64_t stash = QD_TRY(n.attrs.get_int("stash_type", 1));
   if (stash == 1) g.stash = DType::kFloat32;
   else if (stash == 11) g.stash = DType::kFloat64;
@@ -126,6 +128,13 @@ Status run_LayerNormalization(KernelCtx& c) {
   const Tensor* bias = c.in.size() > 2 ? c.in[2] : nullptr;
   Tensor* mean_out = c.out.size() > 1 ? c.out[1] : nullptr;
   Tensor* inv_out = c.out.size() > 2 ? c.out[2] : nullptr;
+  if (c.in[0]->numel() == 0) {
+    // Statistics of empty groups are undefined: NaN (the outputs exist only when their shape is non-empty).
+    for (Tensor* t : {mean_out, inv_out}) {
+      for (int64_t i = 0; t && i < t->numel(); ++i) t->set_f64(i, std::numeric_limits<double>::quiet_NaN());
+    }
+    return Status::ok();
+  }
   return dispatch_float(c.in[0]->dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* x = c.in[0]->data<T>();
@@ -241,6 +250,7 @@ Status infer_LRN(InferCtx& c) {
 Status run_LRN(KernelCtx& c) {
   const LrnParams p = QD_TRY(lrn_params(c.node));
   const Shape& xs = c.in[0]->shape();
+  if (c.in[0]->numel() == 0) return Status::ok();
   const int64_t n = xs[0], ch = xs[1];
   int64_t spatial = 1;
   for (size_t d = 2; d < xs.size(); ++d) spatial *= xs[d];

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ops/common.h"
+#include "ops/nn_util.h"
 #include "ops/window.h"
 
 namespace qd::ops {
@@ -126,18 +127,14 @@ class WindowWalker {
   std::vector<int64_t> in_strides_, opos_, tpos_;
 };
 
-int64_t spatial_numel(const std::vector<int64_t>& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
+int64_t spatial_numel(const std::vector<int64_t>& s) { return range_product(s, 0, s.size()); }
 
 // Runs `per_window(walker, x_plane, out_index)` for every output element (each (n, c) plane, each position).
 template <typename T, typename F>
 void pool_planes(const PoolGeom& g, const Tensor& x, F per_window) {
+  if (has_zero_dim(g.out)) return;
   const int64_t planes = g.out[0] * g.out[1];
   const int64_t in_plane = spatial_numel(g.in_sp), out_plane = spatial_numel(g.out_sp);
-  if (out_plane == 0) return;
   for (int64_t p = 0; p < planes; ++p) {
     WindowWalker walker(g);
     const T* xp = x.data<T>() + p * in_plane;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ops/common.h"
+#include "ops/nn_util.h"
 #include "ops/quantize.h"
 
 namespace qd::ops {
@@ -45,7 +46,7 @@ Expected<QuantGeom> quant_geom(const Node& n, const Shape& x, const Shape& scale
     }
     g.per_axis = true;
     g.len = scale[0];
-    for (size_t d = *axis + 1; d < x.size(); ++d) g.inner *= x[d];
+    g.inner = std::max<int64_t>(1, range_product(x, *axis + 1, x.size()));
   }
   if (zp && numel(*zp) != numel(scale)) {
     return invalid(std::string(zname) + " has shape " + shape_str(*zp) + " but " + sname + " has shape " +

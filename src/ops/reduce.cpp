@@ -98,6 +98,21 @@ void reduce_kernel(Kind kind, const Tensor& xt, const ReduceGeom& g, Tensor& yt)
   T* y = yt.data<T>();
   const int64_t n = xt.numel(), m = yt.numel();
   const int64_t count = m == 0 ? 0 : n / m;
+  if (n == 0) {
+    // Empty reductions give the identity of each reduction (before touching any product of the input's dims).
+    double v = 0;
+    switch (kind) {
+      case Kind::kProd: v = 1; break;
+      case Kind::kMax: v = -std::numeric_limits<double>::infinity(); break;
+      case Kind::kMin: v = std::numeric_limits<double>::infinity(); break;
+      case Kind::kMean: v = std::numeric_limits<double>::quiet_NaN(); break;
+      case Kind::kLogSum:
+      case Kind::kLogSumExp: v = -std::numeric_limits<double>::infinity(); break;
+      default: break;
+    }
+    for (int64_t i = 0; i < m; ++i) y[i] = from_double<T>(v);
+    return;
+  }
   if (kind == Kind::kMax || kind == Kind::kMin) {
     const bool is_max = kind == Kind::kMax;
     // An empty reduction gives the identity of max/min: lowest (-inf) / highest (+inf).

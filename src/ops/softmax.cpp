@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ops/common.h"
+#include "ops/nn_util.h"
 
 namespace qd::ops {
 
@@ -20,6 +21,7 @@ Expected<SoftmaxGeom> softmax_geom(const Node& n, const Shape& x) {
   if (x.empty()) return invalid(std::string(op_name(n.op)) + " needs an input of rank >= 1, got a scalar");
   const int axis = QD_TRY(normalize_axis(axis_attr, x.size()));
   SoftmaxGeom g;
+  if (has_zero_dim(x)) return SoftmaxGeom{0, 0, 0};
   for (size_t d = 0; d < x.size(); ++d) {
     const int di = static_cast<int>(d);
     if (di < axis) g.outer *= x[d];

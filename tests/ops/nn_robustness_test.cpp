@@ -172,6 +172,30 @@ TEST(NnOpsRobustness, EmptyTensorsWithHugeDims) {
   ASSERT_TRUE(r) << r.status().to_string();
   r = test::run_op(OpType::LayerNormalization, {}, {Tensor(DType::kFloat32, {huge, 0}), Tensor(DType::kFloat32, {0})});
   ASSERT_TRUE(r) << r.status().to_string();
+  // Dims whose product overflows int64 behind a leading 0 (a valid empty shape).
+  const Shape wide = {0, int64_t{1} << 40, int64_t{1} << 40};
+  AttrMap size;
+  size.set("size", int64_t{3});
+  r = test::run_op(OpType::LRN, size, {Tensor(DType::kFloat32, wide)});
+  ASSERT_TRUE(r) << r.status().to_string();
+  const Shape mid0 = {int64_t{1} << 40, 0, int64_t{1} << 40};
+  r = test::run_op(OpType::InstanceNormalization, {},
+                   {Tensor(DType::kFloat32, mid0), Tensor(DType::kFloat32, {0}), Tensor(DType::kFloat32, {0})});
+  ASSERT_TRUE(r) << r.status().to_string();
+  r = test::run_op(OpType::Softmax, {}, {Tensor(DType::kFloat32, wide)});
+  ASSERT_TRUE(r) << r.status().to_string();
+  AttrMap a1;
+  a1.set("axis", int64_t{1});
+  r = test::run_op(OpType::QuantizeLinear, a1, {Tensor(DType::kFloat32, mid0), Tensor(DType::kFloat32, {0})});
+  ASSERT_TRUE(r) << r.status().to_string();
+  r = test::run_op(OpType::ReduceMax, {}, {Tensor(DType::kFloat32, {3, 0})});
+  ASSERT_TRUE(r) << r.status().to_string();
+  EXPECT_EQ((*r)[0].get_f64(0), -std::numeric_limits<double>::infinity());
+  AttrMap eq;
+  eq.set("equation", std::string("ij,jk->ik"));
+  r = test::run_op(OpType::Einsum, eq, {Tensor(DType::kFloat32, {2, 0}), Tensor(DType::kFloat32, {0, 3})});
+  ASSERT_TRUE(r) << r.status().to_string();
+  EXPECT_EQ(test::values((*r)[0]), std::vector<double>(6, 0.0));
 }
 
 }  // namespace
