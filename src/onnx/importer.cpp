@@ -10,6 +10,7 @@
 #include "core/file_io.h"
 #include "onnx.pb.h"
 #include "onnx/tensor_proto.h"
+#include "ops/op.h"
 
 namespace qd {
 
@@ -255,8 +256,15 @@ Expected<Graph> import_onnx_bytes(const std::string& bytes, const std::string& m
       if (!v) return fail(Status(v.status()).at_node(name, np.op_type()));
       n.attrs.set(a.name(), std::move(*v));
     }
+    const bool variadic = op_schema(*op).max_inputs < 0;
     for (const auto& in : np.input()) {
       if (in.empty()) {
+        // An empty name marks an omitted optional input; the members of a variadic list (Sum, Concat, ...) are never
+        // optional.
+        if (variadic) {
+          return fail(invalid("input " + std::to_string(n.inputs.size()) + " is empty; the inputs of " + np.op_type() +
+                              " cannot be omitted").at_node(name, np.op_type()));
+        }
         n.inputs.push_back(-1);
         continue;
       }

@@ -557,6 +557,20 @@ TEST_F(Malformed, RequiredInputOmitted) {
   expect_error(load(m), StatusCode::kInvalidArgument, "required input 1 is missing");
 }
 
+TEST_F(Malformed, OmittedVariadicInput) {
+  // Found by fuzz_onnx_import: Sum(x, x, "") dereferenced the missing input in the reference kernel (src/ops/binary.cpp).
+  for (const char* op : {"Sum", "Max", "Min", "Mean", "Concat"}) {
+    SCOPED_TRACE(op);
+    onnx::ModelProto m = conv_relu_model();
+    auto* n = add_node(m.mutable_graph(), op, {"y", "", "y"}, {"z"}, "variadic");
+    if (std::string(op) == "Concat") attr_int(n, "axis", 1);
+    m.mutable_graph()->mutable_output(0)->set_name("z");
+    const Status st = load(m);
+    expect_error(st, StatusCode::kInvalidArgument, "input 1 is empty");
+    EXPECT_EQ(st.node(), "variadic");
+  }
+}
+
 TEST_F(Malformed, WrongNumberOfOutputs) {
   onnx::ModelProto m = conv_relu_model();
   m.mutable_graph()->mutable_node(1)->add_output("extra");

@@ -60,12 +60,14 @@ int run_detect(const DetectArgs& a) {
   std::printf("model %s on %s, input %dx%d, %d classes (built in %.0f ms)\n", a.model.c_str(),
               (*engine)->describe().c_str(), det->input_width(), det->input_height(), det->num_classes(), build_ms);
 
+  const int64_t fixed = (*engine)->inputs()[0].shape[0];
+  const int batch = fixed > 0 ? static_cast<int>(fixed) : a.batch;  // a fixed batch wins
   nlohmann::json all = nlohmann::json::array();
   DetectTimings total;
   double decode_ms = 0;
   size_t n_images = 0;
-  for (size_t start = 0; start < files->size(); start += a.batch) {
-    const size_t end = std::min(files->size(), start + a.batch);
+  for (size_t start = 0; start < files->size(); start += batch) {
+    const size_t end = std::min(files->size(), start + batch);
     std::vector<Image> imgs;
     const auto t0 = std::chrono::steady_clock::now();
     for (size_t i = start; i < end; ++i) {
@@ -103,7 +105,7 @@ int run_detect(const DetectArgs& a) {
   const double n = static_cast<double>(n_images);
   std::printf("%zu images, batch %d: per image decode %.2f ms, preprocess %.2f ms, inference %.2f ms, "
               "postprocess %.2f ms\n",
-              n_images, a.batch, decode_ms / n, total.preprocess_ms / n, total.infer_ms / n, total.postprocess_ms / n);
+              n_images, batch, decode_ms / n, total.preprocess_ms / n, total.infer_ms / n, total.postprocess_ms / n);
   std::printf("wrote %zu annotated images and detections.json to %s\n", n_images, a.out.c_str());
   return 0;
 }

@@ -190,6 +190,8 @@ int run_eval_model(const EvalArgs& a) {
   auto cat_ids = class_to_category_ids(*mapping, *ds, det->num_classes());
   if (!cat_ids) return report(cat_ids.status());
 
+  const int64_t fixed = (*engine)->inputs()[0].shape[0];
+  const size_t batch = fixed > 0 ? static_cast<size_t>(fixed) : static_cast<size_t>(a.batch);  // a fixed batch wins
   const size_t n = ds->images.size();
   std::vector<int64_t> image_ids(n);
   std::vector<Detection> all;
@@ -197,8 +199,8 @@ int run_eval_model(const EvalArgs& a) {
   double decode_ms = 0;
   const auto t0 = std::chrono::steady_clock::now();
   qd::Progress progress("eval", static_cast<int64_t>(n));
-  for (size_t start = 0; start < n; start += a.batch) {
-    const size_t end = std::min(n, start + a.batch);
+  for (size_t start = 0; start < n; start += batch) {
+    const size_t end = std::min(n, start + batch);
     std::vector<Image> imgs(end - start);
     const auto td = std::chrono::steady_clock::now();
     Status st = parallel_for(static_cast<int>(end - start), 0, "", [&](int k) -> Status {
