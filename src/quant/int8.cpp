@@ -116,7 +116,7 @@ Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt) {
     auto it = quantized.find(x);
     if (it != quantized.end()) return it->second;
     Quantized qz;
-    const std::string& name = g.values[x].name;
+    const std::string name = g.values[x].name;  // a copy: adding values below may reallocate g.values
     qz.scale = rw.constant(name + "_scale", Tensor::scalar_f32(s));
     const int zp = rw.constant(name + "_zero_point", Tensor(DType::kInt8, {}));
     qz.q = rw.value(name + "_int8");

@@ -1,0 +1,144 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "backends/cpu/reference.h"
+#include "ops/quantize.h"
+#include "passes/passes.h"
+#include "quant/calibrator.h"
+#include "quant/int8.h"
+#include "test_util.h"
+
+namespace qd {
+
+namespace {
+
+// x -> Conv(3x3, 8->16, pad 1) -> Relu -> Conv(1x1, 16->4) -> y, random weights.
+Graph conv_graph() {
+  Graph g;
+  g.opset = 13;
+  const int x = g.add_value("x"), w1 = g.add_value("w1"), b1 = g.add_value("b1"), c1 = g.add_value("c1"),
+            r1 = g.add_value("r1"), w2 = g.add_value("w2"), y = g.add_value("y");
+  g.inputs = {x};
+  g.values[x].dtype = DType::kFloat32;
+  g.values[x].shape = {2, 8, 12, 12};
+  g.values[x].has_shape = true;
+  g.constants[w1] = test::random_f32({16, 8, 3, 3}, 11, -0.3f, 0.3f);
+  g.constants[b1] = test::random_f32({16}, 12, -0.1f, 0.1f);
+  g.constants[w2] = test::random_f32({4, 16, 1, 1}, 13, -0.5f, 0.5f);
+  AttrMap pad;
+  pad.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  g.nodes.push_back(Node{"conv1", OpType::Conv, 13, pad, {x, w1, b1}, {c1}});
+  g.nodes.push_back(Node{"relu", OpType::Relu, 13, {}, {c1}, {r1}});
+  g.nodes.push_back(Node{"conv2", OpType::Conv, 13, {}, {r1, w2}, {y}});
+  g.outputs = {y};
+  g.relink();
+  return g;
+}
+
+Tensor run(Graph g, const Int8Options* opt, const Tensor& x, Int8Report* rep = nullptr) {
+  PrepareOptions p;
+  p.input_shapes["x"] = x.shape();
+  EXPECT_TRUE(prepare_graph(g, p).is_ok());
+  if (opt) {
+    auto r = lower_int8(g, *opt);
+    EXPECT_TRUE(r) << r.status().to_string();
+    if (rep && r) *rep = *r;
+  }
+  auto out = run_reference(g, {{"x", x}});
+  EXPECT_TRUE(out) << out.status().to_string();
+  return (*out)[0];
+}
+
+}  // namespace
+
+TEST(Int8, WeightQuantizationPerChannel) {
+  Tensor w = Tensor::from_f32({2, 3}, {0.5f, -1.0f, 0.25f, 2.0f, 0.0f, -0.01f});
+  WeightQuant q = quantize_weights(w, 0);
+  ASSERT_EQ(q.scales.size(), 2u);
+  EXPECT_FLOAT_EQ(q.scales[0], 1.0f / 127);
+  EXPECT_FLOAT_EQ(q.scales[1], 2.0f / 127);
+  EXPECT_EQ(q.q.data<int8_t>()[1], -127);
+  EXPECT_EQ(q.q.data<int8_t>()[3], 127);
+  EXPECT_EQ(q.q.data<int8_t>()[0], 64);  // 63.5 -> 64 (half to even)
+  Tensor z(DType::kFloat32, {1, 4});
+  EXPECT_FLOAT_EQ(quantize_weights(z, 0).scales[0], 1.0f);  // all-zero channel: any positive scale
+}
+
+TEST(Int8, ExactAndFakeQuantAgreeWithin1Lsb) {
+  const Tensor x = test::random_f32({2, 8, 12, 12}, 7, -1.f, 1.f);
+  Graph ref = conv_graph();
+  PrepareOptions p;
+  p.input_shapes["x"] = x.shape();
+  ASSERT_TRUE(prepare_graph(ref, p).is_ok());
+  CalibOptions co;
+  co.algo = CalibAlgo::kMinMax;
+  Calibrator cal(ref, co);
+  ASSERT_TRUE(cal.observe_range({{"x", x}}).is_ok());
+  Int8Options opt;
+  for (const auto& [name, s] : cal.result().scales) opt.act_scales[name] = s;
+  Int8Report rep;
+  const Tensor exact = run(conv_graph(), &opt, x, &rep);
+  opt.mode = Int8Mode::kFake;
+  const Tensor fake = run(conv_graph(), &opt, x);
+  const Tensor fp32 = run(conv_graph(), nullptr, x);
+  EXPECT_EQ(rep.int8_nodes.size(), 2u);
+  EXPECT_EQ(rep.int8_macs, rep.total_macs);
+  // Quantize both outputs with the output's own scale: they must agree within one step everywhere.
+  const float s_out = *cal.result().find("y");
+  int64_t off_by_one = 0;
+  for (int64_t i = 0; i < exact.numel(); ++i) {
+    const int qa = ops::quantize_value(exact.data<float>()[i], s_out, 0, -128, 127);
+    const int qb = ops::quantize_value(fake.data<float>()[i], s_out, 0, -128, 127);
+    ASSERT_LE(std::abs(qa - qb), 1) << i;
+    off_by_one += qa != qb;
+  }
+  EXPECT_LT(off_by_one, exact.numel() / 100);
+  // And INT8 stays close to FP32 (a few quantization steps).
+  EXPECT_LT(test::max_abs_diff(exact, fp32), 8 * s_out);
+  EXPECT_GT(test::max_abs_diff(exact, fp32), 0.0);  // it really quantized
+}
+
+TEST(Int8, MissingScalesAndFloatLayersStayFloat) {
+  const Tensor x = test::random_f32({2, 8, 12, 12}, 9);
+  Int8Options opt;
+  opt.act_scales["x"] = 1.f / 127;  // r1 (conv2's input) has no scale
+  Int8Report rep;
+  run(conv_graph(), &opt, x, &rep);
+  EXPECT_EQ(rep.int8_nodes, std::vector<std::string>{"conv1"});
+  EXPECT_EQ(rep.no_scale_nodes, std::vector<std::string>{"conv2"});
+  opt.act_scales["r1"] = 0.05f;
+  opt.float_nodes = {"conv[1]"};  // a regex
+  run(conv_graph(), &opt, x, &rep);
+  EXPECT_EQ(rep.int8_nodes, std::vector<std::string>{"conv2"});
+  EXPECT_EQ(rep.float_nodes, std::vector<std::string>{"conv1"});
+  opt.act_scales["x"] = -1.f;
+  opt.float_nodes.clear();
+  Graph g = conv_graph();
+  PrepareOptions p;
+  p.input_shapes["x"] = x.shape();
+  ASSERT_TRUE(prepare_graph(g, p).is_ok());
+  EXPECT_FALSE(lower_int8(g, opt));
+}
+
+TEST(Calibrator, HistogramAlgorithms) {
+  // |x| decays exponentially (like activations), plus a few outliers at the far end (max = 10): every histogram
+  // method clips the outliers; minmax keeps them.
+  std::vector<double> hist(2048, 0.0);
+  for (int b = 0; b < 2048; ++b) hist[b] = std::floor(1e6 * std::exp(-b / 40.0));
+  hist[2047] = 3;
+  CalibOptions o;
+  o.algo = CalibAlgo::kMinMax;
+  EXPECT_DOUBLE_EQ(Calibrator::amax_from_histogram(hist, 10.0, o), 10.0);
+  o.algo = CalibAlgo::kPercentile;
+  o.percentile = 99.9;  // 40 * ln(1000) = 276 bins of 10/2048
+  EXPECT_NEAR(Calibrator::amax_from_histogram(hist, 10.0, o), 276 * 10.0 / 2048, 0.02);
+  for (CalibAlgo a : {CalibAlgo::kMse, CalibAlgo::kEntropy}) {
+    o.algo = a;
+    const double t = Calibrator::amax_from_histogram(hist, 10.0, o);
+    EXPECT_GT(t, 0.3) << static_cast<int>(a);
+    EXPECT_LT(t, 5.0) << static_cast<int>(a);
+  }
+}
+
+}  // namespace qd
