@@ -8,6 +8,7 @@
 #include "passes/passes.h"
 #include "quant/calib_cache.h"
 #include "quant/int8.h"
+#include "quant/qdq.h"
 #include "runtime/engine.h"
 
 namespace qd {
@@ -67,14 +68,22 @@ class CpuEngine final : public Engine {
 
   Status load_scales() {
     if (opt_.precision != "int8") return Status::ok();
-    if (opt_.calib_cache.empty()) {
-      return invalid("--precision int8 needs activation scales: --calib-cache FILE (from qdeploy calibrate)");
-    }
-    CalibCache cache = QD_TRY(read_calib_cache(opt_.calib_cache));
-    Status names = check_cache_names(cache, graph_);
-    if (!names.is_ok()) return names.prefix(opt_.calib_cache);
     int8_.mode = opt_.int8_mode == "fake" ? Int8Mode::kFake : Int8Mode::kExact;
-    for (const auto& [name, s] : cache.scales) int8_.act_scales[name] = s;
+    if (has_qdq(graph_)) {
+      // Explicit quantization (a QAT model): the scales come from its Q/DQ pairs; a cache may add more.
+      QdqScales q = QD_TRY(strip_qdq(graph_));
+      int8_.act_scales = q.act_scales;
+      int8_.weight_scales = q.weight_scales;
+    } else if (opt_.calib_cache.empty()) {
+      return invalid("--precision int8 needs activation scales: --calib-cache FILE (from qdeploy calibrate), or a "
+                     "model with QuantizeLinear/DequantizeLinear (QAT)");
+    }
+    if (!opt_.calib_cache.empty()) {
+      CalibCache cache = QD_TRY(read_calib_cache(opt_.calib_cache));
+      Status names = check_cache_names(cache, graph_);
+      if (!names.is_ok()) return names.prefix(opt_.calib_cache);
+      for (const auto& [name, s] : cache.scales) int8_.act_scales.emplace(name, s);
+    }
     int8_.float_nodes = opt_.fp32_layers;
     int8_.float_nodes.insert(int8_.float_nodes.end(), opt_.fp16_layers.begin(), opt_.fp16_layers.end());
     return Status::ok();

@@ -1,0 +1,126 @@
+#include "quant/qdq.h"
+
+#include <cmath>
+
+namespace qd {
+
+bool has_qdq(const Graph& g) {
+  for (const Node& n : g.nodes) {
+    if (n.op == OpType::QuantizeLinear || n.op == OpType::DequantizeLinear) return true;
+  }
+  return false;
+}
+
+namespace {
+
+Expected<std::vector<float>> const_scales(const Graph& g, const Node& n) {
+  const Tensor* s = g.constant(n.inputs[1]);
+  if (!s) return unsupported("the scale is computed at run time; qdeploy needs constant scales").at_node(n.name, op_name(n.op));
+  std::vector<float> v(static_cast<size_t>(s->numel()));
+  for (int64_t i = 0; i < s->numel(); ++i) v[i] = static_cast<float>(s->get_f64(i));
+  for (float x : v) {
+    if (!(x > 0) || !std::isfinite(x)) {
+      return invalid("scale " + std::to_string(x) + " is not positive and finite").at_node(n.name, op_name(n.op));
+    }
+  }
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+    const Tensor* zp = g.constant(n.inputs[2]);
+    if (!zp) return unsupported("the zero point is computed at run time").at_node(n.name, op_name(n.op));
+    if (zp->dtype() != DType::kInt8) {
+      return unsupported(std::string("zero point of type ") + dtype_name(zp->dtype()) +
+                         "; qdeploy's INT8 is signed and symmetric (int8, zero point 0)").at_node(n.name, op_name(n.op));
+    }
+    for (int64_t i = 0; i < zp->numel(); ++i) {
+      if (zp->get_i64(i) != 0) {
+        return unsupported("non-zero zero point " + std::to_string(zp->get_i64(i)) +
+                           "; qdeploy's INT8 is symmetric (zero point 0): re-export the QAT model with symmetric "
+                           "quantizers").at_node(n.name, op_name(n.op));
+      }
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+Expected<QdqScales> strip_qdq(Graph& g) {
+  QdqScales out;
+  std::vector<int> consumers_of_q(g.values.size(), 0);
+  for (const Node& n : g.nodes) {
+    for (int in : n.inputs) {
+      if (in >= 0) ++consumers_of_q[in];
+    }
+  }
+  std::map<int, int> replace;  // DQ output value -> float value it stands for
+  std::vector<char> remove(g.nodes.size(), 0);
+  std::map<int, size_t> q_of;  // Q output value -> Q node index
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.nodes[i].op == OpType::QuantizeLinear) q_of[g.nodes[i].outputs[0]] = i;
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& dq = g.nodes[i];
+    if (dq.op != OpType::DequantizeLinear) continue;
+    auto qi = q_of.find(dq.inputs[0]);
+    if (qi == q_of.end()) continue;  // DQ of stored int8 data: left to run as an op
+    const Node& q = g.nodes[qi->second];
+    const std::vector<float> sq = QD_TRY(const_scales(g, q));
+    const std::vector<float> sdq = QD_TRY(const_scales(g, dq));
+    if (sq != sdq) {
+      return invalid("QuantizeLinear '" + q.name + "' and DequantizeLinear '" + dq.name +
+                     "' use different scales; a Q/DQ pair must share one scale");
+    }
+    const int x = q.inputs[0];
+    const std::string& name = g.values[x].name;
+    if (g.is_constant(x)) {
+      const int64_t axis = QD_TRY(q.attrs.get_int("axis", 1));
+      if (sq.size() > 1 && axis != 0) {
+        return unsupported("weight quantized along axis " + std::to_string(axis) + "; qdeploy expects per-output-"
+                           "channel weight scales (axis 0)").at_node(q.name, "QuantizeLinear");
+      }
+      const Tensor* w = g.constant(x);
+      out.weight_scales[name] = sq.size() == 1 ? std::vector<float>(static_cast<size_t>(w->shape()[0]), sq[0]) : sq;
+    } else {
+      if (sq.size() != 1) return unsupported("per-axis activation scales").at_node(q.name, "QuantizeLinear");
+      auto [it, inserted] = out.act_scales.emplace(name, sq[0]);
+      if (!inserted && it->second != sq[0]) {
+        // Two quantizers on one tensor with different scales (placement 2 can do this): keep the larger range.
+        it->second = std::max(it->second, sq[0]);
+      }
+    }
+    replace[dq.outputs[0]] = x;
+    remove[i] = 1;
+    ++out.pairs;
+  }
+  // A Q is removed only when every reader of its output is a removed DQ.
+  for (const auto& [qv, qi] : q_of) {
+    int dq_readers = 0;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (remove[i] && g.nodes[i].inputs[0] == qv) ++dq_readers;
+    }
+    if (dq_readers > 0 && dq_readers == consumers_of_q[qv]) remove[qi] = 1;
+    else if (dq_readers > 0) {
+      return unsupported("the output of QuantizeLinear '" + g.nodes[qi].name +
+                         "' feeds something other than DequantizeLinear");
+    }
+  }
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (remove[i]) continue;
+    Node n = std::move(g.nodes[i]);
+    for (int& in : n.inputs) {
+      auto r = replace.find(in);
+      if (r != replace.end()) in = r->second;
+    }
+    kept.push_back(std::move(n));
+  }
+  g.nodes = std::move(kept);
+  for (int& o : g.outputs) {
+    auto r = replace.find(o);
+    if (r != replace.end()) o = r->second;
+  }
+  QD_RETURN_IF_ERROR(g.topo_sort());
+  g.remove_dead();
+  return out;
+}
+
+}  // namespace qd

@@ -1,0 +1,68 @@
+#include <gtest/gtest.h>
+
+#include "quant/qdq.h"
+#include "test_util.h"
+
+namespace qd {
+
+namespace {
+// x -> Q/DQ(s_x) -> Conv(w -> Q/DQ(per channel, axis 0)) -> y
+Graph qdq_graph(float s_x, float s_x_dq, int8_t zp) {
+  Graph g;
+  g.opset = 13;
+  auto v = [&](const char* n) { return g.add_value(n); };
+  const int x = v("x"), sx = v("sx"), sx2 = v("sx2"), z = v("z"), xq = v("xq"), xdq = v("xdq"), w = v("w"),
+            sw = v("sw"), wq = v("wq"), wdq = v("wdq"), y = v("y");
+  g.inputs = {x};
+  g.values[x].dtype = DType::kFloat32;
+  g.values[x].shape = {1, 2, 4, 4};
+  g.values[x].has_shape = true;
+  g.constants[sx] = Tensor::scalar_f32(s_x);
+  g.constants[sx2] = Tensor::scalar_f32(s_x_dq);
+  Tensor zt(DType::kInt8, {});
+  zt.data<int8_t>()[0] = zp;
+  g.constants[z] = zt;
+  g.constants[w] = test::random_f32({3, 2, 1, 1}, 3);
+  g.constants[sw] = Tensor::from_f32({3}, {0.01f, 0.02f, 0.03f});
+  AttrMap axis0;
+  axis0.set("axis", int64_t{0});
+  g.nodes.push_back(Node{"qx", OpType::QuantizeLinear, 13, {}, {x, sx, z}, {xq}});
+  g.nodes.push_back(Node{"dqx", OpType::DequantizeLinear, 13, {}, {xq, sx2, z}, {xdq}});
+  g.nodes.push_back(Node{"qw", OpType::QuantizeLinear, 13, axis0, {w, sw}, {wq}});
+  g.nodes.push_back(Node{"dqw", OpType::DequantizeLinear, 13, axis0, {wq, sw}, {wdq}});
+  g.nodes.push_back(Node{"conv", OpType::Conv, 13, {}, {xdq, wdq}, {y}});
+  g.outputs = {y};
+  g.relink();
+  return g;
+}
+}  // namespace
+
+TEST(Qdq, StripsPairsAndKeepsScales) {
+  Graph g = qdq_graph(0.1f, 0.1f, 0);
+  ASSERT_TRUE(has_qdq(g));
+  auto s = strip_qdq(g);
+  ASSERT_TRUE(s) << s.status().to_string();
+  EXPECT_EQ(s->pairs, 2);
+  EXPECT_FLOAT_EQ(s->act_scales.at("x"), 0.1f);
+  EXPECT_EQ(s->weight_scales.at("w"), (std::vector<float>{0.01f, 0.02f, 0.03f}));
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op, OpType::Conv);
+  EXPECT_EQ(g.values[g.nodes[0].inputs[0]].name, "x");
+  EXPECT_EQ(g.values[g.nodes[0].inputs[1]].name, "w");
+  EXPECT_FALSE(has_qdq(g));
+}
+
+TEST(Qdq, RejectsAsymmetricAndMismatchedScales) {
+  Graph a = qdq_graph(0.1f, 0.1f, 3);
+  auto ra = strip_qdq(a);
+  ASSERT_FALSE(ra);
+  EXPECT_NE(ra.status().message().find("zero point"), std::string::npos) << ra.status().to_string();
+  Graph b = qdq_graph(0.1f, 0.2f, 0);
+  auto rb = strip_qdq(b);
+  ASSERT_FALSE(rb);
+  EXPECT_NE(rb.status().message().find("different scales"), std::string::npos) << rb.status().to_string();
+  Graph c = qdq_graph(-0.1f, -0.1f, 0);
+  EXPECT_FALSE(strip_qdq(c));
+}
+
+}  // namespace qd
