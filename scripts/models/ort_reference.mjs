@@ -16,14 +16,24 @@ import { createRequire } from 'node:module';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 const GENERATOR_VERSION = 1; // bump when the input generator changes (it changes the bytes of every input)
 
 // ---------------------------------------------------------------------------------------------------------------
+// The DB probability map saturates: ~95% of it is exactly 0.0 or 1.0 (ORT's float32 sigmoid gives exactly 0 or 1 once
+// |logit| > ~17, and the logits reach +-130), so it hides small numeric errors. For the detector we therefore also fetch the pre-sigmoid logits (an intermediate value, made a graph
+// output by EXTRA_OUTPUTS) and write them as output_<name>.npy too; meta.json marks them "intermediate": true.
+// Each entry: value name and its dims (numbers, or strings for symbolic dims).
+const EXTRA_OUTPUTS = { 'ppocrv4_det.onnx': [{ name: 'p2o.Add.281', dims: ['N', 1, 'H', 'W'] }] }; // Add(ConvT, b) -> Sigmoid
+const extraNames = (model) => (EXTRA_OUTPUTS[model] || []).map((e) => e.name);
+
 // Cases. Shapes are NCHW. 'gen' picks the synthetic image and 'norm' the model's own preprocessing.
 const CASES = {
   det_640: { model: 'ppocrv4_det.onnx', shape: [1, 3, 640, 640], seed: 0x51d0640, gen: 'document', norm: 'imagenet' },
   det_480x800: { model: 'ppocrv4_det.onnx', shape: [1, 3, 480, 800], seed: 0x51d0480, gen: 'document', norm: 'imagenet' },
+  // uniform noise in [-1, 1]: not image-like (the map is ~all zero), but it exercises other value ranges
+  det_320_noise: { model: 'ppocrv4_det.onnx', shape: [1, 3, 320, 320], seed: 0x51d0320, gen: 'uniform', norm: null },
   cls: { model: 'ppocr_cls.onnx', shape: [1, 3, 48, 192], seed: 0xc150001, gen: 'textline', norm: 'half' },
   cls_b4: { model: 'ppocr_cls.onnx', shape: [4, 3, 48, 192], seed: 0xc150004, gen: 'textline', norm: 'half' },
 };
@@ -139,8 +149,12 @@ function makeInput(cs) {
   const [n, ch, h, w] = cs.shape;
   if (ch !== 3) throw new Error(`expected 3 channels, got shape ${cs.shape}`);
   const rng = mulberry32(cs.seed);
-  const { mean, std } = NORMS[cs.norm];
   const out = new Float32Array(n * ch * h * w);
+  if (cs.gen === 'uniform') {
+    for (let i = 0; i < out.length; i++) out[i] = 2 * rng.uniform() - 1; // [-1, 1) in double; may round to 1.0 in float32
+    return out;
+  }
+  const { mean, std } = NORMS[cs.norm];
   for (let b = 0; b < n; b++) {
     const img = GENERATORS[cs.gen](h, w, rng);
     for (let k = 0; k < 3; k++) {
@@ -154,7 +168,7 @@ function makeInput(cs) {
 // ---------------------------------------------------------------------------------------------------------------
 // .npy writer: format 1.0, little-endian float32, C order. Header padded with spaces to a multiple of 64 bytes
 // (including the 10-byte preamble) and terminated by '\n', as NumPy writes it.
-function npyBytes(data, shape) {
+export function npyBytes(data, shape) {
   const count = shape.reduce((a, b) => a * b, 1);
   if (count !== data.length) throw new Error(`npy: shape ${shape} has ${count} elements, data ${data.length}`);
   const shapeStr = shape.length === 1 ? `(${shape[0]},)` : `(${shape.join(', ')})`;
@@ -171,6 +185,66 @@ function npyBytes(data, shape) {
   const dv = new DataView(buf.buffer, buf.byteOffset + 10 + header.length, 4 * count);
   for (let i = 0; i < count; i++) dv.setFloat32(4 * i, data[i], true);
   return buf;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Make intermediate values graph outputs by editing the ModelProto bytes: parse the top-level fields, append
+// GraphProto.output (field 12) entries (ValueInfoProto: float tensor of the given dims) to ModelProto.graph (field 7).
+function readVarint(b, pos) {
+  let v = 0, mul = 1, byte;
+  do {
+    if (pos >= b.length) throw new Error('protobuf: truncated varint');
+    byte = b[pos++];
+    v += (byte & 0x7f) * mul;
+    mul *= 128;
+  } while (byte & 0x80);
+  return [v, pos];
+}
+function varint(v) {
+  const out = [];
+  while (v >= 0x80) { out.push((v % 128) | 0x80); v = Math.floor(v / 128); }
+  out.push(v);
+  return Buffer.from(out);
+}
+const lenField = (field, payload) => Buffer.concat([varint(field * 8 + 2), varint(payload.length), payload]);
+
+export function addGraphOutputs(model, outputs) {
+  const parts = [];
+  let pos = 0, found = false;
+  while (pos < model.length) {
+    const start = pos;
+    let key;
+    [key, pos] = readVarint(model, pos);
+    const field = Math.floor(key / 8), wire = key & 7;
+    if (wire === 0) [, pos] = readVarint(model, pos);
+    else if (wire === 1) pos += 8;
+    else if (wire === 5) pos += 4;
+    else if (wire === 2) {
+      let len;
+      [len, pos] = readVarint(model, pos);
+      if (field === 7) {
+        if (found) throw new Error('protobuf: two graph fields');
+        found = true;
+        const outs = outputs.map(({ name, dims }) => {
+          // TensorShapeProto.dim (1): Dimension{dim_value (1, varint) | dim_param (2, string)}
+          const shape = Buffer.concat(dims.map((d) => lenField(1, typeof d === 'number'
+            ? Buffer.concat([varint(1 * 8 + 0), varint(d)]) : lenField(2, Buffer.from(d, 'utf8')))));
+          // TypeProto.tensor_type (1): Tensor{elem_type (1) = FLOAT (1), shape (2)}
+          const type = lenField(1, Buffer.concat([varint(1 * 8 + 0), varint(1), lenField(2, shape)]));
+          // ValueInfoProto{name (1), type (2)}
+          return lenField(12, Buffer.concat([lenField(1, Buffer.from(name, 'utf8')), lenField(2, type)]));
+        });
+        parts.push(lenField(7, Buffer.concat([model.subarray(pos, pos + len), ...outs])));
+        pos += len;
+        continue;
+      }
+      pos += len;
+    } else throw new Error(`protobuf: unsupported wire type ${wire}`);
+    if (pos > model.length) throw new Error('protobuf: truncated field');
+    parts.push(model.subarray(start, pos));
+  }
+  if (!found) throw new Error('protobuf: no graph in model');
+  return Buffer.concat(parts);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -235,7 +309,9 @@ async function main() {
     if (!sessions.has(key)) {
       const file = path.join(args.models, model);
       if (!fs.existsSync(file)) throw new Error(`model ${file} not found (run scripts/models/fetch-ocr-models.sh)`);
-      sessions.set(key, await ort.InferenceSession.create(file, {
+      const extra = EXTRA_OUTPUTS[model] || [];
+      const bytes = extra.length ? addGraphOutputs(fs.readFileSync(file), extra) : fs.readFileSync(file);
+      sessions.set(key, await ort.InferenceSession.create(bytes, {
         executionProviders: ['cpu'],
         graphOptimizationLevel: level,
         intraOpNumThreads: args.threads,
@@ -281,16 +357,19 @@ async function main() {
       if (t.type !== 'float32') throw new Error(`${name}: output ${o} has type ${t.type}, expected float32`);
       const file = `output_${sanitize(o)}.npy`;
       fs.writeFileSync(path.join(tmp, file), npyBytes(t.data, t.dims.map(Number)));
-      outputs.push({ name: o, file, shape: t.dims.map(Number), dtype: 'float32', ...stats(t.data) });
+      const intermediate = extraNames(cs.model).includes(o);
+      outputs.push({ name: o, file, shape: t.dims.map(Number), dtype: 'float32', intermediate, ...stats(t.data) });
     }
     const meta = {
       case: name,
       model: cs.model,
       model_sha256: sha256(modelFile),
+      // intermediate values fetched as extra outputs (the file is unchanged; only the in-memory copy run by ORT)
+      extra_outputs: extraNames(cs.model),
       inputs: [{
         name: inName, file: inFile, shape: cs.shape, dtype: 'float32', ...stats(x),
-        generator: { kind: cs.gen, version: GENERATOR_VERSION, prng: 'mulberry32', seed: cs.seed },
-        preprocessing: { scale: '1/255', order: 'RGB planes (NCHW)', ...NORMS[cs.norm] },
+        generator: { kind: cs.gen === 'uniform' ? 'uniform[-1,1]' : cs.gen, version: GENERATOR_VERSION, prng: 'mulberry32', seed: cs.seed },
+        preprocessing: cs.norm ? { scale: '1/255', order: 'RGB planes (NCHW)', ...NORMS[cs.norm] } : null,
       }],
       outputs,
       onnxruntime: {
@@ -313,7 +392,9 @@ async function main() {
   }
 }
 
-main().catch((e) => {
-  console.error(`ort_reference: error: ${e.message}`);
-  process.exit(1);
-});
+if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
+  main().catch((e) => {
+    console.error(`ort_reference: error: ${e.message}`);
+    process.exit(1);
+  });
+}

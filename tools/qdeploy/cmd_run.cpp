@@ -22,6 +22,7 @@ struct RunArgs {
   std::vector<std::string> shapes;
   std::string output_dir;
   uint32_t seed = 0;
+  std::vector<std::string> extra_outputs;
 };
 
 std::string sanitize(const std::string& name) {
@@ -57,6 +58,11 @@ int run_run(const RunArgs& a) {
   auto imported = import_onnx_file(a.model);
   if (!imported) return report(imported.status());
   Graph g = std::move(*imported);
+  for (const auto& name : a.extra_outputs) {
+    const int v = g.find_value(name);
+    if (v < 0 || g.is_constant(v)) return report(invalid("--extra-output: the model has no computed tensor named '" + name + "'"));
+    g.outputs.push_back(v);
+  }
   // Shapes of the given inputs bind the symbolic dims; --shapes binds the rest.
   std::map<std::string, Shape> bind = *shapes;
   for (const auto& [name, t] : given) bind[name] = t.shape();
@@ -120,6 +126,7 @@ RunFn add_run(CLI::App& app) {
   sub->add_option("--shapes", a->shapes, "NAME:1x3x640x640 for inputs not given as files (repeatable)");
   sub->add_option("--output-dir", a->output_dir, "Write one NAME.npy per output here");
   sub->add_option("--seed", a->seed, "Seed for the random inputs");
+  sub->add_option("--extra-output", a->extra_outputs, "Also output this intermediate tensor (repeatable)");
   return [a] { return run_run(*a); };
 }
 

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The quantization results table for the shipped detector: FP32; INT8 PTQ with minmax, entropy, percentile, mse
+# calibration; PTQ entropy with the Detect head kept in float (partial quantization); INT8 from the QAT model's own
+# Q/DQ scales. mAP on the fixed FMNIST-Det val set (1,000 scenes, seed 0), all on the CPU reference backend.
+# Usage: scripts/eval-matrix.sh QDEPLOY OUTDIR [FMNIST_DIR] [INT8_MODE]
+#   INT8_MODE: exact (default) or fake; fake-quant agrees with exact within 1 LSB and runs several times faster.
+# Runs the evaluations in parallel, two BLAS threads each; writes OUTDIR/<config>.json and OUTDIR/table.md.
+set -euo pipefail
+QD=${1:?usage: eval-matrix.sh QDEPLOY OUTDIR [FMNIST_DIR] [INT8_MODE]}
+OUT=${2:?}
+FM=${3:-/usr/share/datasets/fashion-mnist}
+MODE=${4:-exact}
+M=models/yolov5n_fmnist_det.onnx
+QAT=models/yolov5n_fmnist_det_qat.onnx
+mkdir -p "$OUT"
+D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
+$QD dataset fmnist-det --split val --count 1000 --seed 0 --out "$D/val" --fmnist-dir "$FM" --quiet >/dev/null
+$QD dataset fmnist-det --split train --count 64 --seed 1 --source-limit 30000 --out "$D/calib" --fmnist-dir "$FM" \
+  --quiet >/dev/null
+export OPENBLAS_NUM_THREADS=2
+for algo in minmax entropy percentile mse; do
+  $QD calibrate $M --data "$D/calib/images" --algo $algo --cache "$OUT/$algo.cache" > "$OUT/calibrate_$algo.log" 2>&1 &
+done
+wait
+EVAL=(--images "$D/val/images" --annotations "$D/val/annotations/instances_val.json" --json -q)
+INT8=(--precision int8 --int8-mode "$MODE")
+$QD eval $M "${EVAL[@]}" > "$OUT/fp32.json" &
+for algo in minmax entropy percentile mse; do
+  $QD eval $M "${EVAL[@]}" "${INT8[@]}" --calib-cache "$OUT/$algo.cache" > "$OUT/ptq_$algo.json" &
+done
+# Partial quantization as in the seeds: the three output convs of the Detect head stay in float.
+$QD eval $M "${EVAL[@]}" "${INT8[@]}" --calib-cache "$OUT/entropy.cache" --fp32-layers '/model.24/.*' \
+  > "$OUT/ptq_entropy_head_fp32.json" &
+$QD eval $QAT "${EVAL[@]}" "${INT8[@]}" > "$OUT/qat.json" &
+wait
+{
+  echo "| configuration | mAP50-95 | mAP50 |"
+  echo "|---|---|---|"
+  for c in fp32 ptq_minmax ptq_entropy ptq_percentile ptq_mse ptq_entropy_head_fp32 qat; do
+    python3 -c "import json; s = json.load(open('$OUT/$c.json'))['stats']; print('| $c | %.3f | %.3f |' % (s['AP'], s['AP50']))"
+  done
+} > "$OUT/table.md"
+cat "$OUT/table.md"
