@@ -56,7 +56,9 @@ TEST(Half, RoundTripAndRounding) {
   // Every half value survives half -> float -> half.
   for (uint32_t h = 0; h < 0x10000; ++h) {
     const float f = half_to_float(static_cast<uint16_t>(h));
-    if (!std::isnan(f)) ASSERT_EQ(float_to_half(f), h);
+    if (!std::isnan(f)) {
+      ASSERT_EQ(float_to_half(f), h);
+    }
   }
 }
 
