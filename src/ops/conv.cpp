@@ -7,15 +7,6 @@
 
 namespace qd::ops {
 
-namespace {
-
-struct ConvGeom {
-  int64_t n, c, h, w, m, kh, kw, oh, ow, group;
-  int64_t sh, sw, dh, dw, ph, pw;
-};
-
-}  // namespace
-
 static Expected<ConvGeom> conv_geom(const Node& node, const Shape& x, const Shape& wt, Shape* out) {
   if (x.size() < 3 || x.size() > 4) return unsupported("Conv on rank-" + std::to_string(x.size()) + " input (1-d and 2-d only)");
   if (wt.size() != x.size()) return invalid("weight rank " + std::to_string(wt.size()) + " differs from input rank " + std::to_string(x.size()));
@@ -40,14 +31,7 @@ static Expected<ConvGeom> conv_geom(const Node& node, const Shape& x, const Shap
   out->insert(out->end(), os.begin(), os.end());
   ConvGeom g{};
   g.n = x[0]; g.c = c; g.m = m; g.group = group;
-  if (k == 1) {
-    g.h = 1; g.w = x[2]; g.kh = 1; g.kw = wt[2]; g.oh = 1; g.ow = os[0];
-    g.sh = 1; g.sw = win.strides[0]; g.dh = 1; g.dw = win.dilations[0]; g.ph = 0; g.pw = win.pads[0];
-  } else {
-    g.h = x[2]; g.w = x[3]; g.kh = wt[2]; g.kw = wt[3]; g.oh = os[0]; g.ow = os[1];
-    g.sh = win.strides[0]; g.sw = win.strides[1]; g.dh = win.dilations[0]; g.dw = win.dilations[1];
-    g.ph = win.pads[0]; g.pw = win.pads[1];
-  }
+  fill_plane(g, x, wt, win, os);
   return g;
 }
 

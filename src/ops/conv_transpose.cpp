@@ -8,12 +8,7 @@ namespace qd::ops {
 
 namespace {
 
-struct TGeom {
-  int64_t n, c, h, w, m, kh, kw, oh, ow, group;
-  int64_t sh, sw, dh, dw, ph, pw;
-};
-
-Expected<TGeom> tconv_geom(const Node& node, const Shape& x, const Shape& wt, Shape* out) {
+Expected<ConvGeom> tconv_geom(const Node& node, const Shape& x, const Shape& wt, Shape* out) {
   if (x.size() < 3 || x.size() > 4) return unsupported("ConvTranspose on rank-" + std::to_string(x.size()) + " input (1-d and 2-d only)");
   if (wt.size() != x.size()) return invalid("weight rank differs from input rank");
   const size_t k = x.size() - 2;
@@ -51,16 +46,9 @@ Expected<TGeom> tconv_geom(const Node& node, const Shape& x, const Shape& wt, Sh
   const int64_t m = wt[1] * group;
   *out = {x[0], m};
   out->insert(out->end(), os.begin(), os.end());
-  TGeom g{};
+  ConvGeom g{};
   g.n = x[0]; g.c = x[1]; g.m = m; g.group = group;
-  if (k == 1) {
-    g.h = 1; g.w = x[2]; g.kh = 1; g.kw = wt[2]; g.oh = 1; g.ow = os[0];
-    g.sh = 1; g.sw = win.strides[0]; g.dh = 1; g.dw = win.dilations[0]; g.ph = 0; g.pw = win.pads[0];
-  } else {
-    g.h = x[2]; g.w = x[3]; g.kh = wt[2]; g.kw = wt[3]; g.oh = os[0]; g.ow = os[1];
-    g.sh = win.strides[0]; g.sw = win.strides[1]; g.dh = win.dilations[0]; g.dw = win.dilations[1];
-    g.ph = win.pads[0]; g.pw = win.pads[1];
-  }
+  fill_plane(g, x, wt, win, os);
   return g;
 }
 
@@ -86,7 +74,7 @@ Status infer_ConvTranspose(InferCtx& c) {
 
 Status run_ConvTranspose(KernelCtx& c) {
   Shape out;
-  const TGeom g = QD_TRY(tconv_geom(c.node, c.in[0]->shape(), c.in[1]->shape(), &out));
+  const ConvGeom g = QD_TRY(tconv_geom(c.node, c.in[0]->shape(), c.in[1]->shape(), &out));
   return dispatch_float(c.in[0]->dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t cg = g.c / g.group, mg = g.m / g.group, hw = g.h * g.w, kk = g.kh * g.kw;

@@ -57,4 +57,15 @@ Expected<std::vector<int64_t>> window_output(const std::vector<int64_t>& in, Win
   return out;
 }
 
+void fill_plane(ConvGeom& g, const Shape& x, const Shape& wt, const Window& win, const std::vector<int64_t>& out) {
+  if (x.size() == 3) {
+    g.h = 1; g.w = x[2]; g.kh = 1; g.kw = wt[2]; g.oh = 1; g.ow = out[0];
+    g.sh = 1; g.sw = win.strides[0]; g.dh = 1; g.dw = win.dilations[0]; g.ph = 0; g.pw = win.pads[0];
+  } else {
+    g.h = x[2]; g.w = x[3]; g.kh = wt[2]; g.kw = wt[3]; g.oh = out[0]; g.ow = out[1];
+    g.sh = win.strides[0]; g.sw = win.strides[1]; g.dh = win.dilations[0]; g.dw = win.dilations[1];
+    g.ph = win.pads[0]; g.pw = win.pads[1];
+  }
+}
+
 }  // namespace qd::ops
