@@ -41,6 +41,8 @@ Status bind_input_shapes(Graph& g, const std::map<std::string, Shape>& shapes) {
     Value& val = g.values[v];
     auto it = shapes.find(val.name);
     if (it != shapes.end()) {
+      auto n = checked_numel(it->second);
+      if (!n) return Status(n.status()).prefix("input '" + val.name + "'");
       val.shape = it->second;
       val.has_shape = true;
       continue;
