@@ -12,7 +12,8 @@
 //               the threshold with the smallest KL(P || Q) wins. Bins where P > 0 and Q = 0 cannot occur by
 //               construction; bins where P = 0 contribute nothing. Bin 0 (exact zeros after ReLU) takes bin 1's
 //               count first, as NVIDIA's pytorch-quantization does, so a spike of zeros cannot decide the threshold.
-// Results are deterministic: same model, data and options give the same bytes.
+// Results are deterministic on one machine: same model, data and options give the same bytes (another CPU may pick
+// other BLAS kernels, whose summation order moves the last bits of some scales).
 #pragma once
 
 #include <map>
