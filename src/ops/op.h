@@ -70,6 +70,10 @@ struct OpSchema {
 const OpSchema& op_schema(OpType op);
 // Checks arity; then runs the op's inference. Errors carry the node's name and op.
 Status infer_node(InferCtx& ctx);
+// After infer_node: allocates the outputs with the inferred types and shapes and runs the reference kernel on
+// `inputs` (skipped when no output holds an element: nothing to compute, and a kernel must not loop over the rows
+// of an empty 3x2^32x0). Returns one tensor per node output (empty where the node omits one); errors name the node.
+Expected<std::vector<Tensor>> run_node(const InferCtx& ctx, const std::vector<const Tensor*>& inputs);
 
 // Declarations of every op's functions (defined in the op files).
 namespace ops {

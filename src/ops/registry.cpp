@@ -74,4 +74,25 @@ Status infer_node(InferCtx& ctx) {
   return st;
 }
 
+Expected<std::vector<Tensor>> run_node(const InferCtx& ctx, const std::vector<const Tensor*>& inputs) {
+  const Node& n = ctx.node;
+  std::vector<Tensor> outs(n.outputs.size());
+  std::vector<Tensor*> ptrs(n.outputs.size(), nullptr);
+  bool any_elements = false;
+  for (size_t i = 0; i < n.outputs.size(); ++i) {
+    if (n.outputs[i] < 0) continue;
+    auto t = Tensor::make(ctx.out_dtype(i), ctx.out_shape(i));
+    if (!t) return Status(t.status()).at_node(n.name, op_name(n.op));
+    outs[i] = std::move(*t);
+    ptrs[i] = &outs[i];
+    any_elements |= outs[i].numel() > 0;
+  }
+  if (any_elements) {
+    KernelCtx kc{n, inputs, ptrs};
+    Status st = op_schema(n.op).run(kc);
+    if (!st.is_ok()) return st.at_node(n.name, op_name(n.op));
+  }
+  return outs;
+}
+
 }  // namespace qd

@@ -44,10 +44,9 @@ Expected<int> fold_constants(Graph& g, size_t max_bytes) {
         t = &placeholders.back();
       }
       all_const &= t != nullptr;
-      ins.push_back(g.constant(in));
+      ins.push_back(t);
       types.push_back(v.dtype);
       shapes.push_back(v.shape);
-      if (t && !g.constant(in)) ins.back() = t;
     }
     InferCtx ctx(n, types, shapes, ins);
     QD_RETURN_IF_ERROR(infer_node(ctx));
@@ -63,18 +62,7 @@ Expected<int> fold_constants(Graph& g, size_t max_bytes) {
       out_bytes += static_cast<size_t>(*count) * dtype_size(out.dtype);
     }
     if (!all_const || out_bytes > max_bytes) continue;
-    std::vector<Tensor> outs(n.outputs.size());
-    std::vector<Tensor*> out_ptrs(n.outputs.size(), nullptr);
-    for (size_t i = 0; i < n.outputs.size(); ++i) {
-      if (n.outputs[i] < 0) continue;
-      auto t = Tensor::make(ctx.out_dtype(i), ctx.out_shape(i));
-      if (!t) return Status(t.status()).at_node(n.name, op_name(n.op));
-      outs[i] = std::move(*t);
-      out_ptrs[i] = &outs[i];
-    }
-    KernelCtx kc{n, ins, out_ptrs};
-    Status st = out_bytes == 0 ? Status::ok() : op_schema(n.op).run(kc);
-    if (!st.is_ok()) return st.at_node(n.name, op_name(n.op));
+    std::vector<Tensor> outs = QD_TRY(run_node(ctx, ins));
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       if (n.outputs[i] >= 0) g.constants[n.outputs[i]] = std::move(outs[i]);
     }

@@ -46,16 +46,10 @@ inline Expected<std::vector<Tensor>> run_op(OpType op, const AttrMap& attrs, con
   for (int o = 0; o < num_outputs; ++o) n.outputs.push_back(1000 + o);
   InferCtx ctx(n, types, shapes, ptrs);
   QD_RETURN_IF_ERROR(infer_node(ctx));
-  std::vector<Tensor> outs(num_outputs);
-  std::vector<Tensor*> out_ptrs;
   for (int o = 0; o < num_outputs; ++o) {
     if (QD_TRY(checked_numel(ctx.out_shape(o))) > max_elements) return std::vector<Tensor>(num_outputs);
-    outs[o] = QD_TRY(Tensor::make(ctx.out_dtype(o), ctx.out_shape(o)));
-    out_ptrs.push_back(&outs[o]);
   }
-  KernelCtx kc{n, ptrs, out_ptrs};
-  QD_RETURN_IF_ERROR(op_schema(op).run(kc));
-  return outs;
+  return run_node(ctx, ptrs);
 }
 
 inline Tensor tensor_f32(const Shape& s, const std::vector<float>& v) { return Tensor::from_f32(s, v); }

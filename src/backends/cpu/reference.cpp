@@ -48,24 +48,14 @@ Expected<std::vector<Tensor>> run_reference(const Graph& g, const std::map<std::
     }
     InferCtx ctx(n, std::move(types), std::move(shapes), ins);
     QD_RETURN_IF_ERROR(infer_node(ctx));
-    std::vector<Tensor*> outs(n.outputs.size(), nullptr);
+    std::vector<Tensor> made = QD_TRY(run_node(ctx, ins));
+    std::vector<const Tensor*> outs(n.outputs.size(), nullptr);
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       if (n.outputs[i] < 0) continue;
-      auto t = Tensor::make(ctx.out_dtype(i), ctx.out_shape(i));
-      if (!t) return Status(t.status()).at_node(n.name, op_name(n.op));
-      vals[n.outputs[i]] = std::move(*t);
+      vals[n.outputs[i]] = std::move(made[i]);
       outs[i] = &vals[n.outputs[i]];
     }
-    // Outputs without elements need no kernel (and a kernel must not loop over the rows of an empty 3x2^32x0).
-    bool any_elements = false;
-    for (Tensor* t : outs) any_elements |= t && t->numel() > 0;
-    KernelCtx kc{n, ins, outs};
-    Status st = any_elements ? op_schema(n.op).run(kc) : Status::ok();
-    if (!st.is_ok()) return st.at_node(n.name, op_name(n.op));
-    if (opt.observer) {
-      std::vector<const Tensor*> cout(outs.begin(), outs.end());
-      opt.observer(n, cout);
-    }
+    if (opt.observer) opt.observer(n, outs);
     if (!opt.keep_all) {
       for (int in : n.inputs) {
         if (in >= 0 && --uses[in] == 0 && !g.is_constant(in)) vals[in] = Tensor();
