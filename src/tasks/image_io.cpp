@@ -1,5 +1,7 @@
 #include "tasks/image_io.h"
 
+#include "tasks/parallel.h"
+
 #include <cctype>
 #include <csetjmp>
 #include <cstdio>
@@ -344,6 +346,15 @@ Expected<std::string> encode_png(const Image& img) {
 Expected<Image> read_image(const std::string& path) {
   std::string bytes = QD_TRY(read_file(path, kMaxImageFileBytes));
   return decode_image(bytes, path);
+}
+
+Expected<std::vector<Image>> read_images(const std::vector<std::string>& paths) {
+  std::vector<Image> imgs(paths.size());
+  QD_RETURN_IF_ERROR(parallel_for(static_cast<int>(paths.size()), 0, "", [&](int k) -> Status {
+    imgs[k] = QD_TRY(read_image(paths[k]));
+    return Status::ok();
+  }));
+  return imgs;
 }
 
 Status write_image(const std::string& path, const Image& img, int jpeg_quality) {

@@ -45,6 +45,8 @@ Expected<std::string> encode_jpeg(const Image& img, int quality = 95);
 Expected<std::string> encode_png(const Image& img);
 
 Expected<Image> read_image(const std::string& path);
+// Reads and decodes several images on all cores (in order; the first error by index wins).
+Expected<std::vector<Image>> read_images(const std::vector<std::string>& paths);
 // Format by extension (.jpg/.jpeg or .png, any case); written atomically.
 Status write_image(const std::string& path, const Image& img, int jpeg_quality = 95);
 

@@ -58,9 +58,10 @@ class CalibData {
 
   Expected<Tensor> get(int k) const {
     std::vector<Image> imgs;
-    for (int i = k * batch_; i < (k + 1) * batch_; ++i) {
-      if (!files_.empty()) imgs.push_back(QD_TRY(read_image(files_[i])));
-      else imgs.push_back(fmnist_image_32(fm_, i));
+    if (!files_.empty()) {
+      imgs = QD_TRY(read_images({files_.begin() + k * batch_, files_.begin() + (k + 1) * batch_}));
+    } else {
+      for (int i = k * batch_; i < (k + 1) * batch_; ++i) imgs.push_back(fmnist_image_32(fm_, i));
     }
     std::vector<const Image*> ptrs;
     for (auto& im : imgs) ptrs.push_back(&im);

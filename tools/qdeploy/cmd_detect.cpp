@@ -68,13 +68,10 @@ int run_detect(const DetectArgs& a) {
   size_t n_images = 0;
   for (size_t start = 0; start < files->size(); start += batch) {
     const size_t end = std::min(files->size(), start + batch);
-    std::vector<Image> imgs;
     const auto t0 = std::chrono::steady_clock::now();
-    for (size_t i = start; i < end; ++i) {
-      auto img = read_image((*files)[i]);
-      if (!img) return report(img.status());
-      imgs.push_back(std::move(*img));
-    }
+    auto decoded = read_images({files->begin() + start, files->begin() + end});
+    if (!decoded) return report(decoded.status());
+    std::vector<Image>& imgs = *decoded;
     decode_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     std::vector<const Image*> ptrs;
     for (auto& im : imgs) ptrs.push_back(&im);

@@ -25,7 +25,6 @@
 #include "core/progress.h"
 #include "tasks/detector.h"
 #include "tasks/fmnist.h"
-#include "tasks/parallel.h"
 
 namespace qd::cli {
 
@@ -201,16 +200,12 @@ int run_eval_model(const EvalArgs& a) {
   qd::Progress progress("eval", static_cast<int64_t>(n));
   for (size_t start = 0; start < n; start += batch) {
     const size_t end = std::min(n, start + batch);
-    std::vector<Image> imgs(end - start);
     const auto td = std::chrono::steady_clock::now();
-    Status st = parallel_for(static_cast<int>(end - start), 0, "", [&](int k) -> Status {
-      const CocoImage& im = ds->images[start + k];
-      auto img = read_image(a.images + "/" + im.file_name);
-      if (!img) return img.status();
-      imgs[k] = std::move(*img);
-      return Status::ok();
-    });
-    if (!st) return report(st);
+    std::vector<std::string> paths;
+    for (size_t k = start; k < end; ++k) paths.push_back(a.images + "/" + ds->images[k].file_name);
+    auto decoded = read_images(paths);
+    if (!decoded) return report(decoded.status());
+    std::vector<Image>& imgs = *decoded;
     decode_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - td).count();
     std::vector<const Image*> ptrs;
     for (auto& im : imgs) ptrs.push_back(&im);
