@@ -95,6 +95,7 @@ class CpuEngine final : public Engine {
     const Graph* g = QD_TRY(prepared(shapes));
     return run_reference(*g, in);
   }
+  Status save(const std::string&) const override { return unsupported("CPU plans are not implemented yet"); }
 
  private:
   Expected<const Graph*> prepared(const std::map<std::string, Shape>& shapes) {
@@ -133,9 +134,7 @@ Status check_build_options(const BuildOptions& opt) {
 
 Expected<std::unique_ptr<Engine>> build_engine(const std::string& model_path, const BuildOptions& opt) {
   QD_RETURN_IF_ERROR(check_build_options(opt));
-  if (opt.device == "cuda") {
-    return unsupported("--device cuda: the CUDA engine is not part of this build yet; use --device cpu");
-  }
+  if (opt.device == "cuda") return build_cuda_engine(model_path, opt);
   if (opt.precision == "fp16") {
     return unsupported("--precision fp16 on the CPU is not implemented; use fp32 or int8 (fp16 runs on --device cuda)");
   }

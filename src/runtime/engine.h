@@ -21,6 +21,13 @@ struct BuildOptions {
   std::string int8_mode = "exact";  // exact | fake
   // Nodes kept in higher precision (names or regexes).
   std::vector<std::string> fp16_layers, fp32_layers;
+  // JSON with per-tensor INT8 scales and per-node precisions (qat2ptq's output format).
+  std::string precision_config;
+  // Dynamic-shape profile (--min/--opt/--max): the plan accepts any input shape between min and max.
+  std::map<std::string, Shape> min_shapes, opt_shapes, max_shapes;
+  // CUDA: the device, and a file remembering kernel timings between builds ("" = none).
+  int device_index = 0;
+  std::string timing_cache;
 };
 
 struct TensorDesc {
@@ -38,10 +45,20 @@ class Engine {
   virtual std::string describe() const = 0;
   // Runs once; input shapes may differ from the declared ones only in dims declared dynamic (-1).
   virtual Expected<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs) = 0;
+  // Writes the engine as a plan file (atomically).
+  virtual Status save(const std::string& path) const = 0;
 };
 
 // Imports and compiles MODEL (ONNX) for opt.device / opt.precision.
 Expected<std::unique_ptr<Engine>> build_engine(const std::string& model_path, const BuildOptions& opt);
+// Loads a plan file written by Engine::save (any device); refuses plans for another GPU or format version.
+Expected<std::unique_ptr<Engine>> load_engine(const std::string& plan_path);
+// True when the file starts with the plan magic (so MODEL|PLAN arguments can tell the two apart).
+bool is_plan_file(const std::string& path);
+
+// The CUDA backend's entry points (src/backends/cuda/cuda_engine.cpp; runtime/no_cuda.cpp in builds without CUDA).
+Expected<std::unique_ptr<Engine>> build_cuda_engine(const std::string& model_path, const BuildOptions& opt);
+
 // Parses --device / --precision values.
 Status check_build_options(const BuildOptions& opt);
 
