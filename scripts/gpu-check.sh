@@ -2,11 +2,12 @@
 # GPU checks, run ON the GPU machine from the repository root: GPU unit tests, compute-sanitizer, conformance and
 # benchmarks. Results (logs, JSON, tables) go to OUTDIR. The binaries come prebuilt from the Debian machine
 # (scripts/build-gpu.sh, carried as build-gpu/) because the GPU machine has no package registry.
-# Usage: scripts/gpu-check.sh OUTDIR [STEP...]   steps: env tests sanitizer conformance (default: all)
+# Usage: scripts/gpu-check.sh OUTDIR [STEP...]   steps: env tests sanitizer conformance bench (default: all)
+# QD_TEST_FILTER narrows the tests (a gtest filter); QD_BENCH_ARGS adds flags to bench/yolov5s_vs_pytorch.py.
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu-check.sh OUTDIR [STEP...]}
 shift
-STEPS=${*:-env tests sanitizer conformance}
+STEPS=${*:-env tests sanitizer conformance bench}
 B=build-gpu
 mkdir -p "$OUT"
 # Unpack the binaries scripts/gpu-pack.sh carried over.
@@ -29,21 +30,28 @@ for step in $STEPS; do
   case $step in
     env)
       nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
-      ldd "$B/qdeploy" | tee "$OUT/ldd.txt"
+      ldd "$B/qdeploy" | tee -a "$OUT/gpu.txt"
       python3 -c 'import torch, onnxruntime; print("torch", torch.__version__, "ort", onnxruntime.__version__)' | tee -a "$OUT/gpu.txt"
       ;;
     tests)
       for t in "$B"/tests/test_*; do
-        "$t" --gtest_brief=1 2>&1 | tee -a "$OUT/tests.log" | tail -3 || rc=1
+        "$t" --gtest_brief=1 --gtest_filter="${QD_TEST_FILTER:-*}" > "$OUT/$(basename "$t").log" 2>&1 || rc=1
+        grep -E "FAILED|PASSED|SKIPPED|SNR|max \|diff\|" "$OUT/$(basename "$t").log" | tail -40
       done
       ;;
     sanitizer)
-      compute-sanitizer --tool memcheck --error-exitcode 3 "$B/tests/test_cuda" --gtest_brief=1 > "$OUT/memcheck.log" 2>&1 || rc=1
+      compute-sanitizer --tool memcheck --error-exitcode 3 "$B/tests/test_cuda" --gtest_brief=1 \
+        --gtest_filter="${QD_TEST_FILTER:-*}" > "$OUT/memcheck.log" 2>&1 || rc=1
       tail -5 "$OUT/memcheck.log"
       ;;
     conformance)
       "$B/tests/conformance/qdeploy_conformance" /usr/share/libonnx-testdata/data/node > "$OUT/conformance.log" 2>&1 || true
       tail -2 "$OUT/conformance.log"
+      ;;
+    bench)
+      PYTHONPATH=python python3 bench/yolov5s_vs_pytorch.py --qdeploy "$B/qdeploy" --out "$OUT/bench" \
+        ${QD_BENCH_ARGS:-} > "$OUT/bench.log" 2>&1 || rc=1
+      tail -25 "$OUT/bench.log"
       ;;
     *) echo "unknown step $step"; rc=2 ;;
   esac

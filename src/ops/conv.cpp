@@ -7,7 +7,7 @@
 
 namespace qd::ops {
 
-static Expected<ConvGeom> conv_geom(const Node& node, const Shape& x, const Shape& wt, Shape* out) {
+Expected<ConvGeom> conv_geom(const Node& node, const Shape& x, const Shape& wt, Shape* out) {
   if (x.size() < 3 || x.size() > 4) return unsupported("Conv on rank-" + std::to_string(x.size()) + " input (1-d and 2-d only)");
   if (wt.size() != x.size()) return invalid("weight rank " + std::to_string(wt.size()) + " differs from input rank " + std::to_string(x.size()));
   const size_t k = x.size() - 2;

@@ -6,8 +6,6 @@
 
 namespace qd::ops {
 
-namespace {
-
 Expected<ConvGeom> tconv_geom(const Node& node, const Shape& x, const Shape& wt, Shape* out) {
   if (x.size() < 3 || x.size() > 4) return unsupported("ConvTranspose on rank-" + std::to_string(x.size()) + " input (1-d and 2-d only)");
   if (wt.size() != x.size()) return invalid("weight rank differs from input rank");
@@ -51,6 +49,8 @@ Expected<ConvGeom> tconv_geom(const Node& node, const Shape& x, const Shape& wt,
   fill_plane(g, x, wt, win, os);
   return g;
 }
+
+namespace {
 
 void gemm_tn(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
   // C[M,N] = A^T * B with A stored [K, M]

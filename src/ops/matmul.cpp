@@ -2,6 +2,7 @@
 #include <cblas.h>
 
 #include "ops/common.h"
+#include "ops/op_geometry.h"
 
 namespace qd::ops {
 
@@ -70,12 +71,7 @@ Status run_Gemm(KernelCtx& c) {
   });
 }
 
-namespace {
 // Batched matmul geometry: a [..., M, K] x b [..., K, N] with 1-d operands promoted as numpy does.
-struct MatMulGeom {
-  Shape a, b, batch, out;
-  int64_t m, k, n;
-};
 Expected<MatMulGeom> matmul_geom(const Shape& a_in, const Shape& b_in) {
   if (a_in.empty() || b_in.empty()) return invalid("MatMul operands must have rank >= 1");
   MatMulGeom g;
@@ -93,7 +89,6 @@ Expected<MatMulGeom> matmul_geom(const Shape& a_in, const Shape& b_in) {
   if (b_in.size() > 1) g.out.push_back(g.n);
   return g;
 }
-}  // namespace
 
 Status infer_MatMul(InferCtx& c) {
   QD_RETURN_IF_ERROR(check_same_dtype(c));

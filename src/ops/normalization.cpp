@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "ops/common.h"
+#include "ops/op_geometry.h"
 #include "ops/nn_util.h"
 
 namespace qd::ops {
@@ -76,13 +77,6 @@ Status run_InstanceNormalization(KernelCtx& c) {
 
 // ---- LayerNormalization (opset 17): normalizes over dims [axis, rank); Scale and B broadcast to X ----
 
-namespace {
-struct LayerNormGeom {
-  int axis;
-  int64_t outer, inner;
-  DType stash;
-};
-
 Expected<LayerNormGeom> layer_norm_geom(const Node& n, const Shape& x) {
   LayerNormGeom g;
   g.axis = QD_TRY(normalize_axis(QD_TRY(n.attrs.get_int("axis", -1)), x.size()));
@@ -94,7 +88,6 @@ Expected<LayerNormGeom> layer_norm_geom(const Node& n, const Shape& x) {
   else return unsupported("stash_type " + std::to_string(stash) + " (1 = float32 and 11 = float64 only)");
   return g;
 }
-}  // namespace
 
 Status infer_LayerNormalization(InferCtx& c) {
   QD_RETURN_IF_ERROR(require_float(c, 0));

@@ -2,18 +2,9 @@
 // opset 11 and inputs from 11 (axes, opset 18, is accepted too). The kernel maps every output coordinate to an input
 // coordinate per axis and copies by element width.
 #include "ops/movement.h"
+#include "ops/op_geometry.h"
 
 namespace qd::ops {
-
-namespace {
-
-enum class PadMode { kConstant, kReflect, kEdge, kWrap };
-
-struct PadGeom {
-  PadMode mode;
-  std::vector<int64_t> begin;  // per input dim
-  Shape out;
-};
 
 Expected<PadGeom> pad_geom(const InferCtx& c) {
   const Shape& in = c.shape(0);
@@ -67,8 +58,7 @@ Expected<PadGeom> pad_geom(const InferCtx& c) {
   return g;
 }
 
-// Input coordinate for output coordinate o along an axis of size n; -1 for the constant.
-int64_t map_coord(int64_t o, int64_t begin, int64_t n, PadMode mode) {
+int64_t pad_map_coord(int64_t o, int64_t begin, int64_t n, PadMode mode) {
   const int64_t s = o - begin;
   if (s >= 0 && s < n) return s;
   switch (mode) {
@@ -84,8 +74,6 @@ int64_t map_coord(int64_t o, int64_t begin, int64_t n, PadMode mode) {
   }
   return -1;
 }
-
-}  // namespace
 
 Status infer_Pad(InferCtx& c) {
   PadGeom g = QD_TRY(pad_geom(c));
@@ -121,7 +109,7 @@ Status run_Pad(KernelCtx& c) {
   std::vector<std::vector<int64_t>> maps(r);
   for (size_t d = 0; d < r; ++d) {
     maps[d].resize(out[d]);
-    for (int64_t o = 0; o < out[d]; ++o) maps[d][o] = map_coord(o, g.begin[d], in[d], g.mode);
+    for (int64_t o = 0; o < out[d]; ++o) maps[d][o] = pad_map_coord(o, g.begin[d], in[d], g.mode);
   }
   const std::vector<int64_t> st = strides_of(in);
   return dispatch_width(x.dtype(), [&](auto tag) {

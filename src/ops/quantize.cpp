@@ -6,19 +6,11 @@
 
 #include "ops/common.h"
 #include "ops/nn_util.h"
+#include "ops/op_geometry.h"
 #include "ops/quantize.h"
 
 namespace qd::ops {
 
-namespace {
-
-// Which scale/zero point each element uses: channel (i / inner) % len, or the single one when len == 1.
-struct QuantGeom {
-  bool per_axis = false;
-  int64_t len = 1, inner = 1;
-};
-
-// x: the tensor being (de)quantized; scale/zero point: inputs 1 and 2 (zp may be absent).
 Expected<QuantGeom> quant_geom(const Node& n, const Shape& x, const Shape& scale, const Shape* zp) {
   const char* sname = n.op == OpType::QuantizeLinear ? "y_scale" : "x_scale";
   const char* zname = n.op == OpType::QuantizeLinear ? "y_zero_point" : "x_zero_point";
@@ -55,6 +47,8 @@ Expected<QuantGeom> quant_geom(const Node& n, const Shape& x, const Shape& scale
   if (zp && zp->size() > 1) return invalid(std::string(zname) + " must be a scalar or 1-D, got shape " + shape_str(*zp));
   return g;
 }
+
+namespace {
 
 // QuantizeLinear divides by the scale, so it must be positive and finite (the INT8 contract's s > 0).
 // DequantizeLinear only multiplies: any finite scale is accepted there (0 maps everything to 0).

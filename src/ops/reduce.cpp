@@ -7,16 +7,9 @@
 #include <type_traits>
 
 #include "ops/common.h"
+#include "ops/op_geometry.h"
 
 namespace qd::ops {
-
-namespace {
-
-struct ReduceGeom {
-  bool noop = false;  // empty axes with noop_with_empty_axes=1: output = input
-  Shape kept;         // input shape with reduced dims set to 1
-  Shape out;          // kept, or without the reduced dims when keepdims=0
-};
 
 Expected<std::vector<int64_t>> reduce_axes(const InferCtx* ic, const KernelCtx* kc) {
   const Node& n = ic ? ic->node : kc->node;
@@ -73,6 +66,8 @@ Expected<ReduceGeom> reduce_geom(const Node& n, const Shape& x, const std::vecto
   }
   return g;
 }
+
+namespace {
 
 enum class Kind { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
 

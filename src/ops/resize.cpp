@@ -7,28 +7,17 @@
 #include <cmath>
 
 #include "ops/movement.h"
+#include "ops/op_geometry.h"
 
 namespace qd::ops {
 
 namespace {
 
-enum class Mode { kNearest, kLinear, kCubic };
-enum class Coord { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfHalfPixelForNn, kTfCropAndResize };
-// kLegacy: Upsample and Resize-10 (as ONNX Runtime): floor when enlarging, ceil when shrinking.
-enum class Nearest { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kLegacy };
-
-struct ResizeParams {
-  Mode mode = Mode::kNearest;
-  Coord coord = Coord::kAsymmetric;
-  Nearest nearest = Nearest::kLegacy;
-  double cubic_a = -0.75;
-  bool exclude_outside = false;
-  double extrapolation = 0.0;
-  Shape out;
-  std::vector<double> scales;  // per axis, used by the coordinate transform
-  std::vector<double> resized;  // per axis: in_len * scale before flooring (= the size when sizes are given)
-  std::vector<double> roi;     // starts then ends, per axis (tf_crop_and_resize)
-};
+// The parameter types live in op_geometry.h (the CUDA backend reads them too).
+using Mode = ResizeMode;
+using Coord = ResizeCoord;
+using Nearest = ResizeNearest;
+using AxisTaps = ResizeAxisTaps;
 
 Expected<Mode> read_mode(const AttrMap& a) {
   const std::string m = QD_TRY(a.get_string("mode", "nearest"));
@@ -113,6 +102,8 @@ Status read_scales_or_sizes(const InferCtx& c, int scales_in, int sizes_in, Resi
   return apply_sizes(c.shape(0), QD_TRY(c.const_ints(sizes_in)), p);
 }
 
+}  // namespace
+
 Expected<ResizeParams> resize_params(const InferCtx& c, bool upsample) {
   const AttrMap& a = c.node.attrs;
   ResizeParams p;
@@ -151,6 +142,8 @@ Expected<ResizeParams> resize_params(const InferCtx& c, bool upsample) {
   return p;
 }
 
+namespace {
+
 // The input coordinate of output coordinate x along one axis. As in the ONNX reference, the resized length is
 // scale * in_len before flooring (it equals the output size when sizes are given): with scales 0.6 on 4 pixels,
 // align_corners divides by 2.4 - 1, not by 2 - 1.
@@ -180,15 +173,6 @@ double source_coord(const ResizeParams& p, size_t axis, int64_t x, int64_t in_le
 
 int64_t clamp_index(int64_t i, int64_t len) { return i < 0 ? 0 : (i >= len ? len - 1 : i); }
 
-// Interpolation taps of one axis: for output coordinate i, n taps (index, weight), or extrapolate[i].
-struct AxisTaps {
-  int n = 1;
-  std::vector<int64_t> idx;
-  std::vector<double> w;
-  std::vector<char> extrapolate;
-  bool identity = true;  // every output takes exactly its own input element
-};
-
 double cubic_weight(double d, double a) {
   d = std::fabs(d);
   if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
@@ -196,7 +180,9 @@ double cubic_weight(double d, double a) {
   return 0.0;
 }
 
-AxisTaps axis_taps(const ResizeParams& p, size_t axis, int64_t in_len, int64_t out_len) {
+}  // namespace
+
+AxisTaps resize_axis_taps(const ResizeParams& p, size_t axis, int64_t in_len, int64_t out_len) {
   AxisTaps t;
   t.n = p.mode == Mode::kNearest ? 1 : p.mode == Mode::kLinear ? 2 : 4;
   t.idx.resize(static_cast<size_t>(out_len * t.n));
@@ -252,6 +238,8 @@ AxisTaps axis_taps(const ResizeParams& p, size_t axis, int64_t in_len, int64_t o
   return t;
 }
 
+namespace {
+
 Status run_nearest(KernelCtx& c, const ResizeParams& p) {
   const Tensor& x = *c.in[0];
   Tensor& y = *c.out[0];
@@ -260,7 +248,7 @@ Status run_nearest(KernelCtx& c, const ResizeParams& p) {
   const size_t r = out.size();
   if (y.numel() == 0) return Status::ok();
   std::vector<AxisTaps> taps;
-  for (size_t d = 0; d < r; ++d) taps.push_back(axis_taps(p, d, in[d], out[d]));
+  for (size_t d = 0; d < r; ++d) taps.push_back(resize_axis_taps(p, d, in[d], out[d]));
   const std::vector<int64_t> st = strides_of(in);
   Tensor fill(x.dtype(), {});
   fill.set_f64(0, p.extrapolation);
@@ -307,7 +295,7 @@ Status run_interpolate(KernelCtx& c, const ResizeParams& p) {
   }
   for (size_t d : order) {
     const int64_t in_len = shape[d], out_len = y.shape()[d];
-    const AxisTaps t = axis_taps(p, d, in_len, out_len);
+    const AxisTaps t = resize_axis_taps(p, d, in_len, out_len);
     if (t.identity) continue;
     const int64_t outer = dim_product(shape, 0, d), inner = dim_product(shape, d + 1, shape.size());
     std::vector<double> next(static_cast<size_t>(outer * out_len * inner));

@@ -4,15 +4,11 @@
 #include <limits>
 
 #include "ops/movement.h"
+#include "ops/op_geometry.h"
 
 namespace qd::ops {
 
 namespace {
-
-struct SliceGeom {
-  Shape out;
-  std::vector<int64_t> start, step;  // per input dim
-};
 
 Expected<std::vector<int64_t>> slice_list(const InferCtx& c, size_t input, const char* attr, bool required) {
   if (c.node.opset < 10 && !c.has_input(1)) {
@@ -26,6 +22,8 @@ Expected<std::vector<int64_t>> slice_list(const InferCtx& c, size_t input, const
   if (c.rank(input) != 1) return invalid(std::string(attr) + " must be 1-D, got shape " + shape_str(c.shape(input)));
   return c.const_ints(input);
 }
+
+}  // namespace
 
 Expected<SliceGeom> slice_geom(const InferCtx& c) {
   const Shape& in = c.shape(0);
@@ -80,8 +78,6 @@ Expected<SliceGeom> slice_geom(const InferCtx& c) {
   }
   return g;
 }
-
-}  // namespace
 
 Status infer_Slice(InferCtx& c) {
   if (c.node.opset >= 10 && c.num_inputs() < 3) {

@@ -4,16 +4,10 @@
 #include <limits>
 
 #include "ops/common.h"
+#include "ops/op_geometry.h"
 #include "ops/nn_util.h"
 
 namespace qd::ops {
-
-namespace {
-
-// The input viewed as [outer, len, inner], working along len.
-struct SoftmaxGeom {
-  int64_t outer = 1, len = 1, inner = 1;
-};
 
 Expected<SoftmaxGeom> softmax_geom(const Node& n, const Shape& x) {
   const bool coerce_2d = n.opset < 13;
@@ -30,6 +24,8 @@ Expected<SoftmaxGeom> softmax_geom(const Node& n, const Shape& x) {
   }
   return g;
 }
+
+namespace {
 
 enum class Kind { kSoftmax, kLogSoftmax, kHardmax };
 

@@ -1,10 +1,9 @@
 // Ops that permute elements: Transpose, and DepthToSpace / SpaceToDepth (a reshape, a transpose and a reshape).
 // All are strided copies by element width, so they work on every dtype (int8 activations included).
 #include "ops/movement.h"
+#include "ops/op_geometry.h"
 
 namespace qd::ops {
-
-namespace {
 
 Expected<std::vector<int64_t>> transpose_perm(const InferCtx& c) {
   const size_t r = c.rank(0);
@@ -29,15 +28,16 @@ Expected<std::vector<int64_t>> transpose_perm(const InferCtx& c) {
   return perm;
 }
 
-// DepthToSpace / SpaceToDepth as a strided copy of a 6-d view: `view` is the input seen as 6 dims, `perm` says
-// which view dim each output-order dim walks.
-Status permute_view(KernelCtx& c, const Shape& view, const std::vector<int>& perm) {
-  const std::vector<int64_t> vs = strides_of(view);
+namespace {
+
+// DepthToSpace / SpaceToDepth as a strided copy of a 6-d view (see PermutedView).
+Status permute_view(KernelCtx& c, const PermutedView& v) {
+  const std::vector<int64_t> vs = strides_of(v.view);
   Shape out_view(6);
   std::vector<int64_t> st(6);
   for (int i = 0; i < 6; ++i) {
-    out_view[i] = view[perm[i]];
-    st[i] = vs[perm[i]];
+    out_view[i] = v.view[v.perm[i]];
+    st[i] = vs[v.perm[i]];
   }
   Tensor y = c.out[0]->reshaped(out_view);
   return strided_copy(*c.in[0], y, st, 0);
@@ -92,14 +92,17 @@ Status infer_DepthToSpace(InferCtx& c) {
   c.set_output(0, c.dtype(0), {g.n, g.c / (g.b * g.b), *hb, *wb});
   return Status::ok();
 }
-Status run_DepthToSpace(KernelCtx& c) {
-  const InferCtx ic = infer_ctx_of(c);
-  const BlockGeom g = QD_TRY(block_geom(ic));
+Expected<PermutedView> depth_to_space_view(const InferCtx& c) {
+  const BlockGeom g = QD_TRY(block_geom(c));
   const bool crd = QD_TRY(depth_to_space_crd(c.node));
   const int64_t co = g.c / (g.b * g.b);
   // Output order [N, C', H, b, W, b].
-  if (crd) return permute_view(c, {g.n, co, g.b, g.b, g.h, g.w}, {0, 1, 4, 2, 5, 3});
-  return permute_view(c, {g.n, g.b, g.b, co, g.h, g.w}, {0, 3, 4, 1, 5, 2});
+  if (crd) return PermutedView{{g.n, co, g.b, g.b, g.h, g.w}, {0, 1, 4, 2, 5, 3}};
+  return PermutedView{{g.n, g.b, g.b, co, g.h, g.w}, {0, 3, 4, 1, 5, 2}};
+}
+Status run_DepthToSpace(KernelCtx& c) {
+  const PermutedView v = QD_TRY(depth_to_space_view(infer_ctx_of(c)));
+  return permute_view(c, v);
 }
 
 Status infer_SpaceToDepth(InferCtx& c) {
@@ -113,11 +116,14 @@ Status infer_SpaceToDepth(InferCtx& c) {
   c.set_output(0, c.dtype(0), {g.n, *cb, g.h / g.b, g.w / g.b});
   return Status::ok();
 }
-Status run_SpaceToDepth(KernelCtx& c) {
-  const InferCtx ic = infer_ctx_of(c);
-  const BlockGeom g = QD_TRY(block_geom(ic));
+Expected<PermutedView> space_to_depth_view(const InferCtx& c) {
+  const BlockGeom g = QD_TRY(block_geom(c));
   // Input viewed as [N, C, H/b, b, W/b, b]; output order [N, b, b, C, H/b, W/b].
-  return permute_view(c, {g.n, g.c, g.h / g.b, g.b, g.w / g.b, g.b}, {0, 3, 5, 1, 2, 4});
+  return PermutedView{{g.n, g.c, g.h / g.b, g.b, g.w / g.b, g.b}, {0, 3, 5, 1, 2, 4}};
+}
+Status run_SpaceToDepth(KernelCtx& c) {
+  const PermutedView v = QD_TRY(space_to_depth_view(infer_ctx_of(c)));
+  return permute_view(c, v);
 }
 
 }  // namespace qd::ops

@@ -27,6 +27,11 @@ struct ConvGeom {
 // and the output spatial dims; n, c, m and group are set by the caller.
 void fill_plane(ConvGeom& g, const Shape& x, const Shape& wt, const Window& win, const std::vector<int64_t>& out);
 
+// The geometry of a Conv (and ConvInteger) / ConvTranspose node for input shape x and weight shape wt; *out gets the
+// output shape. Defined in conv.cpp / conv_transpose.cpp; the CUDA backend reads nodes through them too.
+Expected<ConvGeom> conv_geom(const Node& node, const Shape& x, const Shape& wt, Shape* out);
+Expected<ConvGeom> tconv_geom(const Node& node, const Shape& x, const Shape& wt, Shape* out);
+
 // Output spatial dims for a forward window (conv/pool); resolves SAME_* auto padding into w->pads.
 // Errors when the effective kernel is larger than the padded input.
 Expected<std::vector<int64_t>> window_output(const std::vector<int64_t>& in, Window* w, bool ceil_mode);

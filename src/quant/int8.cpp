@@ -133,19 +133,22 @@ Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt) {
     const bool conv = n.op == OpType::Conv;
     const bool gemm = n.op == OpType::Gemm;
     if (!conv && !gemm) continue;
+    rep.layers.push_back({n.name, op_name(n.op), macs, "float (not quantizable)"});
     const int x = n.inputs[0];
     const int w = n.inputs[1];
     const Tensor* wt = g.constant(w);
     if (!wt || wt->dtype() != DType::kFloat32 || g.values[x].dtype != DType::kFloat32) continue;
     if (gemm && (n.attrs.get_int("transA", 0).has_value() && *n.attrs.get_int("transA", 0) != 0)) continue;
     if (gemm && (*n.attrs.get_float("alpha", 1.f) != 1.f || *n.attrs.get_float("beta", 1.f) != 1.f)) continue;
-    if (matches_any(n.name, opt.float_nodes)) {
+    if (opt.float_node_names.count(n.name) || matches_any(n.name, opt.float_nodes)) {
       rep.float_nodes.push_back(n.name);
+      rep.layers.back().precision = "float (asked)";
       continue;
     }
     auto sit = opt.act_scales.find(g.values[x].name);
     if (sit == opt.act_scales.end()) {
       rep.no_scale_nodes.push_back(n.name);
+      rep.layers.back().precision = "float (no scale)";
       continue;
     }
     if (!(sit->second > 0) || !std::isfinite(sit->second)) {
@@ -155,15 +158,17 @@ Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt) {
     const bool trans_b = gemm && *n.attrs.get_int("transB", 0) != 0;
     const int axis = conv || trans_b ? 0 : 1;
     auto wsit = opt.weight_scales.find(g.values[w].name);
-    WeightQuant wq = wsit != opt.weight_scales.end() ? quantize_weights_with(*wt, axis, wsit->second)
-                                                     : quantize_weights(*wt, axis);
+    // Checked before quantizing: quantize_weights_with indexes the scales by channel.
     if (wsit != opt.weight_scales.end() && static_cast<int64_t>(wsit->second.size()) != wt->shape()[axis]) {
       return invalid("weight '" + g.values[w].name + "' has " + std::to_string(wt->shape()[axis]) +
                      " channels but " + std::to_string(wsit->second.size()) + " scales");
     }
+    WeightQuant wq = wsit != opt.weight_scales.end() ? quantize_weights_with(*wt, axis, wsit->second)
+                                                     : quantize_weights(*wt, axis);
     Quantized& qx = quantize_tensor(x, sit->second);
     rep.int8_nodes.push_back(n.name);
     rep.int8_macs += macs;
+    rep.layers.back().precision = "int8";
     const int y = n.outputs[0];
     const int64_t m = wt->shape()[axis];
     const int bias = n.inputs.size() > 2 ? n.inputs[2] : -1;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,15 @@ struct Int8Options {
   // Per-channel weight scales of QAT models (weight constant name -> scales); computed from the weights otherwise.
   std::map<std::string, std::vector<float>> weight_scales;
   std::vector<std::string> float_nodes;     // nodes kept in float (names; a name may be a regex: see matches_any)
+  // Nodes kept in float, by exact name only: what a plan stores (untrusted files never reach std::regex).
+  std::set<std::string> float_node_names;
+};
+
+// The precision lower_int8 chose for one Conv or Gemm.
+struct LayerPrecision {
+  std::string node, op;
+  int64_t macs = 0;
+  std::string precision;  // "int8", or "float" with why: "(asked)", "(no scale)", "(not quantizable)"
 };
 
 struct Int8Report {
@@ -45,6 +55,7 @@ struct Int8Report {
   std::vector<std::string> float_nodes;       // asked for by the user
   std::vector<std::string> no_scale_nodes;    // quantizable but their input has no scale: kept in float
   int64_t int8_macs = 0, total_macs = 0;
+  std::vector<LayerPrecision> layers;         // every Conv and Gemm, in graph order
 };
 
 // True when `name` equals one of `patterns` or fully matches one read as an ECMAScript regex.

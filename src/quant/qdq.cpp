@@ -61,7 +61,29 @@ Expected<QdqScales> strip_qdq(Graph& g) {
     const Node& dq = g.nodes[i];
     if (dq.op != OpType::DequantizeLinear) continue;
     auto qi = q_of.find(dq.inputs[0]);
-    if (qi == q_of.end()) continue;  // DQ of stored int8 data: left to run as an op
+    if (qi == q_of.end()) {
+      // DQ of stored int8 weights (ONNX Runtime's QDQ format): the DQ output becomes the float weight it stands for,
+      // with the DQ's scales as its weight scales. Other stored data (uint8, computed scales) runs as an op.
+      const Tensor* data = g.constant(dq.inputs[0]);
+      const Tensor* zp = dq.inputs.size() > 2 && dq.inputs[2] >= 0 ? g.constant(dq.inputs[2]) : nullptr;
+      const bool int8_zp = dq.inputs.size() < 3 || dq.inputs[2] < 0 || (zp && zp->dtype() == DType::kInt8);
+      if (!data || data->dtype() != DType::kInt8 || data->rank() == 0 || !g.is_constant(dq.inputs[1]) || !int8_zp) {
+        continue;
+      }
+      const std::vector<float> s = QD_TRY(const_scales(g, dq));
+      const int64_t axis = QD_TRY(dq.attrs.get_int("axis", 1));
+      if (s.size() > 1 && (axis != 0 || static_cast<int64_t>(s.size()) != data->shape()[0])) continue;
+      Tensor w(DType::kFloat32, data->shape());
+      const int64_t inner = data->numel() / data->shape()[0];
+      for (int64_t k = 0; k < data->numel(); ++k) {
+        w.data<float>()[k] = data->data<int8_t>()[k] * s[s.size() > 1 ? k / inner : 0];
+      }
+      const int w_value = dq.outputs[0];
+      g.constants[w_value] = std::move(w);
+      out.weight_scales[g.values[w_value].name] = s.size() == 1 ? std::vector<float>(data->shape()[0], s[0]) : s;
+      remove[i] = 1;
+      continue;
+    }
     const Node& q = g.nodes[qi->second];
     const std::vector<float> sq = QD_TRY(const_scales(g, q));
     const std::vector<float> sdq = QD_TRY(const_scales(g, dq));

@@ -19,8 +19,10 @@ struct QdqScales {
 
 // True when the graph holds QuantizeLinear/DequantizeLinear nodes.
 bool has_qdq(const Graph& g);
-// Strips the Q/DQ pairs of an imported graph (before prepare_graph). Errors: a non-zero zero point, a Q and DQ with
-// different scales, a per-axis activation scale, a Q whose output feeds anything but DequantizeLinear.
+// Strips the Q/DQ pairs of an imported graph (before prepare_graph). A DequantizeLinear of stored int8 weights (no Q,
+// int8 data, per-tensor or axis-0 scales) becomes the float weight it stands for, with its scales as weight scales.
+// Errors: a non-zero zero point, a Q and DQ with different scales, a per-axis activation scale, a Q whose output
+// feeds anything but DequantizeLinear.
 Expected<QdqScales> strip_qdq(Graph& g);
 
 }  // namespace qd

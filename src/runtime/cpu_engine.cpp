@@ -4,12 +4,16 @@
 #include <mutex>
 
 #include "backends/cpu/reference.h"
+#include "ir/cost.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
+#include "plan/graph_codec.h"
 #include "quant/calib_cache.h"
 #include "quant/int8.h"
+#include "quant/precision_config.h"
 #include "quant/qdq.h"
 #include "runtime/engine.h"
+#include "runtime/plan_sections.h"
 
 namespace qd {
 
@@ -24,22 +28,37 @@ class CpuEngine final : public Engine {
       const Value& val = graph_.values[v];
       TensorDesc d{val.name, val.dtype, val.has_shape ? val.shape : Shape{}};
       auto it = opt_.shapes.find(val.name);
+      auto opt_it = opt_.opt_shapes.find(val.name);
       if (it != opt_.shapes.end()) {
         d.shape = it->second;
         if (!d.shape.empty() && !val.dim_names.empty() && !val.dim_names[0].empty()) d.shape[0] = -1;
+      } else if (opt_it != opt_.opt_shapes.end()) {
+        // A shape profile: prepared at opt; dims that may change between min and max are dynamic.
+        d.shape = opt_it->second;
+        const Shape& lo = opt_.min_shapes.at(val.name);
+        const Shape& hi = opt_.max_shapes.at(val.name);
+        for (size_t i = 0; i < d.shape.size(); ++i) {
+          if (lo[i] != hi[i]) d.shape[i] = -1;
+        }
+        init_shapes_[val.name] = opt_it->second;
       }
       inputs_.push_back(d);
     }
+    for (const auto& [name, s] : opt_.opt_shapes) {
+      bool found = false;
+      for (const auto& d : inputs_) found |= d.name == name;
+      if (!found) return invalid("--min/--opt/--max name '" + name + "', which is not an input of the model");
+    }
     // Prepare once with the declared/bound shapes (batch 1 where the batch is symbolic) to learn the outputs.
-    std::map<std::string, Shape> shapes;
     for (const auto& d : inputs_) {
+      if (init_shapes_.count(d.name)) continue;
       Shape s = d.shape;
       for (size_t i = 0; i < s.size(); ++i) {
         if (s[i] < 0 && i == 0) s[i] = 1;
       }
-      shapes[d.name] = s;
+      init_shapes_[d.name] = s;
     }
-    auto g = prepared(shapes);
+    auto g = prepared(init_shapes_);
     if (!g) return g.status();
     for (int o : (*g)->outputs) {
       const Value& val = (*g)->values[o];
@@ -64,7 +83,7 @@ class CpuEngine final : public Engine {
     }
     return d + ")";
   }
-  const Int8Report& int8_report() const { return int8_report_; }
+  const Int8Report* int8_report() const override { return opt_.precision == "int8" ? &int8_report_ : nullptr; }
 
   Status load_scales() {
     if (opt_.precision != "int8") return Status::ok();
@@ -74,9 +93,10 @@ class CpuEngine final : public Engine {
       QdqScales q = QD_TRY(strip_qdq(graph_));
       int8_.act_scales = q.act_scales;
       int8_.weight_scales = q.weight_scales;
-    } else if (opt_.calib_cache.empty()) {
-      return invalid("--precision int8 needs activation scales: --calib-cache FILE (from qdeploy calibrate), or a "
-                     "model with QuantizeLinear/DequantizeLinear (QAT)");
+    } else if (opt_.calib_cache.empty() && opt_.precision_config.empty()) {
+      return invalid("--precision int8 needs activation scales: --calib-cache FILE (from qdeploy calibrate), "
+                     "--precision-config FILE.json (from qdeploy qat2ptq), or a model with "
+                     "QuantizeLinear/DequantizeLinear (QAT)");
     }
     if (!opt_.calib_cache.empty()) {
       CalibCache cache = QD_TRY(read_calib_cache(opt_.calib_cache));
@@ -86,16 +106,45 @@ class CpuEngine final : public Engine {
     }
     int8_.float_nodes = opt_.fp32_layers;
     int8_.float_nodes.insert(int8_.float_nodes.end(), opt_.fp16_layers.begin(), opt_.fp16_layers.end());
+    // Its scales override the cache's; its fp16/fp32 nodes join the float layers.
+    if (!opt_.precision_config.empty()) QD_RETURN_IF_ERROR(apply_precision_config(opt_.precision_config, graph_, &int8_));
     return Status::ok();
   }
 
   Expected<std::vector<Tensor>> run(const std::map<std::string, Tensor>& in) override {
     std::map<std::string, Shape> shapes;
     for (const auto& [name, t] : in) shapes[name] = t.shape();
+    QD_RETURN_IF_ERROR(check_profile(shapes));
     const Graph* g = QD_TRY(prepared(shapes));
     return run_reference(*g, in);
   }
-  Status save(const std::string&) const override { return unsupported("CPU plans are not implemented yet"); }
+  // The graph, options and scales rebuild the same engine (load_cpu_engine); "io" and "layers" are for inspect.
+  Status save(const std::string& path) const override {
+    PlanFile plan;
+    plan.header.qdeploy_version = QD_VERSION;
+    plan.header.target = "cpu";
+    plan.header.precision = opt_.precision;
+    for (const auto& d : inputs_) {
+      auto lo = opt_.min_shapes.find(d.name);
+      if (lo != opt_.min_shapes.end()) {
+        plan.header.profile.push_back({d.name, lo->second, opt_.opt_shapes.at(d.name), opt_.max_shapes.at(d.name)});
+      } else {
+        plan.header.profile.push_back({d.name, d.shape, d.shape, d.shape});
+      }
+    }
+    PlanIo io;
+    for (const auto& d : inputs_) io.inputs.push_back({d.name, d.dtype, d.shape});
+    for (const auto& d : outputs_) io.outputs.push_back({d.name, d.dtype, d.shape});
+    plan.add("io", encode_plan_io(io));
+    Int8Options resolved = int8_;
+    plan.add("layers", encode_plan_layers(QD_TRY(layer_table(&resolved))));
+    plan.add("graph", QD_TRY(encode_graph(graph_)));
+    plan.add("build_options", encode_build_options(opt_));
+    if (opt_.precision == "int8") plan.add("int8", encode_int8_options(resolved));
+    return write_plan(path, plan);
+  }
+  // For plans: the scales and float nodes that load_scales() found when the engine was built.
+  void set_int8(Int8Options int8) { int8_ = std::move(int8); }
 
  private:
   Expected<const Graph*> prepared(const std::map<std::string, Shape>& shapes) {
@@ -111,8 +160,55 @@ class CpuEngine final : public Engine {
     return &cache_.emplace(shapes, std::move(g)).first->second;
   }
 
+  // Inputs outside a --min/--max profile are refused, as the GPU engine must (its kernels are chosen for it).
+  Status check_profile(const std::map<std::string, Shape>& shapes) const {
+    for (const auto& [name, s] : shapes) {
+      auto lo = opt_.min_shapes.find(name);
+      if (lo == opt_.min_shapes.end()) continue;
+      const Shape& hi = opt_.max_shapes.at(name);
+      bool inside = s.size() == lo->second.size();
+      for (size_t i = 0; inside && i < s.size(); ++i) {
+        inside = (lo->second[i] < 0 || s[i] >= lo->second[i]) && (hi[i] < 0 || s[i] <= hi[i]);
+      }
+      if (!inside) {
+        return invalid("input '" + name + "' has shape " + shape_str(s) + ", outside the engine's shape profile (min " +
+                       shape_str(lo->second) + ", max " + shape_str(hi) + "); rebuild with wider --min/--max");
+      }
+    }
+    return Status::ok();
+  }
+
+  // The precision of every layer with MACs, in the graph prepared at the build shapes (for `qdeploy inspect PLAN`;
+  // computed here rather than taken from int8_report_, which follows the last batch size run). For INT8 it also
+  // resolves the float-node patterns into the exact names they matched (`resolved`), so that a plan holds no regex.
+  Expected<std::vector<PlanLayer>> layer_table(Int8Options* resolved) const {
+    Graph g = graph_;
+    PrepareOptions p;
+    p.input_shapes = init_shapes_;
+    QD_RETURN_IF_ERROR(prepare_graph(g, p));
+    const bool int8 = opt_.precision == "int8";
+    std::vector<PlanLayer> layers;
+    std::map<std::string, size_t> index;
+    for (const Node& n : g.nodes) {
+      const int64_t macs = node_macs(g, n);
+      if (macs == 0) continue;
+      index[n.name] = layers.size();
+      layers.push_back({n.name, op_name(n.op), macs, int8 ? "float (not quantizable)" : opt_.precision});
+    }
+    if (!int8) return layers;
+    const Int8Report rep = QD_TRY(lower_int8(g, int8_));
+    resolved->float_nodes.clear();
+    resolved->float_node_names.insert(rep.float_nodes.begin(), rep.float_nodes.end());
+    for (const auto& l : rep.layers) {
+      auto it = index.find(l.node);
+      if (it != index.end()) layers[it->second].precision = l.precision;
+    }
+    return layers;
+  }
+
   Graph graph_;
   BuildOptions opt_;
+  std::map<std::string, Shape> init_shapes_;  // the shapes init() prepared the graph with
   std::vector<TensorDesc> inputs_, outputs_;
   Int8Options int8_;
   Int8Report int8_report_;
@@ -129,7 +225,12 @@ Status check_build_options(const BuildOptions& opt) {
   if (opt.precision != "fp32" && opt.precision != "fp16" && opt.precision != "int8") {
     return invalid("--precision must be fp32, fp16 or int8, got '" + opt.precision + "'");
   }
-  return Status::ok();
+  for (const auto& [name, s] : opt.shapes) {
+    if (opt.opt_shapes.count(name)) {
+      return invalid("input '" + name + "' has both --shapes and --min/--opt/--max; give one");
+    }
+  }
+  return check_shape_profile(opt.min_shapes, opt.opt_shapes, opt.max_shapes);
 }
 
 Expected<std::unique_ptr<Engine>> build_engine(const std::string& model_path, const BuildOptions& opt) {
@@ -146,6 +247,24 @@ Expected<std::unique_ptr<Engine>> build_engine(const std::string& model_path, co
   Status st = engine->load_scales();
   if (st.is_ok()) st = engine->init();
   if (!st.is_ok()) return st.prefix(model_path);
+  return std::unique_ptr<Engine>(std::move(engine));
+}
+
+Expected<std::unique_ptr<Engine>> load_cpu_engine(const PlanFile& plan) {
+  const PlanSection* graph = plan.find("graph");
+  const PlanSection* options = plan.find("build_options");
+  const PlanSection* int8 = plan.find("int8");
+  if (!graph || !options) return invalid("the CPU plan lacks its 'graph' or 'build_options' section; rebuild it");
+  BuildOptions opt = QD_TRY(decode_build_options(options->data));
+  if (opt.device != "cpu" || opt.precision != plan.header.precision || opt.precision == "fp16" ||
+      (opt.precision == "int8") != (int8 != nullptr)) {
+    return invalid("the CPU plan's sections disagree with its header (device " + opt.device + ", precision " +
+                   opt.precision + " vs " + plan.header.precision + "); rebuild it");
+  }
+  Graph g = QD_TRY(decode_graph(graph->data));
+  auto engine = std::make_unique<CpuEngine>(std::move(g), std::move(opt));
+  if (int8) engine->set_int8(QD_TRY(decode_int8_options(int8->data)));
+  QD_RETURN_IF_ERROR(engine->init());
   return std::unique_ptr<Engine>(std::move(engine));
 }
 

@@ -11,6 +11,9 @@
 
 namespace qd {
 
+struct PlanFile;    // plan/plan_file.h
+struct Int8Report;  // quant/int8.h
+
 struct BuildOptions {
   std::string device = "cpu";      // cpu | cuda
   std::string precision = "fp32";  // fp32 | fp16 | int8
@@ -43,6 +46,8 @@ class Engine {
   virtual const std::vector<TensorDesc>& outputs() const = 0;
   // "cpu (reference, fp32)"; for INT8 also how much of the model runs in INT8.
   virtual std::string describe() const = 0;
+  // INT8 engines: which Conv/Gemm layers run in INT8 and which stay in float (nullptr otherwise).
+  virtual const Int8Report* int8_report() const { return nullptr; }
   // Runs once; input shapes may differ from the declared ones only in dims declared dynamic (-1).
   virtual Expected<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs) = 0;
   // Writes the engine as a plan file (atomically).
@@ -53,11 +58,14 @@ class Engine {
 Expected<std::unique_ptr<Engine>> build_engine(const std::string& model_path, const BuildOptions& opt);
 // Loads a plan file written by Engine::save (any device); refuses plans for another GPU or format version.
 Expected<std::unique_ptr<Engine>> load_engine(const std::string& plan_path);
-// True when the file starts with the plan magic (so MODEL|PLAN arguments can tell the two apart).
+// True when the file starts with the plan magic (so MODEL|PLAN arguments can tell the two apart); a damaged magic
+// still counts, so that load_engine says what is wrong with the plan.
 bool is_plan_file(const std::string& path);
 
 // The CUDA backend's entry points (src/backends/cuda/cuda_engine.cpp; runtime/no_cuda.cpp in builds without CUDA).
 Expected<std::unique_ptr<Engine>> build_cuda_engine(const std::string& model_path, const BuildOptions& opt);
+// Loads a plan whose header says target "cuda" (load_engine has checked its format and checksum).
+Expected<std::unique_ptr<Engine>> load_cuda_engine(const PlanFile& plan);
 
 // Parses --device / --precision values.
 Status check_build_options(const BuildOptions& opt);

@@ -8,4 +8,10 @@ Expected<std::unique_ptr<Engine>> build_cuda_engine(const std::string&, const Bu
                      "sanitizer build); rebuild with the CUDA toolkit, or use --device cpu");
 }
 
+Expected<std::unique_ptr<Engine>> load_cuda_engine(const PlanFile&) {
+  return unsupported("this plan was built for a GPU (target cuda), but this qdeploy was built without the CUDA "
+                     "backend; run it with a CUDA build of qdeploy, or build a CPU plan with `qdeploy build MODEL -o "
+                     "PLAN --device cpu`");
+}
+
 }  // namespace qd

@@ -58,6 +58,7 @@ Expected<Tensor> Detector::preprocess(const std::vector<const Image*>& images, s
 
 Expected<std::vector<std::vector<Detection>>> Detector::detect(const std::vector<const Image*>& images,
                                                                DetectTimings* timings) {
+  if (device_path_) return device_path_(images, timings);
   auto t0 = std::chrono::steady_clock::now();
   std::vector<LetterboxInfo> infos;
   Tensor x = QD_TRY(preprocess(images, &infos));
@@ -66,14 +67,21 @@ Expected<std::vector<std::vector<Detection>>> Detector::detect(const std::vector
   std::vector<Tensor> outs = QD_TRY(engine_->run({{engine_->inputs()[0].name, x}}));
   const double infer = ms_since(t0);
   t0 = std::chrono::steady_clock::now();
-  Tensor pred = heads_ ? QD_TRY(decode_yolov5_heads(outs)) : outs[0];
-  auto dets = QD_TRY(yolov5_postprocess(pred, opt_.post));
-  for (size_t i = 0; i < dets.size(); ++i) QD_RETURN_IF_ERROR(unletterbox_detections(dets[i], infos[i]));
+  auto dets = QD_TRY(postprocess(outs, infos));
   if (timings) {
     timings->preprocess_ms += pre;
     timings->infer_ms += infer;
     timings->postprocess_ms += ms_since(t0);
   }
+  return dets;
+}
+
+Expected<std::vector<std::vector<Detection>>> Detector::postprocess(const std::vector<Tensor>& outputs,
+                                                                    const std::vector<LetterboxInfo>& infos) const {
+  Tensor pred = heads_ ? QD_TRY(decode_yolov5_heads(outputs)) : outputs[0];
+  auto dets = QD_TRY(yolov5_postprocess(pred, opt_.post));
+  if (dets.size() != infos.size()) return invalid("postprocess: the batch and the letterbox list differ in size");
+  for (size_t i = 0; i < dets.size(); ++i) QD_RETURN_IF_ERROR(unletterbox_detections(dets[i], infos[i]));
   return dets;
 }
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/half.h"
+
 namespace qd {
 
 namespace {
@@ -27,15 +29,16 @@ Status check_resize(const Image& src, int width, int height) {
   return Status::ok();
 }
 
-// Exact integer k x k area average (OpenCV's resizeAreaFast). 2x2 rounds half up ((sum + 2) >> 2) like its SIMD
+// Exact integer kx x ky area average (OpenCV's resizeAreaFast). 2x2 rounds half up ((sum + 2) >> 2) like its SIMD
 // path; other factors multiply by the float reciprocal of the area and round half to even.
-Image resize_area_fast(const Image& src, int width, int height, int kx, int ky) {
-  Image dst(width, height);
+Image resize_area_fast(const Image& src, const ResampleStep& st) {
+  const int kx = st.kx, ky = st.ky;
+  Image dst(st.dst_w, st.dst_h);
   const float inv_area = 1.f / static_cast<float>(kx * ky);
   const bool two = kx == 2 && ky == 2;
-  for (int dy = 0; dy < height; ++dy) {
+  for (int dy = 0; dy < st.dst_h; ++dy) {
     uint8_t* d = dst.pixel(0, dy);
-    for (int dx = 0; dx < width; ++dx) {
+    for (int dx = 0; dx < st.dst_w; ++dx) {
       for (int c = 0; c < 3; ++c) {
         int sum = 0;
         for (int j = 0; j < ky; ++j) {
@@ -50,16 +53,10 @@ Image resize_area_fast(const Image& src, int width, int height, int kx, int ky) 
   return dst;
 }
 
-Image resize_linear_impl(const Image& src, int width, int height) {
-  const int sw = src.width, sh = src.height;
-  if (sw == width && sh == height) return src;
-  const double scale_x = 1. / (static_cast<double>(width) / sw);
-  const double scale_y = 1. / (static_cast<double>(height) / sh);
-  const int iscale_x = round_even(scale_x), iscale_y = round_even(scale_y);
-  if (iscale_x == 2 && iscale_y == 2 && std::fabs(scale_x - iscale_x) < DBL_EPSILON &&
-      std::fabs(scale_y - iscale_y) < DBL_EPSILON) {
-    return resize_area_fast(src, width, height, 2, 2);
-  }
+// The kLinear step (see resize_linear in the header for the formula).
+Image resize_linear_impl(const Image& src, const ResampleStep& st) {
+  const int sw = src.width, sh = src.height, width = st.dst_w, height = st.dst_h;
+  const double scale_x = st.scale_x, scale_y = st.scale_y;
   // Column table.
   std::vector<int> xofs(static_cast<size_t>(width));
   std::vector<int> xw0(static_cast<size_t>(width)), xw1(static_cast<size_t>(width));
@@ -147,16 +144,10 @@ std::vector<AreaTap> area_taps(int ssize, int dsize, double scale) {
   return tab;
 }
 
-Image resize_area_impl(const Image& src, int width, int height) {
-  const int sw = src.width, sh = src.height;
-  if (sw == width && sh == height) return src;
-  if (width > sw || height > sh) return resize_linear_impl(src, width, height);
-  const double scale_x = 1. / (static_cast<double>(width) / sw);
-  const double scale_y = 1. / (static_cast<double>(height) / sh);
-  const int iscale_x = round_even(scale_x), iscale_y = round_even(scale_y);
-  if (std::fabs(scale_x - iscale_x) < DBL_EPSILON && std::fabs(scale_y - iscale_y) < DBL_EPSILON) {
-    return resize_area_fast(src, width, height, iscale_x, iscale_y);
-  }
+// The kArea step.
+Image resize_area_impl(const Image& src, const ResampleStep& st) {
+  const int sw = src.width, sh = src.height, width = st.dst_w, height = st.dst_h;
+  const double scale_x = st.scale_x, scale_y = st.scale_y;
   const std::vector<AreaTap> xtab = area_taps(sw, width, scale_x);
   const std::vector<AreaTap> ytab = area_taps(sh, height, scale_y);
   Image dst(width, height);
@@ -186,6 +177,16 @@ Image resize_area_impl(const Image& src, int width, int height) {
   return dst;
 }
 
+Image resample(const Image& src, const ResampleStep& st) {
+  switch (st.method) {
+    case ResampleMethod::kCopy: return src;
+    case ResampleMethod::kLinear: return resize_linear_impl(src, st);
+    case ResampleMethod::kAreaFast: return resize_area_fast(src, st);
+    case ResampleMethod::kArea: return resize_area_impl(src, st);
+  }
+  return src;
+}
+
 // Constant-border padding (cv::copyMakeBorder with BORDER_CONSTANT).
 Image pad_image(const Image& img, int top, int bottom, int left, int right, uint8_t value) {
   Image out(img.width + left + right, img.height + top + bottom, value);
@@ -195,29 +196,26 @@ Image pad_image(const Image& img, int top, int bottom, int left, int right, uint
   return out;
 }
 
-// ultralytics letterbox(auto=False); the arithmetic is Python's (double precision, round half to even).
-Image letterbox_ultralytics(const Image& img, int out_w, int out_h, bool scaleup, uint8_t pad, double* r_out,
-                            double* dw_out, double* dh_out) {
-  const double w = img.width, h = img.height;
+// The geometry of ultralytics' letterbox(auto=False) for a w x h image, in Python's arithmetic (double precision,
+// round half to even): fills plan->steps[1], left, top and returns r, dw, dh.
+void plan_ultralytics(int w_in, int h_in, int out_w, int out_h, bool scaleup, LetterboxPlan* plan, double* r_out,
+                      double* dw_out, double* dh_out) {
+  const double w = w_in, h = h_in;
   double r = std::min(out_h / h, out_w / w);
   if (!scaleup) r = std::min(r, 1.0);
   const int unpad_w = round_even(w * r), unpad_h = round_even(h * r);
   const double dw = (out_w - unpad_w) / 2.0, dh = (out_h - unpad_h) / 2.0;
-  const Image resized = (unpad_w != img.width || unpad_h != img.height) ? resize_linear_impl(img, unpad_w, unpad_h)
-                                                                         : img;
-  const int top = round_even(dh - 0.1), bottom = round_even(dh + 0.1);
-  const int left = round_even(dw - 0.1), right = round_even(dw + 0.1);
+  plan->steps[1] = plan_resize_linear(w_in, h_in, unpad_w, unpad_h);
+  plan->top = round_even(dh - 0.1);
+  plan->left = round_even(dw - 0.1);
   *r_out = r;
   *dw_out = dw;
   *dh_out = dh;
-  return pad_image(resized, top, bottom, left, right, pad);
 }
 
-// cv::warpAffine(src, M, size, INTER_LINEAR, BORDER_CONSTANT, pad) for M = [s 0 tx; 0 s ty] given in float, as
-// OpenCV 4 computes it: the inverse map in double, source positions in fixed point with 1/32-pixel steps
-// (INTER_BITS = 5, AB_BITS = 10), bilinear weights in 1/32768 units, taps outside the image replaced by `pad`.
-Image warp_affine_scale(const Image& src, float s, float tx, float ty, int out_w, int out_h, uint8_t pad) {
-  double m[6] = {s, 0.0, tx, 0.0, s, ty};
+// The inverse of M = [s 0 tx; 0 s ty] (given in float) as cv::warpAffine computes it (invertAffineTransform, double).
+void invert_scale_map(float s, float tx, float ty, double m[6]) {
+  m[0] = s, m[1] = 0.0, m[2] = tx, m[3] = 0.0, m[4] = s, m[5] = ty;
   double det = m[0] * m[4] - m[1] * m[3];
   det = det != 0 ? 1. / det : 0;
   const double a11 = m[4] * det, a22 = m[0] * det;
@@ -229,6 +227,12 @@ Image warp_affine_scale(const Image& src, float s, float tx, float ty, int out_w
   const double b2 = -m[3] * m[2] - m[4] * m[5];
   m[2] = b1;
   m[5] = b2;
+}
+
+// cv::warpAffine(src, M, size, INTER_LINEAR, BORDER_CONSTANT, pad) given the inverse map m, as OpenCV 4 computes it:
+// source positions in fixed point with 1/32-pixel steps (INTER_BITS = 5, AB_BITS = 10), bilinear weights in 1/32768
+// units, taps outside the image replaced by `pad`.
+Image warp_affine(const Image& src, const double m[6], int out_w, int out_h, uint8_t pad) {
   constexpr int kAbBits = 10, kAbScale = 1 << kAbBits, kInterBits = 5, kTab = 1 << kInterBits;
   constexpr int kRoundDelta = kAbScale / kTab / 2;
   std::vector<int> adelta(static_cast<size_t>(out_w)), bdelta(static_cast<size_t>(out_w));
@@ -264,14 +268,51 @@ Image warp_affine_scale(const Image& src, float s, float tx, float ty, int out_w
 
 }  // namespace
 
+ResampleStep plan_resize_linear(int src_w, int src_h, int dst_w, int dst_h) {
+  ResampleStep st;
+  st.src_w = src_w, st.src_h = src_h, st.dst_w = dst_w, st.dst_h = dst_h;
+  if (src_w == dst_w && src_h == dst_h) return st;  // kCopy
+  st.scale_x = 1. / (static_cast<double>(dst_w) / src_w);
+  st.scale_y = 1. / (static_cast<double>(dst_h) / src_h);
+  const int iscale_x = round_even(st.scale_x), iscale_y = round_even(st.scale_y);
+  // OpenCV turns an exact 2x INTER_LINEAR shrink into its area average.
+  if (iscale_x == 2 && iscale_y == 2 && std::fabs(st.scale_x - iscale_x) < DBL_EPSILON &&
+      std::fabs(st.scale_y - iscale_y) < DBL_EPSILON) {
+    st.method = ResampleMethod::kAreaFast;
+    st.kx = st.ky = 2;
+  } else {
+    st.method = ResampleMethod::kLinear;
+  }
+  return st;
+}
+
+ResampleStep plan_resize_area(int src_w, int src_h, int dst_w, int dst_h) {
+  // INTER_AREA enlarging is a different kernel in OpenCV; nothing here needs it, so it falls back to linear.
+  if (dst_w > src_w || dst_h > src_h) return plan_resize_linear(src_w, src_h, dst_w, dst_h);
+  ResampleStep st;
+  st.src_w = src_w, st.src_h = src_h, st.dst_w = dst_w, st.dst_h = dst_h;
+  if (src_w == dst_w && src_h == dst_h) return st;  // kCopy
+  st.scale_x = 1. / (static_cast<double>(dst_w) / src_w);
+  st.scale_y = 1. / (static_cast<double>(dst_h) / src_h);
+  const int iscale_x = round_even(st.scale_x), iscale_y = round_even(st.scale_y);
+  if (std::fabs(st.scale_x - iscale_x) < DBL_EPSILON && std::fabs(st.scale_y - iscale_y) < DBL_EPSILON) {
+    st.method = ResampleMethod::kAreaFast;
+    st.kx = iscale_x;
+    st.ky = iscale_y;
+  } else {
+    st.method = ResampleMethod::kArea;
+  }
+  return st;
+}
+
 Expected<Image> resize_linear(const Image& src, int width, int height) {
   QD_RETURN_IF_ERROR(check_resize(src, width, height));
-  return resize_linear_impl(src, width, height);
+  return resample(src, plan_resize_linear(src.width, src.height, width, height));
 }
 
 Expected<Image> resize_area(const Image& src, int width, int height) {
   QD_RETURN_IF_ERROR(check_resize(src, width, height));
-  return resize_area_impl(src, width, height);
+  return resample(src, plan_resize_area(src.width, src.height, width, height));
 }
 
 LetterboxOptions cudla_letterbox_options() {
@@ -282,16 +323,27 @@ LetterboxOptions cudla_letterbox_options() {
   return o;
 }
 
-Expected<Image> letterbox(const Image& img, const LetterboxOptions& opt, LetterboxInfo* info) {
-  QD_RETURN_IF_ERROR(check_resize(img, opt.width, opt.height));
-  LetterboxInfo li;
-  li.orig_w = img.width;
-  li.orig_h = img.height;
-  Image out;
+Expected<LetterboxPlan> plan_letterbox(int src_w, int src_h, const LetterboxOptions& opt) {
+  if (src_w <= 0 || src_h <= 0 || src_w > kMaxImageSide || src_h > kMaxImageSide) {
+    return invalid("letterbox: bad image size " + std::to_string(src_w) + "x" + std::to_string(src_h));
+  }
+  if (opt.width <= 0 || opt.height <= 0 || opt.width > kMaxImageSide || opt.height > kMaxImageSide) {
+    return invalid("letterbox: bad target size " + std::to_string(opt.width) + "x" + std::to_string(opt.height) +
+                   " (1.." + std::to_string(kMaxImageSide) + " a side)");
+  }
+  LetterboxPlan p;
+  p.style = opt.style;
+  p.out_w = opt.width;
+  p.out_h = opt.height;
+  p.pad_value = opt.pad_value;
+  p.steps[0] = plan_resize_linear(src_w, src_h, src_w, src_h);  // kCopy unless the val style loads first
+  p.info.orig_w = src_w;
+  p.info.orig_h = src_h;
+  LetterboxInfo& li = p.info;
   switch (opt.style) {
     case LetterboxStyle::kUltralytics: {
       double r, dw, dh;
-      out = letterbox_ultralytics(img, opt.width, opt.height, opt.scaleup, opt.pad_value, &r, &dw, &dh);
+      plan_ultralytics(src_w, src_h, opt.width, opt.height, opt.scaleup, &p, &r, &dw, &dh);
       li.scale = static_cast<float>(r);
       li.pad_x = static_cast<float>(dw);
       li.pad_y = static_cast<float>(dh);
@@ -303,16 +355,16 @@ Expected<Image> letterbox(const Image& img, const LetterboxOptions& opt, Letterb
                        "x" + std::to_string(opt.height));
       }
       // load_image(): r = img_size / max(h0, w0); resize to (ceil(w0 * r), ceil(h0 * r)) when r != 1.
-      const double r0 = static_cast<double>(opt.width) / std::max(img.width, img.height);
-      Image loaded = img;
+      const double r0 = static_cast<double>(opt.width) / std::max(src_w, src_h);
       if (r0 != 1.0) {
-        const int w = static_cast<int>(std::ceil(img.width * r0)), h = static_cast<int>(std::ceil(img.height * r0));
-        loaded = r0 > 1 ? resize_linear_impl(img, w, h) : resize_area_impl(img, w, h);
+        const int w = static_cast<int>(std::ceil(src_w * r0)), h = static_cast<int>(std::ceil(src_h * r0));
+        p.steps[0] = r0 > 1 ? plan_resize_linear(src_w, src_h, w, h) : plan_resize_area(src_w, src_h, w, h);
       }
+      const int loaded_w = p.steps[0].dst_w, loaded_h = p.steps[0].dst_h;
       double r, dw, dh;
-      out = letterbox_ultralytics(loaded, opt.width, opt.height, false, opt.pad_value, &r, &dw, &dh);
+      plan_ultralytics(loaded_w, loaded_h, opt.width, opt.height, false, &p, &r, &dw, &dh);
       // val.py passes ratio_pad = ((h / h0, w / w0), (dw, dh)) and scale_boxes uses the height ratio.
-      li.scale = static_cast<float>(static_cast<double>(loaded.height) / img.height * r);
+      li.scale = static_cast<float>(static_cast<double>(loaded_h) / src_h * r);
       li.pad_x = static_cast<float>(dw);
       li.pad_y = static_cast<float>(dh);
       break;
@@ -322,21 +374,35 @@ Expected<Image> letterbox(const Image& img, const LetterboxOptions& opt, Letterb
         return invalid("letterbox: the fit size must lie within the output size");
       }
       // The arithmetic of cuDLA-samples' preProcess4Validate, types included.
-      const float from_w = static_cast<float>(img.width), from_h = static_cast<float>(img.height);
+      const float from_w = static_cast<float>(src_w), from_h = static_cast<float>(src_h);
       const float to_w = static_cast<float>(opt.fit_width), to_h = static_cast<float>(opt.fit_height);
       const float s = to_w / from_w < to_h / from_h ? to_w / from_w : to_h / from_h;
       const float off_x = static_cast<float>(opt.width - opt.fit_width) / 2.f;
       const float off_y = static_cast<float>(opt.height - opt.fit_height) / 2.f;
       const float tx = static_cast<float>(-s * from_w * 0.5 + to_w * 0.5 + s * 0.5 - 0.5 + off_x);
       const float ty = static_cast<float>(-s * from_h * 0.5 + to_h * 0.5 + s * 0.5 - 0.5 + off_y);
-      out = warp_affine_scale(img, s, tx, ty, opt.width, opt.height, opt.pad_value);
+      invert_scale_map(s, tx, ty, p.inv_map);
       li.scale = s;
       li.pad_x = static_cast<float>(opt.width * 0.5 - s * from_w * 0.5);
       li.pad_y = static_cast<float>(opt.height * 0.5 - s * from_h * 0.5);
       break;
     }
   }
-  if (info) *info = li;
+  return p;
+}
+
+Expected<Image> letterbox(const Image& img, const LetterboxOptions& opt, LetterboxInfo* info) {
+  QD_RETURN_IF_ERROR(check_resize(img, opt.width, opt.height));
+  const LetterboxPlan p = QD_TRY(plan_letterbox(img.width, img.height, opt));
+  Image out;
+  if (p.style == LetterboxStyle::kCuDLA) {
+    out = warp_affine(img, p.inv_map, p.out_w, p.out_h, p.pad_value);
+  } else {
+    const Image content = resample(resample(img, p.steps[0]), p.steps[1]);
+    out = pad_image(content, p.top, p.out_h - content.height - p.top, p.left, p.out_w - content.width - p.left,
+                    p.pad_value);
+  }
+  if (info) *info = p.info;
   return out;
 }
 
@@ -347,11 +413,10 @@ int8_t quantize_int8(float v, float scale) {
   return static_cast<int8_t>(q);
 }
 
-Expected<Tensor> images_to_tensor(const std::vector<const Image*>& batch, const TensorOptions& opt) {
-  if (batch.empty()) return invalid("images_to_tensor: empty batch");
-  if (opt.dtype != DType::kFloat32 && opt.dtype != DType::kInt8) {
+Expected<TensorValueTable> make_tensor_value_table(const TensorOptions& opt) {
+  if (opt.dtype != DType::kFloat32 && opt.dtype != DType::kFloat16 && opt.dtype != DType::kInt8) {
     return unsupported(std::string("images_to_tensor: output type ") + dtype_name(opt.dtype) +
-                       " (use float32 or int8; Tensor::cast converts further)");
+                       " (use float32, float16 or int8; Tensor::cast converts further)");
   }
   if (opt.dtype == DType::kInt8 && !(opt.int8_scale > 0.f && std::isfinite(opt.int8_scale))) {
     return invalid("images_to_tensor: int8 output needs a positive input scale");
@@ -360,6 +425,26 @@ Expected<Tensor> images_to_tensor(const std::vector<const Image*>& batch, const 
   for (float s : opt.stddev) {
     if (!(s != 0.f) || !std::isfinite(s)) return invalid("images_to_tensor: stddev must be non-zero");
   }
+  TensorValueTable t{};
+  const bool rgb = opt.order == ChannelOrder::kRGB;
+  t.src_channel[0] = rgb ? 0 : 2;
+  t.src_channel[1] = 1;
+  t.src_channel[2] = rgb ? 2 : 0;
+  for (int c = 0; c < 3; ++c) {
+    for (int x = 0; x < 256; ++x) {
+      const float v = (static_cast<float>(x) / opt.divisor - opt.mean[c]) / opt.stddev[c];
+      t.f32[c][x] = v;
+      t.f16[c][x] = float_to_half(v);
+      if (opt.dtype == DType::kInt8) t.i8[c][x] = quantize_int8(v, opt.int8_scale);
+    }
+  }
+  return t;
+}
+
+Expected<Tensor> images_to_tensor(const std::vector<const Image*>& batch, const TensorOptions& opt) {
+  if (batch.empty()) return invalid("images_to_tensor: empty batch");
+  // The table is ~5 KiB; built per call, it costs less than one 640x640 image's packing.
+  const TensorValueTable table = QD_TRY(make_tensor_value_table(opt));
   const int w = batch[0]->width, h = batch[0]->height;
   for (size_t i = 0; i < batch.size(); ++i) {
     const Image& im = *batch[i];
@@ -375,29 +460,19 @@ Expected<Tensor> images_to_tensor(const std::vector<const Image*>& batch, const 
   const int64_t n = static_cast<int64_t>(batch.size());
   const Shape shape = opt.layout == TensorLayout::kNCHW ? Shape{n, 3, h, w} : Shape{n, h, w, 3};
   Tensor t = QD_TRY(Tensor::make(opt.dtype, shape));
-  // Per channel and byte value, the final value: a 256-entry table gives the same floats as computing each pixel.
-  float lut[3][256];
-  int8_t qlut[3][256];
-  for (int c = 0; c < 3; ++c) {
-    for (int x = 0; x < 256; ++x) {
-      lut[c][x] = (static_cast<float>(x) / opt.divisor - opt.mean[c]) / opt.stddev[c];
-      if (opt.dtype == DType::kInt8) qlut[c][x] = quantize_int8(lut[c][x], opt.int8_scale);
-    }
-  }
-  const int src_c[3] = {opt.order == ChannelOrder::kRGB ? 0 : 2, 1, opt.order == ChannelOrder::kRGB ? 2 : 0};
   const size_t plane = static_cast<size_t>(w) * h;
   for (int64_t b = 0; b < n; ++b) {
     const uint8_t* px = batch[b]->data.data();
     for (int c = 0; c < 3; ++c) {
-      const int sc = src_c[c];
+      const int sc = table.src_channel[c];
       for (size_t i = 0; i < plane; ++i) {
         const size_t o = opt.layout == TensorLayout::kNCHW ? (static_cast<size_t>(b) * 3 + c) * plane + i
                                                            : (static_cast<size_t>(b) * plane + i) * 3 + c;
         const uint8_t x = px[i * 3 + sc];
-        if (opt.dtype == DType::kInt8) {
-          t.data<int8_t>()[o] = qlut[c][x];
-        } else {
-          t.data<float>()[o] = lut[c][x];
+        switch (opt.dtype) {
+          case DType::kInt8: t.data<int8_t>()[o] = table.i8[c][x]; break;
+          case DType::kFloat16: t.data<uint16_t>()[o] = table.f16[c][x]; break;
+          default: t.data<float>()[o] = table.f32[c][x]; break;
         }
       }
     }

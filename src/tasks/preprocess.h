@@ -1,9 +1,10 @@
 // Image preprocessing for CNN inputs: OpenCV-compatible resampling, YOLO letterboxing, and packing into tensors.
 //
-// This is the CPU reference. A fused GPU kernel must produce the same bytes (resampling) and the same tensor values;
-// every formula it needs is spelled out below. Resampling matches OpenCV 4.6 bit for bit (checked on 832 random
-// sizes for INTER_LINEAR / INTER_AREA and on the cuDLA warpAffine), which is what makes mAP numbers comparable with
-// the Python pipelines these styles come from.
+// This is the CPU reference. The fused GPU kernel (backends/cuda/preprocess.h) produces the same bytes (resampling)
+// and the same tensor values: both execute the plans and the value table defined below, and every formula is spelled
+// out here. Resampling matches OpenCV 4.6 bit for bit (checked on 832 random sizes for INTER_LINEAR / INTER_AREA and
+// on the cuDLA warpAffine), which is what makes mAP numbers comparable with the Python pipelines these styles come
+// from.
 //
 // Coordinates: pixel (x, y) covers [x, x+1) x [y, y+1); its centre is (x + 0.5, y + 0.5). Images are RGB.
 #pragma once
@@ -71,6 +72,46 @@ struct LetterboxOptions {
 // The cuDLA-samples input: long side 640, centred on 672x672.
 LetterboxOptions cudla_letterbox_options();
 
+// ---------------------------------------------------------------- plans (shared with the GPU)
+// What a resize or a letterbox computes is decided once, on the host, by the plan_* functions below: which kernel
+// OpenCV would pick for the sizes, its scale factors, the padding. The CPU functions in this file and the fused GPU
+// kernel (backends/cuda/preprocess.h) both execute these plans with the formulas above, so they cannot drift apart.
+// The structs are plain data (trivially copyable) because the GPU receives them byte for byte.
+
+enum class ResampleMethod : int32_t {
+  kCopy,      // same size: the source pixels
+  kLinear,    // INTER_LINEAR in fixed point (resize_linear's formula)
+  kAreaFast,  // integer factors kx x ky: exact box average; 2x2 rounds half up ((sum + 2) >> 2), others round half
+              // to even (float(sum) * (1.f / (kx * ky)))
+  kArea,      // INTER_AREA with fractional factors (float weights; see resize_area)
+};
+
+struct ResampleStep {
+  ResampleMethod method = ResampleMethod::kCopy;
+  int src_w = 0, src_h = 0, dst_w = 0, dst_h = 0;
+  double scale_x = 1.0, scale_y = 1.0;  // src / dst as OpenCV computes it: 1.0 / (double(dst) / src)
+  int kx = 1, ky = 1;                   // kAreaFast only
+};
+// The step resize_linear / resize_area take for these sizes (no checks: callers validate sizes).
+ResampleStep plan_resize_linear(int src_w, int src_h, int dst_w, int dst_h);
+ResampleStep plan_resize_area(int src_w, int src_h, int dst_w, int dst_h);
+
+struct LetterboxPlan {
+  LetterboxStyle style = LetterboxStyle::kUltralytics;
+  int out_w = 0, out_h = 0;
+  uint8_t pad_value = 114;
+  // kUltralytics / kYoloV5Val: the source goes through steps[0] (val's load_image; kCopy for kUltralytics), then
+  // steps[1] (the letterbox resize); the result (steps[1].dst_w x dst_h) sits at (left, top), pad_value elsewhere.
+  ResampleStep steps[2];
+  int left = 0, top = 0;
+  // kCuDLA: warpAffine's inverse map, output pixel -> source position: sx = m[0]*x + m[1]*y + m[2], sy = m[3]*x +
+  // m[4]*y + m[5] (in double, then the fixed-point steps of LetterboxStyle::kCuDLA).
+  double inv_map[6] = {0, 0, 0, 0, 0, 0};
+  LetterboxInfo info;
+};
+// Validates the options against a src_w x src_h image and computes the plan (info included).
+Expected<LetterboxPlan> plan_letterbox(int src_w, int src_h, const LetterboxOptions& opt);
+
 // The result's geometry goes into LetterboxInfo (tasks/detection.h, shared with YOLO decoding):
 //   x_net = x_orig * scale + pad_x,   x_orig = (x_net - pad_x) / scale   (y alike; continuous coordinates)
 // kUltralytics / kYoloV5Val: scale = r and pad = the float (dw, dh) that ultralytics' letterbox returns (val.py hands
@@ -87,18 +128,30 @@ enum class TensorLayout { kNCHW, kNHWC };
 // Value of channel c (after reordering) of a pixel x in 0..255, in float32 arithmetic, in this order:
 //   v = (float(x) / divisor - mean[c]) / stddev[c]
 // Defaults give v = x / 255. ImageNet-style: mean {0.485, 0.456, 0.406}, stddev {0.229, 0.224, 0.225}.
-// dtype kInt8 then quantizes each value: q = clamp(round_half_even(v / int8_scale), -128, 127) (float32 division).
+// dtype kFloat16 rounds v to the nearest half (ties to even); kInt8 quantizes it:
+// q = clamp(round_half_even(v / int8_scale), -128, 127) (float32 division).
 struct TensorOptions {
   ChannelOrder order = ChannelOrder::kRGB;
   TensorLayout layout = TensorLayout::kNCHW;
   float divisor = 255.f;
   std::array<float, 3> mean{0.f, 0.f, 0.f};
   std::array<float, 3> stddev{1.f, 1.f, 1.f};
-  DType dtype = DType::kFloat32;  // kFloat32 or kInt8
+  DType dtype = DType::kFloat32;  // kFloat32, kFloat16 or kInt8
   float int8_scale = 0.f;         // required (> 0) for kInt8
 };
 
-// Packs a batch of equally sized images into one tensor [N,3,H,W] (NCHW) or [N,H,W,3] (NHWC).
+// Every output value as a function of (output channel, byte value): a pixel's value depends on nothing else, so the
+// CPU packer and the GPU kernel both look values up here instead of each doing the float math.
+struct TensorValueTable {
+  int src_channel[3];   // output channel c reads RGB channel src_channel[c]
+  float f32[3][256];
+  uint16_t f16[3][256];  // IEEE binary16 bits
+  int8_t i8[3][256];     // only filled for DType::kInt8
+};
+// Validates the options (dtype, divisor, stddev, int8 scale) and fills the table.
+Expected<TensorValueTable> make_tensor_value_table(const TensorOptions& opt);
+
+// Packs a batch of equally sized images into one tensor [N,3,H,W] (NCHW) or [N,H,W,3] (NHWC) of opt.dtype.
 Expected<Tensor> images_to_tensor(const std::vector<const Image*>& batch, const TensorOptions& opt);
 Expected<Tensor> image_to_tensor(const Image& img, const TensorOptions& opt);
 

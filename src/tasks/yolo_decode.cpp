@@ -53,9 +53,7 @@ std::vector<Detection> yolo_candidates(const float* rows, int64_t num_boxes, int
   return out;
 }
 
-namespace {
-
-Status check_options(const YoloPostprocessOptions& o) {
+Status check_yolo_options(const YoloPostprocessOptions& o) {
   if (!(o.conf_thres >= 0 && o.conf_thres <= 1)) return invalid("confidence threshold must lie in [0, 1]");
   if (!(o.iou_thres >= 0 && o.iou_thres <= 1)) return invalid("NMS IoU threshold must lie in [0, 1]");
   if (o.max_det < 1) return invalid("max_det must be at least 1");
@@ -64,10 +62,8 @@ Status check_options(const YoloPostprocessOptions& o) {
   return Status::ok();
 }
 
-}  // namespace
-
 Expected<std::vector<std::vector<Detection>>> yolov5_postprocess(const Tensor& pred, const YoloPostprocessOptions& opts) {
-  QD_RETURN_IF_ERROR(check_options(opts));
+  QD_RETURN_IF_ERROR(check_yolo_options(opts));
   if (pred.dtype() != DType::kFloat32) {
     return invalid(std::string("YOLO output must be float32, got ") + dtype_name(pred.dtype()));
   }

@@ -23,6 +23,9 @@ struct YoloPostprocessOptions {
   float max_wh = 7680.f;
 };
 
+// Range checks of the options (thresholds in [0, 1], max_det / max_nms >= 1, max_wh > 0); the GPU path uses them too.
+Status check_yolo_options(const YoloPostprocessOptions& opts);
+
 // The confidence step for one image. rows is [num_boxes][row_len] decoded predictions
 // (cx, cy, w, h, obj, cls_0 .. cls_{nc-1}) in input pixels, nc = row_len - 5 >= 1.
 // A row is a candidate when obj > conf_thres; its class scores become obj * cls (float). With multi_label (and

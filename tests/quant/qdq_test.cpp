@@ -65,4 +65,46 @@ TEST(Qdq, RejectsAsymmetricAndMismatchedScales) {
   EXPECT_FALSE(strip_qdq(c));
 }
 
+// ONNX Runtime's QDQ format stores weights as int8 constants behind a DequantizeLinear (no Q): the DQ folds into the
+// float weight, whose scales become its weight scales; uint8 data is left to run as an op.
+TEST(Qdq, FoldsDequantizeLinearOfStoredInt8Weights) {
+  auto graph = [](DType dt) {
+    Graph g;
+    g.opset = 13;
+    const int x = g.add_value("x"), sx = g.add_value("sx"), xq = g.add_value("xq"), xdq = g.add_value("xdq"),
+              w = g.add_value("w_int8"), sw = g.add_value("sw"), wdq = g.add_value("w"), y = g.add_value("y");
+    g.inputs = {x};
+    g.constants[sx] = Tensor::scalar_f32(0.1f);
+    Tensor wt(dt, {2, 1, 1, 1});
+    wt.set_f64(0, 100);
+    wt.set_f64(1, 7);
+    g.constants[w] = wt;
+    g.constants[sw] = Tensor::from_f32({2}, {0.01f, 0.5f});
+    AttrMap axis0;
+    axis0.set("axis", int64_t{0});
+    g.nodes.push_back(Node{"qx", OpType::QuantizeLinear, 13, {}, {x, sx}, {xq}});
+    g.nodes.push_back(Node{"dqx", OpType::DequantizeLinear, 13, {}, {xq, sx}, {xdq}});
+    g.nodes.push_back(Node{"dqw", OpType::DequantizeLinear, 13, axis0, {w, sw}, {wdq}});
+    g.nodes.push_back(Node{"conv", OpType::Conv, 13, {}, {xdq, wdq}, {y}});
+    g.outputs = {y};
+    g.relink();
+    return g;
+  };
+  Graph g = graph(DType::kInt8);
+  auto s = strip_qdq(g);
+  ASSERT_TRUE(s) << s.status().to_string();
+  ASSERT_EQ(g.nodes.size(), 1u);
+  const Tensor* w = g.constant(g.nodes[0].inputs[1]);
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->dtype(), DType::kFloat32);
+  EXPECT_FLOAT_EQ(w->data<float>()[0], 100 * 0.01f);
+  EXPECT_FLOAT_EQ(w->data<float>()[1], 7 * 0.5f);
+  EXPECT_EQ(s->weight_scales.at("w"), (std::vector<float>{0.01f, 0.5f}));
+  EXPECT_FALSE(has_qdq(g));
+
+  Graph u = graph(DType::kUInt8);
+  ASSERT_TRUE(strip_qdq(u));
+  EXPECT_TRUE(has_qdq(u));  // the uint8 weight's DQ still runs
+}
+
 }  // namespace qd

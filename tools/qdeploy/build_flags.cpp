@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "plan/plan_file.h"
 #include "runtime/model.h"
 
 namespace qd::cli {
@@ -16,9 +17,70 @@ void add_build_flags(CLI::App* sub, BuildFlags& f) {
       ->capture_default_str();
   sub->add_option("--fp16-layers", f.fp16_layers, "Layers kept in fp16 (names or regexes, comma separated)")->delimiter(',');
   sub->add_option("--fp32-layers", f.fp32_layers, "Layers kept in fp32 (names or regexes, comma separated)")->delimiter(',');
+  sub->add_option("--precision-config", f.precision_config,
+                  "INT8 JSON: int8_tensor_scales (override the cache), fp16_nodes, fp32_nodes (from qdeploy qat2ptq)");
+  sub->add_option("--min", f.min_shapes, "Shape profile: smallest input shape, e.g. images:1x3x320x320 (repeatable)");
+  sub->add_option("--opt", f.opt_shapes, "Shape profile: the shape to optimize for (repeatable)");
+  sub->add_option("--max", f.max_shapes, "Shape profile: largest input shape (repeatable)");
+  sub->add_option("--timing-cache", f.timing_cache, "CUDA: file that remembers kernel timings between builds");
+}
+
+// --min/--opt/--max NAME:DIMS (repeatable).
+static Expected<std::map<std::string, Shape>> parse_profile_flags(const std::vector<std::string>& flags,
+                                                                  const std::string& flag) {
+  std::map<std::string, Shape> out;
+  for (const auto& f : flags) {
+    const size_t colon = f.rfind(':');
+    if (colon == std::string::npos || colon == 0) {
+      return invalid("bad " + flag + " value '" + f + "'; write NAME:1x3x640x640");
+    }
+    auto s = parse_shape(f.substr(colon + 1));
+    if (!s) return Status(s.status()).prefix(flag + " " + f);
+    if (!out.emplace(f.substr(0, colon), *s).second) {
+      return invalid(flag + " gives input '" + f.substr(0, colon) + "' twice");
+    }
+  }
+  return out;
+}
+
+Status check_flags_for_plan(const std::string& plan_path, const BuildFlags& f) {
+  auto plan = read_plan(plan_path);
+  if (!plan) return plan.status();
+  const BuildFlags defaults;
+  const PlanHeader& h = plan->header;
+  if (f.device != defaults.device && f.device != h.target) {
+    return invalid("'" + plan_path + "' is a plan for " + h.target + ", but --device " + f.device +
+                   " was given; build a plan for " + f.device + " with `qdeploy build MODEL -o PLAN --device " +
+                   f.device + "`");
+  }
+  if (f.precision != defaults.precision && f.precision != h.precision) {
+    return invalid("'" + plan_path + "' is a " + h.precision + " plan, but --precision " + f.precision +
+                   " was given; rebuild it with `qdeploy build MODEL -o PLAN --precision " + f.precision + "`");
+  }
+  std::string given;
+  auto note = [&](bool set, const char* flag) {
+    if (set) given += std::string(given.empty() ? "" : ", ") + flag;
+  };
+  note(!f.shapes.empty(), "--shapes");
+  note(!f.calib_cache.empty(), "--calib-cache");
+  note(f.int8_mode != defaults.int8_mode, "--int8-mode");
+  note(!f.fp16_layers.empty(), "--fp16-layers");
+  note(!f.fp32_layers.empty(), "--fp32-layers");
+  note(!f.precision_config.empty(), "--precision-config");
+  note(!f.min_shapes.empty() || !f.opt_shapes.empty() || !f.max_shapes.empty(), "--min/--opt/--max");
+  note(!f.timing_cache.empty(), "--timing-cache");
+  if (!given.empty()) {
+    return invalid("'" + plan_path + "' is a plan: its build options were fixed when it was built, so " + given +
+                   " cannot apply; drop them, or rebuild the plan from the ONNX model with `qdeploy build`");
+  }
+  return Status::ok();
 }
 
 Expected<std::unique_ptr<Engine>> build_from_flags(const std::string& model, const BuildFlags& f) {
+  if (is_plan_file(model)) {
+    QD_RETURN_IF_ERROR(check_flags_for_plan(model, f));
+    return load_engine(model);
+  }
   BuildOptions opt;
   opt.device = f.device;
   opt.precision = f.precision;
@@ -27,6 +89,11 @@ Expected<std::unique_ptr<Engine>> build_from_flags(const std::string& model, con
   opt.int8_mode = f.int8_mode;
   opt.fp16_layers = f.fp16_layers;
   opt.fp32_layers = f.fp32_layers;
+  opt.precision_config = f.precision_config;
+  opt.min_shapes = QD_TRY(parse_profile_flags(f.min_shapes, "--min"));
+  opt.opt_shapes = QD_TRY(parse_profile_flags(f.opt_shapes, "--opt"));
+  opt.max_shapes = QD_TRY(parse_profile_flags(f.max_shapes, "--max"));
+  opt.timing_cache = f.timing_cache;
   return build_engine(model, opt);
 }
 

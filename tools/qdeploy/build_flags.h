@@ -19,11 +19,17 @@ struct BuildFlags {
   std::string calib_cache;
   std::string int8_mode = "exact";
   std::vector<std::string> fp16_layers, fp32_layers;
+  std::string precision_config;
+  std::vector<std::string> min_shapes, opt_shapes, max_shapes;  // NAME:DIMS (a dynamic-shape profile)
+  std::string timing_cache;
 };
 
 void add_build_flags(CLI::App* sub, BuildFlags& f);
-// Builds MODEL with the flags; prints nothing.
+// Builds MODEL with the flags, or loads it when it is a plan; prints nothing. A plan's build options are fixed:
+// with a plan, --device / --precision must match it (or be left out) and other build flags are an error.
 Expected<std::unique_ptr<Engine>> build_from_flags(const std::string& model, const BuildFlags& f);
+// The check build_from_flags applies to a plan: flags that would have changed it are refused, not ignored.
+Status check_flags_for_plan(const std::string& plan_path, const BuildFlags& f);
 
 // Image files (jpg/jpeg/png) among `paths`, directories expanded (not recursively), sorted by name.
 Expected<std::vector<std::string>> list_images(const std::vector<std::string>& paths);

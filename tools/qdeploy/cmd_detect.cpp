@@ -7,6 +7,7 @@
 
 #include "build_flags.h"
 #include "commands.h"
+#include "gpu_pipeline.h"
 #include "core/file_io.h"
 #include "tasks/detector.h"
 #include "tasks/draw.h"
@@ -62,6 +63,9 @@ int run_detect(const DetectArgs& a) {
 
   const int64_t fixed = (*engine)->inputs()[0].shape[0];
   const int batch = fixed > 0 ? static_cast<int>(fixed) : a.batch;  // a fixed batch wins
+  // GPU pre/post-processing when the engine runs on CUDA (else a no-op); `gpu` owns it while det is used.
+  auto gpu = use_gpu_pipeline(**engine, *det, static_cast<int>(batch));
+  if (!gpu) return report(gpu.status());
   nlohmann::json all = nlohmann::json::array();
   DetectTimings total;
   double decode_ms = 0;

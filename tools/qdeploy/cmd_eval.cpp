@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "gpu_pipeline.h"
 #include "core/file_io.h"
 #include "eval/coco_eval.h"
 #include "eval/coco_json.h"
@@ -191,6 +192,9 @@ int run_eval_model(const EvalArgs& a) {
 
   const int64_t fixed = (*engine)->inputs()[0].shape[0];
   const size_t batch = fixed > 0 ? static_cast<size_t>(fixed) : static_cast<size_t>(a.batch);  // a fixed batch wins
+  // GPU pre/post-processing when the engine runs on CUDA (else a no-op); `gpu` owns it while det is used.
+  auto gpu = use_gpu_pipeline(**engine, *det, static_cast<int>(batch));
+  if (!gpu) return report(gpu.status());
   const size_t n = ds->images.size();
   std::vector<int64_t> image_ids(n);
   std::vector<Detection> all;

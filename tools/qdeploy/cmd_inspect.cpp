@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "inspect_plan.h"
+#include "precision_table.h"
 #include "ir/cost.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
@@ -17,7 +19,7 @@ namespace {
 
 struct InspectArgs {
   std::string model;
-  std::vector<std::string> shapes;
+  BuildFlags build;  // --shapes, and --precision int8 with its scales for the precision table
   bool layers = false;
   bool json = false;
 };
@@ -42,8 +44,11 @@ std::string io_line(const Value& v) {
 }
 
 int run_inspect(const InspectArgs& a) {
-  auto shapes = parse_shape_flags(a.shapes);
+  if (is_plan_file(a.model)) return inspect_plan(a.model, a.build, a.json);
+  auto shapes = parse_shape_flags(a.build.shapes);
   if (!shapes) return report(shapes.status());
+  auto int8 = int8_report_for(a.model, a.build);
+  if (!int8) return report(int8.status());
   auto imported = import_onnx_file(a.model);
   if (!imported) return report(imported.status());
   Graph g = std::move(*imported);
@@ -81,6 +86,7 @@ int run_inspect(const InspectArgs& a) {
       j["macs"] = nullptr;
       j["shape_error"] = prepared.to_string();
     }
+    if (*int8) j["int8"] = precision_json(**int8);
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -109,6 +115,7 @@ int run_inspect(const InspectArgs& a) {
   std::printf("MACs: %s (%.2f GMACs, %.2f GFLOPs) in %zu layers with matrix products\n",
               human(static_cast<double>(total_macs)).c_str(), total_macs / 1e9, 2.0 * total_macs / 1e9,
               layer_macs.size());
+  if (*int8) print_precision_table(**int8);
   return 0;
 }
 
@@ -116,9 +123,9 @@ int run_inspect(const InspectArgs& a) {
 
 RunFn add_inspect(CLI::App& app) {
   auto a = std::make_shared<InspectArgs>();
-  auto* sub = app.add_subcommand("inspect", "Summarize a model: I/O, ops, parameters, MACs per layer, unsupported ops");
-  sub->add_option("model", a->model, "ONNX model")->required();
-  sub->add_option("--shapes", a->shapes, "Bind input shapes, e.g. images:1x3x640x640 (repeatable)");
+  auto* sub = app.add_subcommand("inspect", "Summarize a model (I/O, ops, parameters, MACs per layer, unsupported ops) or a plan");
+  sub->add_option("model", a->model, "ONNX model or plan")->required();
+  add_build_flags(sub, a->build);
   sub->add_flag("--layers", a->layers, "List MACs for every layer");
   sub->add_flag("--json", a->json, "Machine-readable output");
   return [a] { return run_inspect(*a); };

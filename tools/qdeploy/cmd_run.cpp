@@ -1,4 +1,5 @@
-// qdeploy run MODEL [--input NAME=FILE.npy]... [--output-dir DIR]: runs a model once on the reference backend.
+// qdeploy run MODEL|PLAN [--input NAME=FILE.npy]... [--output-dir DIR]: runs a model once on the reference backend,
+// or a plan on its engine.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include "core/npy.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
+#include "runtime/engine.h"
 #include "runtime/model.h"
 
 namespace qd::cli {
@@ -44,6 +46,79 @@ Tensor random_input(const Value& v, std::mt19937& rng) {
   return t;
 }
 
+// Prints a summary line per output and writes NAME.npy files when --output-dir is given.
+Status report_outputs(const RunArgs& a, const std::vector<std::string>& names, const std::vector<Tensor>& outs) {
+  if (!a.output_dir.empty()) QD_RETURN_IF_ERROR(make_dirs(a.output_dir));
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Tensor& t = outs[i];
+    const std::string& name = names[i];
+    double lo = INFINITY, hi = -INFINITY, sum = 0;
+    for (int64_t k = 0; k < t.numel(); ++k) {
+      const double x = t.get_f64(k);
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+      sum += x;
+    }
+    std::printf("output %s: %s[%s] min %.6g max %.6g mean %.6g\n", name.c_str(), dtype_name(t.dtype()),
+                shape_str(t.shape()).c_str(), lo, hi, t.numel() ? sum / t.numel() : 0.0);
+    if (!a.output_dir.empty()) QD_RETURN_IF_ERROR(write_npy(a.output_dir + "/" + sanitize(name) + ".npy", t));
+  }
+  return Status::ok();
+}
+
+// A plan runs on the engine it holds; inputs not given as files are seeded random data of the declared shape
+// (--shapes fills the dims chosen at run time).
+int run_plan(const RunArgs& a, const std::map<std::string, Tensor>& given,
+             const std::map<std::string, Shape>& shapes) {
+  if (!a.extra_outputs.empty()) {
+    return report(invalid("--extra-output needs the ONNX model: a plan's outputs are fixed when it is built"));
+  }
+  auto engine = load_engine(a.model);
+  if (!engine) return report(engine.status());
+  auto is_input = [&](const std::string& name) {
+    for (const TensorDesc& d : (*engine)->inputs()) {
+      if (d.name == name) return true;
+    }
+    return false;
+  };
+  std::vector<std::string> named;
+  for (const auto& kv : shapes) named.push_back(kv.first);
+  for (const auto& kv : given) named.push_back(kv.first);
+  for (const auto& name : named) {
+    if (!is_input(name)) return report(invalid("the plan has no input named '" + name + "'"));
+  }
+  std::mt19937 rng(a.seed);
+  std::map<std::string, Tensor> feeds;
+  for (const TensorDesc& d : (*engine)->inputs()) {
+    auto it = given.find(d.name);
+    if (it != given.end()) {
+      feeds[d.name] = it->second;
+      continue;
+    }
+    Value v;
+    v.dtype = d.dtype;
+    v.shape = d.shape;
+    auto s = shapes.find(d.name);
+    if (s != shapes.end()) v.shape = s->second;
+    if (!is_static(v.shape)) {
+      return report(invalid("input '" + d.name + "' has dynamic dims (" + shape_str(d.shape) + "); give --shapes " +
+                            d.name + ":<dims> or --input " + d.name + "=FILE.npy"));
+    }
+    std::cerr << "input '" << d.name << "': seeded random " << dtype_name(v.dtype) << "[" << shape_str(v.shape)
+              << "] (seed " << a.seed << ")\n";
+    feeds[d.name] = random_input(v, rng);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto outs = (*engine)->run(feeds);
+  if (!outs) return report(outs.status());
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<std::string> names;
+  for (const TensorDesc& d : (*engine)->outputs()) names.push_back(d.name);
+  if (Status s = report_outputs(a, names, *outs); !s) return report(s);
+  std::printf("ran plan %s on %s in %.1f ms\n", a.model.c_str(), (*engine)->describe().c_str(), ms);
+  return 0;
+}
+
 int run_run(const RunArgs& a) {
   auto shapes = parse_shape_flags(a.shapes);
   if (!shapes) return report(shapes.status());
@@ -55,6 +130,7 @@ int run_run(const RunArgs& a) {
     if (!t) return report(t.status());
     given[spec.substr(0, eq)] = *t;
   }
+  if (is_plan_file(a.model)) return run_plan(a, given, *shapes);
   auto imported = import_onnx_file(a.model);
   if (!imported) return report(imported.status());
   Graph g = std::move(*imported);
@@ -91,27 +167,9 @@ int run_run(const RunArgs& a) {
   auto outs = run_reference(g, feeds);
   if (!outs) return report(outs.status());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (!a.output_dir.empty()) {
-    Status s = make_dirs(a.output_dir);
-    if (!s.is_ok()) return report(s);
-  }
-  for (size_t i = 0; i < outs->size(); ++i) {
-    const Tensor& t = (*outs)[i];
-    const std::string& name = g.values[g.outputs[i]].name;
-    double lo = INFINITY, hi = -INFINITY, sum = 0;
-    for (int64_t k = 0; k < t.numel(); ++k) {
-      const double x = t.get_f64(k);
-      lo = std::min(lo, x);
-      hi = std::max(hi, x);
-      sum += x;
-    }
-    std::printf("output %s: %s[%s] min %.6g max %.6g mean %.6g\n", name.c_str(), dtype_name(t.dtype()),
-                shape_str(t.shape()).c_str(), lo, hi, t.numel() ? sum / t.numel() : 0.0);
-    if (!a.output_dir.empty()) {
-      Status s = write_npy(a.output_dir + "/" + sanitize(name) + ".npy", t);
-      if (!s.is_ok()) return report(s);
-    }
-  }
+  std::vector<std::string> names;
+  for (int o : g.outputs) names.push_back(g.values[o].name);
+  if (Status s = report_outputs(a, names, *outs); !s) return report(s);
   std::printf("ran %zu nodes on cpu (reference, fp32) in %.1f ms\n", g.nodes.size(), ms);
   return 0;
 }
@@ -121,7 +179,7 @@ int run_run(const RunArgs& a) {
 RunFn add_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   auto* sub = app.add_subcommand("run", "Run a model once; inputs from .npy files or seeded random data");
-  sub->add_option("model", a->model, "ONNX model")->required();
+  sub->add_option("model", a->model, "ONNX model or plan")->required();
   sub->add_option("--input", a->inputs, "NAME=FILE.npy (repeatable); its shape binds the input's symbolic dims");
   sub->add_option("--shapes", a->shapes, "NAME:1x3x640x640 for inputs not given as files (repeatable)");
   sub->add_option("--output-dir", a->output_dir, "Write one NAME.npy per output here");

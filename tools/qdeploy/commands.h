@@ -15,12 +15,16 @@ namespace qd::cli {
 using RunFn = std::function<int()>;
 
 RunFn add_inspect(CLI::App& app);
+RunFn add_build(CLI::App& app);
 RunFn add_run(CLI::App& app);
+RunFn add_bench(CLI::App& app);
 RunFn add_ops(CLI::App& app);
 RunFn add_detect(CLI::App& app);
 RunFn add_calibrate(CLI::App& app);
 RunFn add_eval(CLI::App& app);
 RunFn add_dataset(CLI::App& app);
+RunFn add_qat2ptq(CLI::App& app);
+RunFn add_sensitivity(CLI::App& app);
 
 // Prints "error: ..." to stderr and returns the exit code for the status (2 bad input, 1 internal).
 int report(const Status& s);

@@ -1,10 +1,411 @@
-// The CUDA engine (work in progress).
-#include "runtime/engine.h"
+// CudaEngine (model, weights, kernel choices; immutable once built) and CudaContext (memory, bindings, CUDA graphs).
+#include "backends/cuda/cuda_engine.h"
+
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/device.h"
+#include "backends/cuda/instance.h"
+#include "backends/cuda/kernels/conv.h"
+#include "core/file_io.h"
+#include "onnx/importer.h"
+#include "plan/graph_codec.h"
+#include "plan/plan_file.h"
+#include "quant/qdq.h"
+#include "runtime/plan_sections.h"
 
 namespace qd {
 
-Expected<std::unique_ptr<Engine>> build_cuda_engine(const std::string&, const BuildOptions&) {
-  return unsupported("--device cuda: the CUDA engine is being written; use --device cpu");
+namespace {
+
+// Timing cache: {"device": "...", "kernels": {signature: kernel}}; kernels timed on another GPU model are ignored.
+void read_timing_cache(const std::string& path, const std::string& device, std::map<std::string, std::string>* out) {
+  if (path.empty()) return;
+  std::ifstream f(path);
+  if (!f) return;  // a new cache
+  nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("device", "") != device || !j.contains("kernels") ||
+      !j["kernels"].is_object()) {
+    std::fprintf(stderr, "warning: timing cache %s is unreadable or from another GPU; timing again\n", path.c_str());
+    return;
+  }
+  for (const auto& [k, v] : j["kernels"].items()) {
+    if (v.is_string()) out->emplace(k, v.get<std::string>());
+  }
 }
 
+Status write_timing_cache(const std::string& path, const std::string& device,
+                          const std::map<std::string, std::string>& choices) {
+  if (path.empty()) return Status::ok();
+  nlohmann::json j;
+  j["device"] = device;
+  j["kernels"] = choices;
+  return write_file_atomic(path, j.dump(1));
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Engine>> build_cuda_engine(const std::string& model_path, const BuildOptions& opt) {
+  if (opt.precision == "int8") {
+    return unsupported("--device cuda --precision int8 is not implemented yet; use --precision fp16 on the GPU, or "
+                       "--device cpu --precision int8");
+  }
+  Graph g = QD_TRY(import_onnx_file(model_path));
+  if (has_qdq(g)) QD_TRY(strip_qdq(g));  // a QAT model built in float: its weights, dequantized
+  auto e = cuda::CudaEngine::create(std::move(g), opt);
+  if (!e) return std::move(e).take_status().prefix(model_path);
+  return std::unique_ptr<Engine>(std::move(*e));
+}
+
+// A CUDA plan holds what rebuilds the same engine without timing anything: the sections every plan has ("io",
+// "layers"), the imported graph, the build options, and "cuda.kernels", the kernel chosen for each conv signature.
+Expected<std::unique_ptr<Engine>> load_cuda_engine(const PlanFile& plan) {
+  if (cuda::device_count() == 0) {
+    return unsupported("this plan was built for a CUDA GPU (sm_" + std::to_string(plan.header.sm) +
+                       ") and this machine has none; build a CPU plan with --device cpu");
+  }
+  const cuda::DeviceInfo d = QD_TRY(cuda::device_info(0));
+  QD_RETURN_IF_ERROR(check_plan_target(plan.header, d.sm_major * 10 + d.sm_minor));
+  const PlanSection* graph = plan.find("graph");
+  const PlanSection* options = plan.find("build_options");
+  const PlanSection* kernels = plan.find("cuda.kernels");
+  if (!graph || !options || !kernels) return invalid("CUDA plan is missing a section (graph, build_options, cuda.kernels)");
+  Graph g = QD_TRY(decode_graph(graph->data));
+  BuildOptions opt = QD_TRY(decode_build_options(options->data));
+  opt.timing_cache.clear();
+  nlohmann::json j = nlohmann::json::parse(kernels->data, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return invalid("CUDA plan: section cuda.kernels is not a JSON object");
+  std::map<std::string, std::string> choices;
+  for (const auto& [k, v] : j.items()) {
+    if (!v.is_string()) return invalid("CUDA plan: cuda.kernels['" + k + "'] is not a string");
+    choices[k] = v.get<std::string>();
+  }
+  auto e = cuda::CudaEngine::create(std::move(g), opt, std::move(choices));
+  if (!e) return e.status();
+  return std::unique_ptr<Engine>(std::move(*e));
+}
+
+namespace cuda {
+
+Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(Graph graph, const BuildOptions& opt,
+                                                         std::map<std::string, std::string> kernel_choices) {
+  std::unique_ptr<CudaEngine> e(new CudaEngine(std::move(graph), opt));
+  e->kernel_choice_ = std::move(kernel_choices);
+  QD_RETURN_IF_ERROR(e->init());
+  return e;
+}
+
+CudaEngine::~CudaEngine() = default;
+
+Status CudaEngine::init() {
+  if (device_count() == 0) {
+    return unsupported("--device cuda: no CUDA device is visible (no GPU, or no driver); use --device cpu");
+  }
+  const DeviceInfo d = QD_TRY(device_info(opt_.device_index));
+  QD_CUDA_TRY(cudaSetDevice(opt_.device_index));
+  device_name_ = d.name;
+  sm_ = d.sm_major * 10 + d.sm_minor;
+  if (sm_ < 80) {
+    return unsupported("the CUDA engine needs compute capability 8.0 or newer (cp.async, bf16/fp16 mma); " +
+                       cuda::describe(d) + " is older");
+  }
+  QD_RETURN_IF_ERROR(cuda::conv_fp16_init());
+  read_timing_cache(opt_.timing_cache, device_name_, &kernel_choice_);
+  // Input descriptors: bound dims from --shapes; the batch stays dynamic when the model declares it symbolic.
+  std::map<std::string, Shape> shapes;
+  for (int v : graph_.inputs) {
+    const Value& val = graph_.values[v];
+    TensorDesc desc{val.name, val.dtype, val.has_shape ? val.shape : Shape{}};
+    auto it = opt_.shapes.find(val.name);
+    if (it == opt_.shapes.end()) it = opt_.opt_shapes.find(val.name);
+    if (it != opt_.shapes.end() && it != opt_.opt_shapes.end()) desc.shape = it->second;
+    Shape s = desc.shape;
+    for (auto& dim : s) {
+      if (dim < 0) dim = 1;
+    }
+    shapes[val.name] = s;
+    if (!desc.shape.empty() && !val.dim_names.empty() && !val.dim_names[0].empty()) desc.shape[0] = -1;
+    inputs_.push_back(desc);
+  }
+  // Lowering once at the build shapes times the kernels and learns the outputs.
+  build_shapes_ = shapes;
+  auto inst = instance(shapes);
+  if (!inst) return inst.status();
+  for (const TensorDesc& o : (*inst)->outputs) {
+    TensorDesc d = o;
+    if (!d.shape.empty() && !inputs_.empty() && !inputs_[0].shape.empty() && inputs_[0].shape[0] < 0) d.shape[0] = -1;
+    outputs_.push_back(d);
+  }
+  return write_timing_cache(opt_.timing_cache, device_name_, kernel_choice_);
+}
+
+Expected<std::shared_ptr<const Instance>> CudaEngine::instance(const std::map<std::string, Shape>& shapes) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = instances_.find(shapes);
+  if (it != instances_.end()) return it->second;
+  if (instances_.size() >= 16) instances_.clear();  // bounded: a few batch sizes are typical
+  LowerInput in{&graph_, &opt_, shapes, &kernel_choice_, &weights_};
+  std::shared_ptr<Instance> inst = QD_TRY(lower(in));
+  instances_[shapes] = inst;
+  return std::shared_ptr<const Instance>(inst);
+}
+
+std::string CudaEngine::describe() const {
+  return "cuda (" + device_name_ + ", " + opt_.precision + ")";
+}
+
+std::unique_ptr<CudaContext> CudaEngine::create_context() const { return std::make_unique<CudaContext>(*this); }
+
+Expected<std::vector<Tensor>> CudaEngine::run(const std::map<std::string, Tensor>& inputs) {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  if (!default_ctx_) default_ctx_ = create_context();
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, t] : inputs) shapes[name] = t.shape();
+  QD_RETURN_IF_ERROR(default_ctx_->set_input_shapes(shapes));
+  QD_RETURN_IF_ERROR(default_ctx_->upload(inputs, nullptr));
+  QD_RETURN_IF_ERROR(default_ctx_->enqueue(nullptr));
+  return default_ctx_->download(nullptr);
+}
+
+Status CudaEngine::save(const std::string& path) const {
+  PlanFile plan;
+  plan.header.qdeploy_version = QD_VERSION;
+  plan.header.target = "cuda";
+  plan.header.sm = static_cast<uint32_t>(sm_);
+  int rt = 0;
+  cudaRuntimeGetVersion(&rt);
+  plan.header.cuda_runtime_version = static_cast<uint32_t>(rt);
+  plan.header.precision = opt_.precision;
+  for (const auto& d : inputs_) {
+    auto lo = opt_.min_shapes.find(d.name);
+    if (lo != opt_.min_shapes.end()) {
+      plan.header.profile.push_back({d.name, lo->second, opt_.opt_shapes.at(d.name), opt_.max_shapes.at(d.name)});
+    } else {
+      plan.header.profile.push_back({d.name, d.shape, d.shape, d.shape});
+    }
+  }
+  PlanIo io;
+  for (const auto& d : inputs_) io.inputs.push_back({d.name, d.dtype, d.shape});
+  for (const auto& d : outputs_) io.outputs.push_back({d.name, d.dtype, d.shape});
+  plan.add("io", encode_plan_io(io));
+  std::vector<PlanLayer> layers;
+  for (const LayerInfo& l : QD_TRY(layer_info(build_shapes_))) {
+    if (l.macs > 0) layers.push_back({l.name, l.kind, static_cast<int64_t>(l.macs), l.precision + " " + l.kernel});
+  }
+  plan.add("layers", encode_plan_layers(layers));
+  plan.add("graph", QD_TRY(encode_graph(graph_)));
+  plan.add("build_options", encode_build_options(opt_));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    plan.add("cuda.kernels", nlohmann::json(kernel_choice_).dump(1));
+  }
+  return write_plan(path, plan);
+}
+
+Expected<std::vector<LayerInfo>> CudaEngine::layer_info(const std::map<std::string, Shape>& shapes) const {
+  auto inst = QD_TRY(instance(shapes));
+  std::vector<LayerInfo> out;
+  for (const auto& l : inst->layers) out.push_back(l->info);
+  return out;
+}
+
+Expected<MemoryReport> CudaEngine::memory_report(const std::map<std::string, Shape>& shapes) const {
+  auto inst = QD_TRY(instance(shapes));
+  MemoryReport r;
+  r.arena_bytes = inst->arena_bytes;
+  r.activation_bytes = inst->activation_bytes;
+  for (const auto& [name, w] : weights_) r.weight_bytes += w->w.size() + w->bias.size();
+  for (const auto& c : inst->constants) r.weight_bytes += c->size();
+  return r;
+}
+
+// ---- CudaContext ----
+
+CudaContext::CudaContext(const CudaEngine& engine) : engine_(engine) {}
+
+CudaContext::~CudaContext() {
+  reset_graph();
+  if (arena_) cudaFree(arena_);
+  for (auto& [name, p] : own_io_) cudaFree(p);
+}
+
+void CudaContext::reset_graph() {
+  if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+  graph_exec_ = nullptr;
+  graph_key_.clear();
+}
+
+Status CudaContext::set_input_shapes(const std::map<std::string, Shape>& shapes) {
+  for (const TensorDesc& d : engine_.inputs()) {
+    auto it = shapes.find(d.name);
+    if (it == shapes.end()) return invalid("missing input '" + d.name + "'");
+    if (it->second.size() != d.shape.size()) {
+      return invalid("input '" + d.name + "' has rank " + std::to_string(it->second.size()) + ", the model takes " +
+                     shape_str(d.shape));
+    }
+    for (size_t i = 0; i < d.shape.size(); ++i) {
+      if (d.shape[i] >= 0 && d.shape[i] != it->second[i]) {
+        return invalid("input '" + d.name + "' has shape " + shape_str(it->second) + ", the model takes " +
+                       shape_str(d.shape) + " (-1: any)");
+      }
+    }
+  }
+  if (shapes.size() != engine_.inputs().size()) return invalid("unknown input name among the given inputs");
+  inst_ = QD_TRY(engine_.instance(shapes));
+  out_descs_ = inst_->outputs;
+  if (inst_->arena_bytes > arena_bytes_) {
+    if (arena_) cudaFree(arena_);
+    arena_ = nullptr;
+    arena_bytes_ = 0;
+    QD_CUDA_TRY(cudaMalloc(&arena_, inst_->arena_bytes));
+    arena_bytes_ = inst_->arena_bytes;
+  }
+  io_ptrs_.assign(inst_->slot_names.size(), nullptr);
+  for (size_t s = 0; s < inst_->slot_names.size(); ++s) {
+    const std::string& name = inst_->slot_names[s];
+    if (auto b = bound_.find(name); b != bound_.end()) {
+      io_ptrs_[s] = b->second;
+      continue;
+    }
+    const size_t need = std::max<size_t>(inst_->slot_bytes(s), 1);
+    if (own_io_bytes_[name] < need) {
+      if (own_io_[name]) cudaFree(own_io_[name]);
+      own_io_[name] = nullptr;
+      QD_CUDA_TRY(cudaMalloc(&own_io_[name], need));
+      own_io_bytes_[name] = need;
+    }
+    io_ptrs_[s] = own_io_[name];
+  }
+  return Status::ok();
+}
+
+Status CudaContext::bind(const std::string& name, void* device_ptr) {
+  bound_[name] = device_ptr;
+  if (inst_) {
+    for (size_t s = 0; s < inst_->slot_names.size(); ++s) {
+      if (inst_->slot_names[s] == name) io_ptrs_[s] = device_ptr;
+    }
+  }
+  return Status::ok();
+}
+
+void* CudaContext::device_buffer(const std::string& name) const {
+  if (!inst_) return nullptr;
+  for (size_t s = 0; s < inst_->slot_names.size(); ++s) {
+    if (inst_->slot_names[s] == name) return io_ptrs_[s];
+  }
+  return nullptr;
+}
+
+Status CudaContext::upload(const std::map<std::string, Tensor>& inputs, cudaStream_t stream) {
+  if (!inst_) return internal("CudaContext: set_input_shapes first");
+  for (size_t s = 0; s < inst_->num_inputs; ++s) {
+    auto it = inputs.find(inst_->slot_names[s]);
+    if (it == inputs.end()) return invalid("missing input '" + inst_->slot_names[s] + "'");
+    const TensorRef& r = inst_->tensors[inst_->slot_tensor[s]];
+    if (it->second.dtype() != r.dtype || it->second.nbytes() != r.bytes) {
+      return invalid("input '" + inst_->slot_names[s] + "' must be " + dtype_name(r.dtype) + " " +
+                     shape_str(r.shape));
+    }
+    QD_CUDA_TRY(cudaMemcpyAsync(io_ptrs_[s], it->second.raw(), r.bytes, cudaMemcpyHostToDevice, stream));
+  }
+  return Status::ok();
+}
+
+Expected<std::vector<Tensor>> CudaContext::download(cudaStream_t stream) {
+  std::vector<Tensor> out;
+  for (size_t k = 0; k < inst_->outputs.size(); ++k) {
+    const size_t s = inst_->num_inputs + k;
+    const TensorRef& r = inst_->tensors[inst_->slot_tensor[s]];
+    Tensor t = QD_TRY(Tensor::make(r.dtype, r.shape));
+    if (r.bytes) QD_CUDA_TRY(cudaMemcpyAsync(t.raw(), io_ptrs_[s], r.bytes, cudaMemcpyDeviceToHost, stream));
+    out.push_back(std::move(t));
+  }
+  QD_CUDA_TRY(cudaStreamSynchronize(stream));
+  return out;
+}
+
+Status CudaContext::enqueue_layers(cudaStream_t stream, std::vector<cudaEvent_t>* marks) {
+  Pointers ptrs{static_cast<char*>(arena_), &io_ptrs_, &inst_->buffer_offsets};
+  for (size_t l = 0; l < inst_->layers.size(); ++l) {
+    const Layer& L = *inst_->layers[l];
+    if (marks) QD_CUDA_TRY(cudaEventRecord((*marks)[l], stream));
+    const bool ranges = !use_graph_;
+    if (ranges) nvtxRangePushA(L.info.name.c_str());
+    Status st = L.enqueue(*inst_, ptrs, stream);
+    if (ranges) nvtxRangePop();
+    if (!st.is_ok()) return st.prefix("layer '" + L.info.name + "'");
+  }
+  if (marks) QD_CUDA_TRY(cudaEventRecord(marks->back(), stream));
+  return Status::ok();
+}
+
+Status CudaContext::enqueue(cudaStream_t stream) {
+  if (!inst_) return internal("CudaContext: set_input_shapes first");
+  if (!use_graph_) return enqueue_layers(stream, nullptr);
+  // The captured graph bakes in the instance, arena and I/O pointers: recapture when any of them changed.
+  std::vector<void*> key = io_ptrs_;
+  key.push_back(arena_);
+  key.push_back(const_cast<Instance*>(inst_.get()));
+  if (!graph_exec_ || key != graph_key_) {
+    reset_graph();
+    cudaStream_t cap = stream;
+    cudaStream_t own = nullptr;
+    if (!cap) {  // the legacy default stream cannot be captured: capture on a private one, then join
+      QD_CUDA_TRY(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
+      cap = own;
+    }
+    QD_CUDA_TRY(cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal));
+    Status st = enqueue_layers(cap, nullptr);
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamEndCapture(cap, &graph);
+    if (own) cudaStreamDestroy(own);
+    QD_RETURN_IF_ERROR(st);
+    QD_CUDA_TRY(e);
+    e = cudaGraphInstantiate(&graph_exec_, graph, 0);
+    cudaGraphDestroy(graph);
+    QD_CUDA_TRY(e);
+    graph_key_ = key;
+  }
+  QD_CUDA_TRY(cudaGraphLaunch(graph_exec_, stream));
+  return Status::ok();
+}
+
+Expected<std::vector<LayerTime>> CudaContext::profile(int iterations, cudaStream_t stream) {
+  if (!inst_) return internal("CudaContext: set_input_shapes first");
+  const size_t n = inst_->layers.size();
+  std::vector<cudaEvent_t> marks(n + 1);
+  for (auto& e : marks) QD_CUDA_TRY(cudaEventCreate(&e));
+  std::vector<std::vector<float>> ms(n);
+  Status st;
+  for (int it = 0; it < iterations + 1 && st.is_ok(); ++it) {
+    st = enqueue_layers(stream, &marks);
+    if (!st.is_ok()) break;
+    cudaEventSynchronize(marks.back());
+    if (it == 0) continue;  // warm-up
+    for (size_t l = 0; l < n; ++l) {
+      float t = 0;
+      cudaEventElapsedTime(&t, marks[l], marks[l + 1]);
+      ms[l].push_back(t);
+    }
+  }
+  for (auto& e : marks) cudaEventDestroy(e);
+  QD_RETURN_IF_ERROR(st);
+  std::vector<LayerTime> out;
+  for (size_t l = 0; l < n; ++l) {
+    const LayerInfo& i = inst_->layers[l]->info;
+    std::sort(ms[l].begin(), ms[l].end());
+    out.push_back({i.name, i.kind, i.kernel, i.precision, ms[l].empty() ? 0.0 : ms[l][ms[l].size() / 2], i.macs});
+  }
+  return out;
+}
+
+}  // namespace cuda
 }  // namespace qd

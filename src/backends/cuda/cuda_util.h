@@ -21,6 +21,12 @@ inline Status cuda_status(cudaError_t e, const char* what) {
     if (qd_cuda_err_ != cudaSuccess) return ::qd::cuda::cuda_status(qd_cuda_err_, #expr); \
   } while (0)
 
-constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+#ifdef __CUDACC__
+#define QD_HOST_DEVICE __host__ __device__
+#else
+#define QD_HOST_DEVICE
+#endif
+
+QD_HOST_DEVICE constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace qd::cuda

@@ -1,0 +1,127 @@
+"""qdeploy against PyTorch on one GPU in one run: YOLOv5s at 640 (seeded random weights, BN folded as ultralytics
+does for inference), batch 1, 8 and 32.
+
+    PYTHONPATH=python python3 bench/yolov5s_vs_pytorch.py --qdeploy /tmp/qdeploy --out OUTDIR
+
+PyTorch runs eager FP16 (channels_last, cudnn.benchmark) and torch.compile(mode="reduce-overhead") FP16; qdeploy runs
+`qdeploy bench` on the same weights exported to ONNX (dynamic batch) at each --precision given. Latency is GPU time
+per forward from CUDA events (median); throughput is images/s over back-to-back forwards. Writes OUTDIR/results.json
+and OUTDIR/results.md.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+from qdeploy.models import build_model
+from qdeploy.models.fuse import fuse_conv_bn
+from qdeploy.onnx_export import export_detector
+
+
+def time_torch(fn, x, warmup, iters):
+    for _ in range(warmup):
+        fn(x)
+    torch.cuda.synchronize()
+    lat = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn(x)
+        b.record()
+        b.synchronize()
+        lat.append(a.elapsed_time(b))
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(iters):
+        fn(x)
+    b.record()
+    b.synchronize()
+    return statistics.median(lat), x.shape[0] * iters * 1000.0 / a.elapsed_time(b)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--qdeploy", required=True, help="qdeploy binary")
+    ap.add_argument("--out", required=True, help="results (JSON, markdown, per-layer profiles)")
+    ap.add_argument("--work", default="/tmp/qdeploy-bench", help="scratch folder for the exported ONNX")
+    ap.add_argument("--model", default="yolov5s")
+    ap.add_argument("--batches", default="1,8,32")
+    ap.add_argument("--precisions", default="fp16", help="qdeploy precisions, comma-separated")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (it takes minutes)")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.work, exist_ok=True)
+    batches = [int(b) for b in args.batches.split(",")]
+
+    torch.manual_seed(0)
+    model = fuse_conv_bn(build_model(args.model, 80).eval())
+    onnx_path = os.path.join(args.work, f"{args.model}.onnx")
+    export_detector(model, onnx_path, 640, dynamic=True, prepared=True)
+
+    torch.backends.cudnn.benchmark = True
+    dev = torch.device("cuda")
+    gpu = torch.cuda.get_device_name(0)
+    net = model.to(dev).half().to(memory_format=torch.channels_last)
+    results = {"gpu": gpu, "model": args.model, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+               "rows": []}
+
+    def add(name, batch, latency_ms, ips):
+        row = {"runner": name, "batch": batch, "latency_ms": latency_ms, "throughput_ips": ips}
+        results["rows"].append(row)
+        print(json.dumps(row), flush=True)
+
+    with torch.inference_mode():
+        eager = lambda x: net(x)  # noqa: E731
+        for b in batches:
+            x = torch.rand(b, 3, 640, 640, device=dev).half().to(memory_format=torch.channels_last)
+            add("pytorch eager fp16", b, *time_torch(eager, x, args.warmup, args.iters))
+    if not args.no_compile:
+        compiled = torch.compile(net, mode="reduce-overhead")
+        with torch.inference_mode():
+            for b in batches:
+                x = torch.rand(b, 3, 640, 640, device=dev).half().to(memory_format=torch.channels_last)
+                t0 = time.time()
+                compiled(x)
+                compiled(x)
+                print(f"torch.compile batch {b}: compiled in {time.time() - t0:.0f} s", flush=True)
+                add("pytorch compile fp16", b, *time_torch(compiled, x, args.warmup, args.iters))
+    del net
+    torch.cuda.empty_cache()
+
+    for prec in args.precisions.split(","):
+        js = os.path.join(args.out, f"qdeploy_{prec}.json")
+        cmd = [args.qdeploy, "bench", onnx_path, "--device", "cuda", "--precision", prec, "--batch", args.batches,
+               "--cuda-graph", "--warmup", str(args.warmup), "--iterations", str(args.iters), "--json", js,
+               "--export-profile", os.path.join(args.out, f"profile_{prec}.json")]
+        print(" ".join(cmd), flush=True)
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        sys.stdout.write(r.stdout[-4000:])
+        if r.returncode != 0:
+            sys.stdout.write(r.stderr[-4000:])
+            results.setdefault("errors", []).append(f"qdeploy {prec}: exit {r.returncode}")
+            continue
+        with open(js) as f:
+            for row in json.load(f)["results"]:
+                add(f"qdeploy {prec}", row["batch"], row["gpu_compute_ms"]["median"], row["throughput_ips"])
+
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    lines = [f"{args.model} 640, {gpu}, torch {torch.__version__}, {results['date']}", "",
+             "| runner | batch | GPU latency median (ms) | throughput (img/s) |", "|---|---|---|---|"]
+    for r in results["rows"]:
+        lines.append(f"| {r['runner']} | {r['batch']} | {r['latency_ms']:.3f} | {r['throughput_ips']:.0f} |")
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

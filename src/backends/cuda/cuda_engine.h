@@ -1,0 +1,134 @@
+// The CUDA engine. An immutable CudaEngine holds the model, its packed weights and the kernel choices; each
+// CudaContext (one per stream or thread) holds activation memory, I/O buffers and captured CUDA graphs, and enqueues
+// work on the caller's stream so that it composes with the caller's other CUDA work.
+//
+// Layers: convolutions (group 1, 2-d) with their bias, BatchNormalization, activation and residual Add fused run as
+// tensor-core implicit GEMMs on NHWC fp16 (fp16 plans); MaxPool / nearest Resize / Concat between them stay in NHWC
+// fp16, and Concat inputs are written in place by their producers. Every other op runs as a generic kernel on NCHW
+// tensors in its ONNX dtype (fp32), and fp32 plans run everything that way (exact: no TF32, no fp16).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "runtime/engine.h"
+
+namespace qd::cuda {
+
+struct LayerInfo {
+  std::string name;       // the ONNX node names it runs, joined with '+'
+  std::string kind;       // "conv", "reformat", "maxpool_nhwc", a generic op name, ...
+  std::string kernel;     // the kernel (tile configuration) chosen
+  std::string precision;  // fp16 | fp32 | ...
+  std::string in_format, out_format;  // e.g. "nhwc8:fp16", "nchw:fp32"
+  double macs = 0;
+};
+
+struct LayerTime {
+  std::string name, kind, kernel, precision;
+  double ms = 0;  // median over the profiled runs
+  double macs = 0;
+};
+
+struct MemoryReport {
+  size_t arena_bytes = 0;        // planned activation memory
+  size_t activation_bytes = 0;   // the sum of all activation tensors (without reuse)
+  size_t weight_bytes = 0;
+};
+
+class Instance;
+class CudaContext;
+struct PackedConv;
+
+class CudaEngine final : public Engine {
+ public:
+  // graph: imported (not yet shape-bound); opt.device must be cuda. kernel_choices (from a plan) skip timing.
+  static Expected<std::unique_ptr<CudaEngine>> create(Graph graph, const BuildOptions& opt,
+                                                      std::map<std::string, std::string> kernel_choices = {});
+  ~CudaEngine() override;
+
+  const std::vector<TensorDesc>& inputs() const override { return inputs_; }
+  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
+  std::string describe() const override;
+  Expected<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs) override;
+  Status save(const std::string& path) const override;
+
+  std::unique_ptr<CudaContext> create_context() const;
+  // Layer table and memory for the given input shapes (built on first use).
+  Expected<std::vector<LayerInfo>> layer_info(const std::map<std::string, Shape>& shapes) const;
+  Expected<MemoryReport> memory_report(const std::map<std::string, Shape>& shapes) const;
+  const BuildOptions& options() const { return opt_; }
+  const std::string& device_name() const { return device_name_; }
+
+  // Internal: the lowered model for one set of input shapes (cached; thread-safe).
+  Expected<std::shared_ptr<const Instance>> instance(const std::map<std::string, Shape>& shapes) const;
+
+ private:
+  CudaEngine(Graph g, BuildOptions opt) : graph_(std::move(g)), opt_(std::move(opt)) {}
+  Status init();
+
+  Graph graph_;
+  BuildOptions opt_;
+  std::vector<TensorDesc> inputs_, outputs_;
+  std::map<std::string, Shape> build_shapes_;
+  std::string device_name_;
+  int sm_ = 0;
+  mutable std::mutex mu_;
+  mutable std::map<std::map<std::string, Shape>, std::shared_ptr<const Instance>> instances_;
+  // Packed weights shared by all instances (keyed by conv node name), and the kernel chosen per conv signature.
+  mutable std::map<std::string, std::shared_ptr<PackedConv>> weights_;
+  mutable std::map<std::string, std::string> kernel_choice_;
+  mutable std::unique_ptr<CudaContext> default_ctx_;
+  mutable std::mutex run_mu_;
+  friend class Instance;
+};
+
+// Per-stream execution state. Not thread-safe: one context per thread/stream; many may share one engine.
+class CudaContext {
+ public:
+  explicit CudaContext(const CudaEngine& engine);
+  ~CudaContext();
+  CudaContext(const CudaContext&) = delete;
+  CudaContext& operator=(const CudaContext&) = delete;
+
+  // Chooses the input shapes for the next runs (any batch inside the plan's profile) and allocates what they need.
+  Status set_input_shapes(const std::map<std::string, Shape>& shapes);
+  const std::vector<TensorDesc>& output_descs() const { return out_descs_; }
+  // Device pointers the caller owns for inputs/outputs (by name); unbound ones use buffers of the context.
+  Status bind(const std::string& name, void* device_ptr);
+  void* device_buffer(const std::string& name) const;
+  // Replays the layers as one CUDA graph captured on first use (recaptured when shapes or bindings change).
+  void use_cuda_graph(bool on) { use_graph_ = on; }
+
+  Status upload(const std::map<std::string, Tensor>& inputs, cudaStream_t stream);
+  Status enqueue(cudaStream_t stream);
+  Expected<std::vector<Tensor>> download(cudaStream_t stream);
+  // Runs the layers one by one `iterations` times with events between them; median per layer.
+  Expected<std::vector<LayerTime>> profile(int iterations, cudaStream_t stream);
+
+ private:
+  Status enqueue_layers(cudaStream_t stream, std::vector<cudaEvent_t>* marks);
+  void reset_graph();
+
+  const CudaEngine& engine_;
+  std::shared_ptr<const Instance> inst_;
+  std::vector<TensorDesc> out_descs_;
+  void* arena_ = nullptr;
+  size_t arena_bytes_ = 0;
+  std::map<std::string, void*> own_io_;    // buffers of the context
+  std::map<std::string, size_t> own_io_bytes_;
+  std::map<std::string, void*> bound_;     // caller's pointers
+  std::vector<void*> io_ptrs_;             // per binding slot of the instance
+  bool use_graph_ = false;
+  cudaGraphExec_t graph_exec_ = nullptr;
+  std::vector<void*> graph_key_;           // the pointers the captured graph baked in
+};
+
+}  // namespace qd::cuda

@@ -1,0 +1,86 @@
+// The lowered form of a model for one set of input shapes: tensors, layers and the activation memory plan.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_engine.h"
+#include "backends/cuda/device_buffer.h"
+#include "backends/cuda/kernels/conv.h"
+#include "backends/cuda/kernels/generic.h"
+#include "backends/cuda/kernels/nhwc.h"
+
+namespace qd::cuda {
+
+
+// A convolution's weights as the fused kernel reads them: [K][R][S][C padded to 8] fp16, rows padded to 32, with the
+// bias (and any folded BatchNormalization) in fp32.
+struct PackedConv {
+  DeviceBuffer w, bias;
+  int K = 0, C = 0, R = 0, S = 0, Kp = 0;
+};
+
+struct TensorRef {
+  DType dtype = DType::kUndefined;
+  Shape shape;                 // logical (ONNX) shape
+  bool nhwc = false;           // NHWC fp16 view: [N, H, W, ld], channels at [coff, coff + C)
+  int ld = 0, coff = 0;
+  int buffer = -1;             // arena buffer (BufferLife index); -1 for constants and I/O
+  int slot = -1;               // I/O slot (inputs first, then outputs); -1 otherwise
+  const void* constant = nullptr;
+  size_t bytes = 0;
+};
+
+struct Pointers {
+  char* arena;
+  const std::vector<void*>* io;
+  const std::vector<size_t>* offsets;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const = 0;
+  LayerInfo info;
+  std::vector<int> ins, outs;  // tensor ids
+  int workspace = -1;          // arena buffer of scratch memory
+};
+
+class Instance {
+ public:
+  std::vector<TensorRef> tensors;
+  std::vector<std::unique_ptr<Layer>> layers;
+  std::vector<size_t> buffer_offsets;
+  size_t arena_bytes = 0, activation_bytes = 0;
+  size_t splitk_offset = 0;  // arena offset of the split-K workspace (shared by the layers, which run in order)
+  std::vector<std::string> slot_names;  // inputs then outputs
+  std::vector<int> slot_tensor;
+  size_t num_inputs = 0;
+  std::vector<TensorDesc> outputs;
+  std::vector<std::unique_ptr<DeviceBuffer>> constants;
+
+  void* ptr(int t, const Pointers& p) const {
+    const TensorRef& r = tensors[t];
+    if (r.constant) return const_cast<void*>(r.constant);
+    if (r.slot >= 0) return (*p.io)[r.slot];
+    return p.arena + (*p.offsets)[r.buffer];
+  }
+  NhwcView view(int t, const Pointers& p) const { return {ptr(t, p), tensors[t].ld, tensors[t].coff}; }
+  size_t slot_bytes(size_t slot) const { return tensors[slot_tensor[slot]].bytes; }
+};
+
+// Lowers `graph` (imported, not shape-bound) for the input shapes; times kernel candidates for signatures missing
+// from `choices` (and records the winners there).
+struct LowerInput {
+  const Graph* graph;
+  const BuildOptions* opt;
+  std::map<std::string, Shape> shapes;
+  std::map<std::string, std::string>* choices;
+  std::map<std::string, std::shared_ptr<PackedConv>>* weights;
+};
+Expected<std::shared_ptr<Instance>> lower(const LowerInput& in);
+
+}  // namespace qd::cuda

@@ -1,0 +1,59 @@
+// Fused tensor-core convolution (implicit GEMM, fp16 in, fp32 accumulation): conv + bias + activation + residual add
+// in one kernel. Activations are NHWC fp16 with the channel count padded to a multiple of 8 (16-byte loads); weights
+// are [K][R][S][Cp] fp16 with each row zero-padded to a multiple of 32. The output can be NHWC fp16 (optionally a
+// channel slice of a wider tensor, so producers of a Concat write straight into it) or NCHW fp16/fp32 (so a layer that
+// feeds float ops in ONNX layout converts inside the kernel, with no reformat pass).
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "core/status.h"
+
+namespace qd::cuda {
+
+enum class Act : int { kNone = 0, kRelu, kSilu, kSigmoid, kLeakyRelu, kHardSwish, kHardSigmoid, kClip };
+const char* act_name(Act a);
+
+enum class OutFormat : int { kNhwcF16 = 0, kNchwF16, kNchwF32 };
+
+struct ConvParams {
+  int N = 0, H = 0, W = 0, C = 0;  // input; C is the padded channel count (multiple of 8)
+  int K = 0, R = 0, S = 0;         // output channels, kernel size
+  int stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
+  int OH = 0, OW = 0;
+  int Kp = 0;                      // weight row length: R*S*C rounded up to 32
+  int in_ld = 0;                   // elements between input pixels (>= C)
+  int out_ld = 0, out_coff = 0;    // NHWC output: elements between pixels, first channel
+  int res_ld = 0;                  // residual (NHWC fp16) elements between pixels
+  OutFormat out_format = OutFormat::kNhwcF16;
+  Act act = Act::kNone;
+  float act_a = 0.f, act_b = 0.f;  // LeakyRelu alpha; HardSigmoid alpha/beta; Clip min/max
+  // Split-K: the K loop is cut into `splits` ranges run by separate blocks, whose fp32 partial sums go to a
+  // workspace that a second kernel adds up before the epilogue. Pays off when M x K alone gives too few blocks to
+  // fill the GPU (small images, batch 1).
+  int splits = 1;
+};
+
+struct ConvArgs {
+  const __half* x = nullptr;
+  const __half* w = nullptr;
+  const float* bias = nullptr;     // [K], never null
+  const __half* residual = nullptr;  // NHWC, added after the activation; may be null
+  void* y = nullptr;
+  float* workspace = nullptr;        // splits x M x K floats when splits > 1
+};
+
+// Raises the kernels' shared-memory limits; once per process and device, before any launch or graph capture.
+Status conv_fp16_init();
+// Bytes of workspace launch_conv_fp16 needs for p.splits.
+size_t conv_fp16_workspace(const ConvParams& p);
+
+// Tile configurations the builder times against each other (index < conv_fp16_configs()).
+int conv_fp16_configs();
+std::string conv_fp16_config_name(int config);
+Status launch_conv_fp16(const ConvParams& p, const ConvArgs& a, int config, cudaStream_t stream);
+
+}  // namespace qd::cuda

@@ -1,0 +1,322 @@
+// Implicit-GEMM convolution on tensor cores (mma.sync m16n8k16, fp16 x fp16 -> fp32) with a fused epilogue.
+// GEMM view: M = N*OH*OW output pixels, N = K output channels, K = R*S*C (the weight row, padded to 32).
+// Tiles of A (im2col rows gathered on the fly) and B (weights) stream through a 3-stage cp.async pipeline; padding
+// pixels and rows past the end are zero-filled by cp.async's src-size operand, so no branch reaches the inner loop.
+#include <algorithm>
+#include <cstdint>
+
+#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/kernels/activation.cuh"
+#include "backends/cuda/kernels/conv.h"
+
+namespace qd::cuda {
+
+const char* act_name(Act a) {
+  switch (a) {
+    case Act::kNone: return "none";
+    case Act::kRelu: return "relu";
+    case Act::kSilu: return "silu";
+    case Act::kSigmoid: return "sigmoid";
+    case Act::kLeakyRelu: return "leaky_relu";
+    case Act::kHardSwish: return "hard_swish";
+    case Act::kHardSigmoid: return "hard_sigmoid";
+    case Act::kClip: return "clip";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr int kBK = 32;      // halves of the GEMM K dimension per stage (64 bytes per tile row)
+constexpr int kStages = 3;
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy; src_bytes 0 writes zeros (padding, out-of-range rows).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Byte offset of 16-byte chunk `c` (0..3) of tile row `r`: rows are 64 bytes; the XOR spreads the 8 rows one
+// ldmatrix phase reads over all 32 banks.
+__device__ __forceinline__ uint32_t tile_offset(int r, int c) { return r * 64 + ((c ^ ((r >> 1) & 3)) << 4); }
+
+__device__ __forceinline__ void store_out(const ConvParams& p, const ConvArgs& a, int m, int k, float v) {
+  if (p.out_format == OutFormat::kNhwcF16) {
+    static_cast<__half*>(a.y)[static_cast<int64_t>(m) * p.out_ld + p.out_coff + k] = __float2half_rn(v);
+    return;
+  }
+  const int hw = p.OH * p.OW;
+  const int n = m / hw, pix = m - n * hw;
+  const int64_t idx = (static_cast<int64_t>(n) * p.K + k) * hw + pix;
+  if (p.out_format == OutFormat::kNchwF16) {
+    static_cast<__half*>(a.y)[idx] = __float2half_rn(v);
+  } else {
+    static_cast<float*>(a.y)[idx] = v;
+  }
+}
+
+template <int BM, int BN, int WM, int WN>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
+    conv_fp16_kernel(const ConvParams p, const ConvArgs a) {
+  constexpr int kWarpsN = BN / WN;
+  constexpr int kThreads = (BM / WM) * kWarpsN * 32;
+  constexpr int kMT = WM / 16, kNT = WN / 8;
+  constexpr int kAIters = BM * 4 / kThreads, kBIters = BN * 4 / kThreads;
+  constexpr int kStageBytes = (BM + BN) * 64;
+  static_assert(kAIters >= 1 && kBIters >= 1 && kNT % 2 == 0, "tile shape");
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int warp_m = warp / kWarpsN, warp_n = warp % kWarpsN;
+  const int M = p.N * p.OH * p.OW;
+  const int block_m = blockIdx.x * BM, block_n = blockIdx.y * BN;
+  const int kc = tid & 3;  // this thread's 16-byte chunk within a tile row
+
+  // The output pixels whose im2col rows this thread loads: fixed for the whole K loop.
+  int a_n[kAIters], a_ih[kAIters], a_iw[kAIters];
+  bool a_ok[kAIters];
+#pragma unroll
+  for (int i = 0; i < kAIters; ++i) {
+    const int m = block_m + tid / 4 + i * (kThreads / 4);
+    a_ok[i] = m < M;
+    const int mm = a_ok[i] ? m : 0;
+    const int n = mm / (p.OH * p.OW), pix = mm - n * p.OH * p.OW;
+    const int oh = pix / p.OW, ow = pix - oh * p.OW;
+    a_n[i] = n;
+    a_ih[i] = oh * p.stride_h - p.pad_h;
+    a_iw[i] = ow * p.stride_w - p.pad_w;
+  }
+  const uint32_t smem_base = smem_addr(smem);
+  const int rs_total = p.R * p.S;
+  // This block's range of K tiles (all of them without split-K).
+  const int ktiles_all = p.Kp / kBK;
+  const int per_split = (ktiles_all + p.splits - 1) / p.splits;
+  const int kt0 = blockIdx.z * per_split;
+  const int ktiles = max(0, min(ktiles_all - kt0, per_split));
+
+  auto load_tile = [&](int kt, int stage) {
+    const uint32_t sa = smem_base + stage * kStageBytes;
+    const uint32_t sb = sa + BM * 64;
+    const int k = (kt0 + kt) * kBK + kc * 8;
+    const int rs = k / p.C, c = k - rs * p.C;
+    const int r = rs / p.S, s = rs - r * p.S;
+    const bool k_ok = rs < rs_total;
+#pragma unroll
+    for (int i = 0; i < kAIters; ++i) {
+      const int row = tid / 4 + i * (kThreads / 4);
+      const int ih = a_ih[i] + r * p.dil_h, iw = a_iw[i] + s * p.dil_w;
+      const bool ok = k_ok && a_ok[i] && ih >= 0 && ih < p.H && iw >= 0 && iw < p.W;
+      const __half* src =
+          ok ? a.x + (static_cast<int64_t>(a_n[i] * p.H + ih) * p.W + iw) * p.in_ld + c : a.x;
+      cp_async16(sa + tile_offset(row, kc), src, ok ? 16 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kBIters; ++i) {
+      const int row = tid / 4 + i * (kThreads / 4);
+      const int ko = block_n + row;
+      const bool ok = ko < p.K;
+      const __half* src = ok ? a.w + static_cast<int64_t>(ko) * p.Kp + (kt0 + kt) * kBK + kc * 8 : a.w;
+      cp_async16(sb + tile_offset(row, kc), src, ok ? 16 : 0);
+    }
+  };
+
+  float acc[kMT][kNT][4];
+#pragma unroll
+  for (int i = 0; i < kMT; ++i)
+#pragma unroll
+    for (int j = 0; j < kNT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < ktiles) load_tile(s, s);
+    cp_async_commit();
+  }
+
+  for (int kt = 0; kt < ktiles; ++kt) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    const int next = kt + kStages - 1;
+    if (next < ktiles) load_tile(next, next % kStages);
+    cp_async_commit();
+
+    const uint32_t sa = smem_base + (kt % kStages) * kStageBytes;
+    const uint32_t sb = sa + BM * 64;
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      uint32_t af[kMT][4];
+#pragma unroll
+      for (int i = 0; i < kMT; ++i) {
+        const int row = warp_m * WM + i * 16 + (lane & 15);
+        ldmatrix_x4(sa + tile_offset(row, kk * 2 + (lane >> 4)), af[i][0], af[i][1], af[i][2], af[i][3]);
+      }
+      uint32_t bf[kNT][2];
+#pragma unroll
+      for (int j = 0; j < kNT; j += 2) {
+        const int row = warp_n * WN + j * 8 + ((lane >> 4) << 3) + (lane & 7);
+        ldmatrix_x4(sb + tile_offset(row, kk * 2 + ((lane >> 3) & 1)), bf[j][0], bf[j][1], bf[j + 1][0],
+                    bf[j + 1][1]);
+      }
+#pragma unroll
+      for (int i = 0; i < kMT; ++i)
+#pragma unroll
+        for (int j = 0; j < kNT; ++j) mma_16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
+    }
+  }
+  cp_async_wait<0>();
+
+  if (p.splits > 1) {  // partial sums; conv_splitk_epilogue finishes
+    float* ws = a.workspace + static_cast<int64_t>(blockIdx.z) * M * p.K;
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+      for (int j = 0; j < kNT; ++j) {
+        const int k0 = block_n + warp_n * WN + j * 8 + (lane & 3) * 2;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int m = block_m + warp_m * WM + i * 16 + (lane >> 2) + h * 8;
+          if (m >= M) continue;
+          if (k0 < p.K) ws[static_cast<int64_t>(m) * p.K + k0] = acc[i][j][2 * h];
+          if (k0 + 1 < p.K) ws[static_cast<int64_t>(m) * p.K + k0 + 1] = acc[i][j][2 * h + 1];
+        }
+      }
+    return;
+  }
+
+  // Epilogue: bias, activation, residual, store. Each thread holds rows g and g+8, columns 2t and 2t+1 of each tile.
+  const bool paired = p.out_format == OutFormat::kNhwcF16 && (p.out_ld % 2 == 0) && (p.out_coff % 2 == 0) &&
+                      (p.K % 2 == 0) && (a.residual == nullptr || p.res_ld % 2 == 0);
+#pragma unroll
+  for (int i = 0; i < kMT; ++i) {
+#pragma unroll
+    for (int j = 0; j < kNT; ++j) {
+      const int k0 = block_n + warp_n * WN + j * 8 + (lane & 3) * 2;
+      if (k0 >= p.K) continue;
+      const float b0 = a.bias[k0], b1 = k0 + 1 < p.K ? a.bias[k0 + 1] : 0.f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = block_m + warp_m * WM + i * 16 + (lane >> 2) + h * 8;
+        if (m >= M) continue;
+        float v0 = apply_act(acc[i][j][2 * h] + b0, p.act, p.act_a, p.act_b);
+        float v1 = apply_act(acc[i][j][2 * h + 1] + b1, p.act, p.act_a, p.act_b);
+        if (paired) {
+          if (a.residual) {
+            const __half2 r = *reinterpret_cast<const __half2*>(a.residual + static_cast<int64_t>(m) * p.res_ld + k0);
+            v0 += __low2float(r);
+            v1 += __high2float(r);
+          }
+          *reinterpret_cast<__half2*>(static_cast<__half*>(a.y) + static_cast<int64_t>(m) * p.out_ld + p.out_coff +
+                                      k0) = __floats2half2_rn(v0, v1);
+          continue;
+        }
+        if (a.residual) v0 += __half2float(a.residual[static_cast<int64_t>(m) * p.res_ld + k0]);
+        store_out(p, a, m, k0, v0);
+        if (k0 + 1 < p.K) {
+          if (a.residual) v1 += __half2float(a.residual[static_cast<int64_t>(m) * p.res_ld + k0 + 1]);
+          store_out(p, a, m, k0 + 1, v1);
+        }
+      }
+    }
+  }
+}
+
+// Split-K second pass: one thread per output element sums the partials and runs the epilogue.
+__global__ void conv_splitk_epilogue(const ConvParams p, const ConvArgs a, int64_t total) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int k = static_cast<int>(i % p.K);
+    const int m = static_cast<int>(i / p.K);
+    float v = 0.f;
+    for (int z = 0; z < p.splits; ++z) v += a.workspace[z * total + i];
+    v = apply_act(v + a.bias[k], p.act, p.act_a, p.act_b);
+    if (a.residual) v += __half2float(a.residual[static_cast<int64_t>(m) * p.res_ld + k]);
+    store_out(p, a, m, k, v);
+  }
+}
+
+struct Config {
+  const char* name;
+  int bm, bn, threads;
+  void (*kernel)(ConvParams, ConvArgs);
+};
+
+const Config kConfigs[] = {
+    {"igemm_f16_128x128_w64x32", 128, 128, 256, conv_fp16_kernel<128, 128, 64, 32>},
+    {"igemm_f16_128x64_w64x32", 128, 64, 128, conv_fp16_kernel<128, 64, 64, 32>},
+    {"igemm_f16_64x128_w32x64", 64, 128, 128, conv_fp16_kernel<64, 128, 32, 64>},
+    {"igemm_f16_64x64_w32x32", 64, 64, 128, conv_fp16_kernel<64, 64, 32, 32>},
+    {"igemm_f16_32x64_w32x16", 32, 64, 128, conv_fp16_kernel<32, 64, 32, 16>},
+    // Narrow N tiles for layers with few output channels (32 in YOLO stems and C3 inner convs).
+    {"igemm_f16_128x32_w32x32", 128, 32, 128, conv_fp16_kernel<128, 32, 32, 32>},
+    {"igemm_f16_64x32_w32x32", 64, 32, 64, conv_fp16_kernel<64, 32, 32, 32>},
+    {"igemm_f16_256x64_w64x32", 256, 64, 256, conv_fp16_kernel<256, 64, 64, 32>},
+    {"igemm_f16_128x256_w64x64", 128, 256, 256, conv_fp16_kernel<128, 256, 64, 64>},
+};
+constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
+
+}  // namespace
+
+int conv_fp16_configs() { return kNumConfigs; }
+std::string conv_fp16_config_name(int config) {
+  return config >= 0 && config < kNumConfigs ? kConfigs[config].name : "?";
+}
+
+Status launch_conv_fp16(const ConvParams& p, const ConvArgs& a, int config, cudaStream_t stream) {
+  if (config < 0 || config >= kNumConfigs) return internal("conv_fp16: no tile configuration " + std::to_string(config));
+  if (p.C % 8 != 0 || p.in_ld % 8 != 0 || p.Kp % kBK != 0 || p.Kp < p.R * p.S * p.C) {
+    return internal("conv_fp16: channels must be padded to 8 and weight rows to 32");
+  }
+  const Config& c = kConfigs[config];
+  const int64_t M = static_cast<int64_t>(p.N) * p.OH * p.OW;
+  if (M == 0 || p.K == 0) return Status::ok();
+  if (p.splits < 1 || (p.splits > 1 && !a.workspace)) return internal("conv_fp16: split-K needs a workspace");
+  const dim3 grid(static_cast<unsigned>(ceil_div(M, c.bm)), static_cast<unsigned>(ceil_div(p.K, c.bn)),
+                  static_cast<unsigned>(p.splits));
+  const int smem = kStages * (c.bm + c.bn) * 64;
+  c.kernel<<<grid, c.threads, smem, stream>>>(p, a);
+  QD_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), c.name));
+  if (p.splits > 1) {
+    const int64_t total = M * p.K;
+    const int64_t blocks = std::min<int64_t>(ceil_div(total, 256), 65535 * 16);
+    conv_splitk_epilogue<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p, a, total);
+    QD_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "conv_splitk_epilogue"));
+  }
+  return Status::ok();
+}
+
+Status conv_fp16_init() {
+  for (const Config& c : kConfigs) {
+    QD_CUDA_TRY(cudaFuncSetAttribute(c.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     kStages * (c.bm + c.bn) * 64));
+  }
+  return Status::ok();
+}
+
+size_t conv_fp16_workspace(const ConvParams& p) {
+  return p.splits > 1 ? static_cast<size_t>(p.splits) * p.N * p.OH * p.OW * p.K * sizeof(float) : 0;
+}
+
+}  // namespace qd::cuda

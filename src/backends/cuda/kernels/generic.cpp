@@ -1,0 +1,173 @@
+// make_generic_kernel: checks the specs, builds the node's inference view (constant inputs as values) and hands the
+// node to its op family's factory. Also the host helpers the family files share.
+#include <algorithm>
+
+#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/kernels/generic_families.h"
+
+namespace qd::cuda {
+
+namespace {
+
+using Factory = MadeKernel (*)(const NodeArgs&);
+
+// The family that implements `op`, or nullptr.
+// clang-format off
+Factory factory_for(OpType op) {
+  switch (op) {
+    // elementwise.cu
+    case OpType::Abs: case OpType::Acos: case OpType::Acosh: case OpType::Asin: case OpType::Asinh:
+    case OpType::Atan: case OpType::Atanh: case OpType::Ceil: case OpType::Celu: case OpType::Clip:
+    case OpType::Cos: case OpType::Cosh: case OpType::Elu: case OpType::Erf:
+    case OpType::Exp: case OpType::Floor: case OpType::HardSigmoid: case OpType::HardSwish: case OpType::LeakyRelu:
+    case OpType::Log: case OpType::Mish: case OpType::Neg: case OpType::Not: case OpType::Reciprocal:
+    case OpType::Relu: case OpType::Round: case OpType::Selu: case OpType::Sigmoid: case OpType::Sign:
+    case OpType::Sin: case OpType::Sinh: case OpType::Softplus: case OpType::Softsign: case OpType::Sqrt:
+    case OpType::Tan: case OpType::Tanh: case OpType::ThresholdedRelu: case OpType::Cast: case OpType::CastLike:
+      return make_unary;
+    case OpType::Add: case OpType::Sub: case OpType::Mul: case OpType::Div: case OpType::Pow: case OpType::Mod:
+    case OpType::PRelu: case OpType::Equal: case OpType::Less: case OpType::LessOrEqual: case OpType::Greater:
+    case OpType::GreaterOrEqual: case OpType::And: case OpType::Or: case OpType::Xor:
+      return make_binary;
+    case OpType::Max: case OpType::Min: case OpType::Sum: case OpType::Mean:
+      return make_variadic;
+    case OpType::Where: return make_where;
+    // movement.cu
+    case OpType::Identity: case OpType::Dropout: case OpType::Reshape: case OpType::Flatten: case OpType::Squeeze:
+    case OpType::Unsqueeze:
+      return make_copy;
+    case OpType::Transpose: case OpType::Slice: case OpType::Expand: case OpType::DepthToSpace:
+    case OpType::SpaceToDepth:
+      return make_strided;
+    case OpType::Concat: return make_concat;
+    case OpType::Split: return make_split;
+    case OpType::Gather: return make_gather;
+    case OpType::Tile: return make_tile;
+    case OpType::Pad: return make_pad;
+    case OpType::Shape: case OpType::Size: case OpType::ConstantOfShape: case OpType::Range: case OpType::EyeLike:
+      return make_precomputed;
+    // pool.cu, resize.cu
+    case OpType::MaxPool: case OpType::AveragePool: case OpType::LpPool: return make_pool;
+    case OpType::GlobalAveragePool: case OpType::GlobalMaxPool: return make_global_pool;
+    case OpType::Resize: case OpType::Upsample: return make_resize;
+    // softmax.cu, reduce.cu, norm.cu
+    case OpType::Softmax: case OpType::LogSoftmax: case OpType::Hardmax: return make_softmax;
+    case OpType::ReduceSum: case OpType::ReduceMean: case OpType::ReduceMax: case OpType::ReduceMin:
+    case OpType::ReduceProd: case OpType::ReduceL1: case OpType::ReduceL2: case OpType::ReduceLogSum:
+    case OpType::ReduceLogSumExp: case OpType::ReduceSumSquare:
+      return make_reduce;
+    case OpType::ArgMax: case OpType::ArgMin: return make_argminmax;
+    case OpType::BatchNormalization: return make_batch_norm;
+    case OpType::InstanceNormalization: return make_instance_norm;
+    case OpType::LayerNormalization: return make_layer_norm;
+    // matmul.cu, conv_direct.cu
+    case OpType::MatMul: case OpType::Gemm: return make_matmul;
+    case OpType::Conv: return make_conv;
+    case OpType::ConvTranspose: return make_conv_transpose;
+    // quantize.cu
+    case OpType::QuantizeLinear: case OpType::DequantizeLinear: return make_quantize;
+    default: return nullptr;
+  }
+}
+// clang-format on
+
+}  // namespace
+
+Expected<std::unique_ptr<GenericKernel>> make_generic_kernel(const Graph& graph, const Node& node,
+                                                              const std::vector<TensorSpec>& inputs,
+                                                              const std::vector<TensorSpec>& outputs) {
+  const std::string op = node.op < OpType::kCount ? op_name(node.op) : "?";
+  auto fail = [&](Status s) { return std::move(s.at_node(node.name, op)); };
+  if (inputs.size() != node.inputs.size() || outputs.size() != node.outputs.size()) {
+    return fail(internal("make_generic_kernel: " + std::to_string(inputs.size()) + " input and " +
+                         std::to_string(outputs.size()) + " output specs for a node with " +
+                         std::to_string(node.inputs.size()) + " inputs and " + std::to_string(node.outputs.size()) +
+                         " outputs"));
+  }
+  const Factory f = factory_for(node.op);
+  if (!f) return fail(unsupported(op + " has no CUDA kernel"));
+  std::vector<DType> types;
+  std::vector<Shape> shapes;
+  std::vector<const Tensor*> values;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const bool present = node.inputs[i] >= 0;
+    types.push_back(present ? inputs[i].dtype : DType::kUndefined);
+    shapes.push_back(present ? inputs[i].shape : Shape{});
+    values.push_back(present ? graph.constant(node.inputs[i]) : nullptr);
+  }
+  for (const TensorSpec& s : outputs) {
+    if (!is_static(s.shape)) {
+      return fail(internal("make_generic_kernel: output shape " + shape_str(s.shape) + " is not static"));
+    }
+  }
+  const InferCtx ctx(node, std::move(types), std::move(shapes), std::move(values));
+  const NodeArgs args{graph, node, inputs, outputs, ctx};
+  MadeKernel k = f(args);
+  if (!k) return fail(std::move(k).take_status());
+  return k;
+}
+
+// ---- shared host helpers ----
+
+Status no_kernel(const NodeArgs& a, const std::string& why) {
+  return unsupported(std::string(op_name(a.node.op)) + " on CUDA: " + why);
+}
+
+Status no_kernel_dtype(const NodeArgs& a, DType t, const char* what) {
+  return no_kernel(a, std::string(what) + " of type " + dtype_name(t) + " is not supported");
+}
+
+bool is_float_storage(DType t) { return t == DType::kFloat32 || t == DType::kFloat16; }
+
+DimsStrides coalesce(DimsStrides v) {
+  const size_t ops = v.strides.size();
+  DimsStrides r;
+  r.strides.resize(ops);
+  for (int64_t d : v.dims) {
+    if (d == 0) {  // empty: nothing to walk
+      r.dims = {0};
+      for (auto& s : r.strides) s = {0};
+      return r;
+    }
+  }
+  for (size_t d = 0; d < v.dims.size(); ++d) {
+    if (v.dims[d] == 1) continue;  // its coordinate is always 0
+    bool merge = !r.dims.empty();
+    for (size_t k = 0; merge && k < ops; ++k) merge = r.strides[k].back() == v.strides[k][d] * v.dims[d];
+    if (merge) {
+      r.dims.back() *= v.dims[d];
+      for (size_t k = 0; k < ops; ++k) r.strides[k].back() = v.strides[k][d];
+    } else {
+      r.dims.push_back(v.dims[d]);
+      for (size_t k = 0; k < ops; ++k) r.strides[k].push_back(v.strides[k][d]);
+    }
+  }
+  if (r.dims.empty()) {  // a single element
+    r.dims = {1};
+    for (auto& s : r.strides) s = {0};
+  }
+  return r;
+}
+
+std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
+  std::vector<int64_t> st(out.size(), 0);
+  const size_t off = out.size() - in.size();
+  int64_t stride = 1;
+  for (size_t i = in.size(); i-- > 0;) {
+    st[i + off] = in[i] == 1 ? 0 : stride;
+    stride *= in[i];
+  }
+  return st;
+}
+
+int64_t volume(const Shape& s) {
+  // Zero dims first: the other dims of an empty tensor may multiply past int64.
+  for (int64_t d : s) {
+    if (d == 0) return 0;
+  }
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+}  // namespace qd::cuda

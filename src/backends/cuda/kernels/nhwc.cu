@@ -1,0 +1,177 @@
+#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/kernels/nhwc.h"
+
+namespace qd::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) {
+  const int64_t b = ceil_div(n, kThreads);
+  return static_cast<unsigned>(b < 65535 * 32 ? b : 65535 * 32);
+}
+
+template <typename T>
+__device__ __forceinline__ float to_f(T v) { return static_cast<float>(v); }
+template <>
+__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+
+// One thread per pixel: the channel reads are coalesced across the warp (consecutive pixels), the pixel's ld output
+// values (padding zeroed) leave as 16-byte stores.
+template <typename T>
+__global__ void nchw_to_nhwc_kernel(const T* x, __half* y, int ld, int C, int HW, int64_t pixels) {
+  for (int64_t pix = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; pix < pixels;
+       pix += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = pix / HW, hw = pix - n * HW;
+    const T* src = x + n * C * HW + hw;
+    uint4* dst = reinterpret_cast<uint4*>(y + pix * ld);
+    for (int c0 = 0; c0 < ld; c0 += 8) {
+      __align__(16) __half v[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = c0 + j < C ? __float2half_rn(to_f(src[static_cast<int64_t>(c0 + j) * HW])) : __float2half_rn(0.f);
+      dst[c0 / 8] = *reinterpret_cast<const uint4*>(v);
+    }
+  }
+}
+
+template <typename T>
+__global__ void nhwc_to_nchw_kernel(const __half* x, int ld, int coff, T* y, int C, int HW, int64_t total) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t hw = i % HW;
+    const int64_t nc = i / HW;
+    const int64_t n = nc / C, c = nc - n * C;
+    const float v = __half2float(x[(n * HW + hw) * ld + coff + c]);
+    if constexpr (sizeof(T) == 2) {
+      y[i] = __float2half_rn(v);
+    } else {
+      y[i] = v;
+    }
+  }
+}
+
+// One thread per (output pixel, pair of channels).
+__global__ void maxpool_nhwc_kernel(const __half* x, int xld, __half* y, int yld, PoolParams p, int64_t total) {
+  const int C2 = p.C / 2;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int c2 = static_cast<int>(i % C2);
+    int64_t t = i / C2;
+    const int ow = static_cast<int>(t % p.OW);
+    t /= p.OW;
+    const int oh = static_cast<int>(t % p.OH);
+    const int64_t n = t / p.OH;
+    __half2 m = __floats2half2_rn(-65504.f, -65504.f);
+    for (int r = 0; r < p.kh; ++r) {
+      const int ih = oh * p.sh - p.ph + r;
+      if (ih < 0 || ih >= p.H) continue;
+      for (int s = 0; s < p.kw; ++s) {
+        const int iw = ow * p.sw - p.pw + s;
+        if (iw < 0 || iw >= p.W) continue;
+        m = __hmax2(m, reinterpret_cast<const __half2*>(x + ((n * p.H + ih) * p.W + iw) * xld)[c2]);
+      }
+    }
+    reinterpret_cast<__half2*>(y + ((n * p.OH + oh) * p.OW + ow) * yld)[c2] = m;
+  }
+}
+
+__global__ void upsample_nhwc_kernel(const __half* x, int xld, __half* y, int yld, int C2, int H, int W, int fh,
+                                     int fw, int64_t total) {
+  const int OH = H * fh, OW = W * fw;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int c2 = static_cast<int>(i % C2);
+    int64_t t = i / C2;
+    const int ow = static_cast<int>(t % OW);
+    t /= OW;
+    const int oh = static_cast<int>(t % OH);
+    const int64_t n = t / OH;
+    reinterpret_cast<__half2*>(y + ((n * OH + oh) * OW + ow) * yld)[c2] =
+        reinterpret_cast<const __half2*>(x + ((n * H + oh / fh) * W + ow / fw) * xld)[c2];
+  }
+}
+
+__global__ void copy_channels_kernel(const __half* x, int xld, __half* y, int yld, int C2, int64_t total) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t pix = i / C2;
+    const int c2 = static_cast<int>(i - pix * C2);
+    reinterpret_cast<__half2*>(y + pix * yld)[c2] = reinterpret_cast<const __half2*>(x + pix * xld)[c2];
+  }
+}
+
+Status even(const char* what, int C, const NhwcView& a, const NhwcView& b) {
+  if (C % 2 || a.ld % 2 || a.coff % 2 || b.ld % 2 || b.coff % 2) {
+    return internal(std::string(what) + ": NHWC channel counts and offsets must be even");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status nchw_to_nhwc(const void* x, DType x_type, NhwcView y, int N, int C, int H, int W, cudaStream_t s) {
+  if (y.coff != 0 || y.ld < C || y.ld % 8) {
+    return internal("nchw_to_nhwc: writes whole tensors (coff 0, ld >= C, ld a multiple of 8)");
+  }
+  const int64_t total = static_cast<int64_t>(N) * H * W;
+  if (total == 0) return Status::ok();
+  auto* out = static_cast<__half*>(y.data);
+  if (x_type == DType::kFloat32) {
+    nchw_to_nhwc_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const float*>(x), out, y.ld, C,
+                                                                 H * W, total);
+  } else if (x_type == DType::kFloat16) {
+    nchw_to_nhwc_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const __half*>(x), out, y.ld, C,
+                                                                 H * W, total);
+  } else {
+    return internal("nchw_to_nhwc: input must be float32 or float16");
+  }
+  return cuda_status(cudaGetLastError(), "nchw_to_nhwc");
+}
+
+Status nhwc_to_nchw(NhwcView x, void* y, DType y_type, int N, int C, int H, int W, cudaStream_t s) {
+  const int64_t total = static_cast<int64_t>(N) * C * H * W;
+  if (total == 0) return Status::ok();
+  const auto* in = static_cast<const __half*>(x.data);
+  if (y_type == DType::kFloat32) {
+    nhwc_to_nchw_kernel<<<blocks_for(total), kThreads, 0, s>>>(in, x.ld, x.coff, static_cast<float*>(y), C, H * W,
+                                                                 total);
+  } else if (y_type == DType::kFloat16) {
+    nhwc_to_nchw_kernel<<<blocks_for(total), kThreads, 0, s>>>(in, x.ld, x.coff, static_cast<__half*>(y), C,
+                                                                 H * W, total);
+  } else {
+    return internal("nhwc_to_nchw: output must be float32 or float16");
+  }
+  return cuda_status(cudaGetLastError(), "nhwc_to_nchw");
+}
+
+Status maxpool_nhwc(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s) {
+  QD_RETURN_IF_ERROR(even("maxpool_nhwc", p.C, x, y));
+  const int64_t total = static_cast<int64_t>(p.N) * p.OH * p.OW * (p.C / 2);
+  if (total == 0) return Status::ok();
+  maxpool_nhwc_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const __half*>(x.data) + x.coff, x.ld,
+                                                              static_cast<__half*>(y.data) + y.coff, y.ld, p, total);
+  return cuda_status(cudaGetLastError(), "maxpool_nhwc");
+}
+
+Status upsample_nearest_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W, int fh, int fw, cudaStream_t s) {
+  QD_RETURN_IF_ERROR(even("upsample_nearest_nhwc", C, x, y));
+  const int64_t total = static_cast<int64_t>(N) * H * fh * W * fw * (C / 2);
+  if (total == 0) return Status::ok();
+  upsample_nhwc_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const __half*>(x.data) + x.coff, x.ld,
+                                                               static_cast<__half*>(y.data) + y.coff, y.ld, C / 2, H,
+                                                               W, fh, fw, total);
+  return cuda_status(cudaGetLastError(), "upsample_nearest_nhwc");
+}
+
+Status copy_channels_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W, cudaStream_t s) {
+  QD_RETURN_IF_ERROR(even("copy_channels_nhwc", C, x, y));
+  const int64_t total = static_cast<int64_t>(N) * H * W * (C / 2);
+  if (total == 0) return Status::ok();
+  copy_channels_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const __half*>(x.data) + x.coff, x.ld,
+                                                               static_cast<__half*>(y.data) + y.coff, y.ld, C / 2,
+                                                               total);
+  return cuda_status(cudaGetLastError(), "copy_channels_nhwc");
+}
+
+}  // namespace qd::cuda

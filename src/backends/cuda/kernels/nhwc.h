@@ -1,0 +1,33 @@
+// Kernels of the NHWC fp16 fast path that are not convolutions: layout/precision conversions at its borders, and the
+// data-movement ops YOLO-style networks put between convolutions (MaxPool, nearest 2x Resize, Concat).
+// An NHWC tensor is [N, H, W, ld] with its C channels at [coff, coff + C) of each pixel's ld values.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace qd::cuda {
+
+struct NhwcView {
+  void* data = nullptr;  // __half*
+  int ld = 0, coff = 0;
+};
+
+// NCHW fp32 or fp16 -> NHWC fp16 with channels C..ld-1 of each pixel set to zero.
+Status nchw_to_nhwc(const void* x, DType x_type, NhwcView y, int N, int C, int H, int W, cudaStream_t s);
+// NHWC fp16 -> NCHW fp32 or fp16.
+Status nhwc_to_nchw(NhwcView x, void* y, DType y_type, int N, int C, int H, int W, cudaStream_t s);
+
+struct PoolParams {
+  int N, C, H, W, OH, OW, kh, kw, sh, sw, ph, pw;
+};
+Status maxpool_nhwc(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s);
+// Nearest-neighbour upsampling by integer factors (ONNX Resize, asymmetric coordinates, floor rounding).
+Status upsample_nearest_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W, int fh, int fw, cudaStream_t s);
+// Copies x's C channels into y's channel slice (a Concat input not written in place by its producer).
+Status copy_channels_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W, cudaStream_t s);
+
+}  // namespace qd::cuda

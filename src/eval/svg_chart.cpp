@@ -1,0 +1,171 @@
+#include "eval/svg_chart.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace qd {
+
+namespace {
+
+constexpr double kRowH = 16, kBarH = 11, kPanelW = 340, kPanelGap = 40, kTop = 64, kBottom = 56, kRight = 24;
+constexpr double kCharW = 6.2;  // average advance of the 11px sans-serif labels, for layout only
+constexpr size_t kMaxLabel = 44;
+const char* const kBarColor = "#4c78a8";
+const char* const kHighlightColor = "#e45756";
+const char* const kLineColors[] = {"#333333", "#54a24b", "#b279a2"};
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&apos;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", v);
+  return b;
+}
+
+// Long layer names keep their distinctive tail ("…/model.24/m.2/Conv").
+std::string shorten(const std::string& s) {
+  if (s.size() <= kMaxLabel) return s;
+  return "\xe2\x80\xa6" + s.substr(s.size() - (kMaxLabel - 1));
+}
+
+// Tick label: as few digits as the step needs.
+std::string tick_text(double v, double step) {
+  const int digits = std::max(0, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
+  char b[32];
+  std::snprintf(b, sizeof b, "%.*f", digits, std::fabs(v) < step * 1e-6 ? 0.0 : v);
+  return b;
+}
+
+struct Axis {
+  double lo = 0, hi = 1, step = 0.2;
+};
+
+// A 1-2-5 step giving about 5 ticks over the finite values (and the base and reference lines).
+Axis nice_axis(const BarPanel& p) {
+  double lo = INFINITY, hi = -INFINITY;
+  auto take = [&](double v) {
+    if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+  };
+  for (double v : p.values) take(v);
+  for (const auto& l : p.lines) take(l.first);
+  take(p.base);
+  if (!std::isfinite(lo)) lo = 0, hi = 1;
+  if (hi - lo < 1e-9) lo -= 0.5, hi += 0.5;
+  const double raw = (hi - lo) / 5;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * mag >= raw) {
+      step = m * mag;
+      break;
+    }
+  }
+  return {std::floor(lo / step) * step, std::ceil(hi / step) * step, step};
+}
+
+}  // namespace
+
+std::string svg_bar_chart(const BarChart& c) {
+  size_t label_chars = 8;
+  for (const auto& r : c.rows) label_chars = std::max(label_chars, std::min(r.size(), kMaxLabel));
+  const double left = 16 + label_chars * kCharW;
+  const double width = left + c.panels.size() * (kPanelW + kPanelGap) - kPanelGap + kRight;
+  const double plot_h = c.rows.size() * kRowH;
+  size_t legend_lines = 0;
+  for (const auto& p : c.panels) legend_lines = std::max(legend_lines, p.lines.size());
+  const bool highlighted = std::find(c.highlight.begin(), c.highlight.end(), true) != c.highlight.end();
+  // Under the plot: tick labels, axis label, one legend line per reference line, then the highlight legend.
+  const double legend_y = kTop + plot_h + kBottom - 8 + 13 * legend_lines;
+  const double height = legend_y + (highlighted ? 22 : 4);
+
+  std::string s;
+  s += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(width) + "\" height=\"" + num(height) +
+       "\" viewBox=\"0 0 " + num(width) + " " + num(height) + "\" font-family=\"sans-serif\" font-size=\"11\">\n";
+  s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  s += "<text x=\"" + num(width / 2) + "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">" +
+       esc(c.title) + "</text>\n";
+  // Row labels, with a light band on every other row so that a bar is easy to follow to its name.
+  for (size_t r = 0; r < c.rows.size(); ++r) {
+    const double y = kTop + r * kRowH;
+    if (r % 2 == 1) {
+      s += "<rect x=\"4\" y=\"" + num(y) + "\" width=\"" + num(width - 8) + "\" height=\"" + num(kRowH) +
+           "\" fill=\"#f2f2f2\"/>\n";
+    }
+    s += "<text x=\"" + num(left - 8) + "\" y=\"" + num(y + kRowH - 4) + "\" text-anchor=\"end\">" +
+         esc(shorten(c.rows[r])) + "</text>\n";
+  }
+  for (size_t p = 0; p < c.panels.size(); ++p) {
+    const BarPanel& panel = c.panels[p];
+    const Axis ax = nice_axis(panel);
+    const double x0 = left + p * (kPanelW + kPanelGap);
+    auto xof = [&](double v) { return x0 + (std::clamp(v, ax.lo, ax.hi) - ax.lo) / (ax.hi - ax.lo) * kPanelW; };
+    s += "<g>\n<text x=\"" + num(x0 + kPanelW / 2) + "\" y=\"" + num(kTop - 24) +
+         "\" text-anchor=\"middle\" font-size=\"12\" font-weight=\"bold\">" + esc(panel.title) + "</text>\n";
+    // Grid and ticks.
+    const int ticks = static_cast<int>(std::lround((ax.hi - ax.lo) / ax.step));
+    for (int t = 0; t <= ticks; ++t) {
+      const double v = ax.lo + t * ax.step;
+      const double x = xof(v);
+      s += "<line x1=\"" + num(x) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(x) + "\" y2=\"" + num(kTop + plot_h) +
+           "\" stroke=\"#dddddd\"/>\n";
+      s += "<text x=\"" + num(x) + "\" y=\"" + num(kTop + plot_h + 14) + "\" text-anchor=\"middle\">" +
+           tick_text(v, ax.step) + "</text>\n";
+    }
+    s += "<line x1=\"" + num(x0) + "\" y1=\"" + num(kTop + plot_h) + "\" x2=\"" + num(x0 + kPanelW) + "\" y2=\"" +
+         num(kTop + plot_h) + "\" stroke=\"black\"/>\n";
+    s += "<text x=\"" + num(x0 + kPanelW / 2) + "\" y=\"" + num(kTop + plot_h + 32) + "\" text-anchor=\"middle\">" +
+         esc(panel.axis_label) + "</text>\n";
+    // Bars.
+    const double base = std::isfinite(panel.base) ? panel.base : ax.lo;
+    for (size_t r = 0; r < c.rows.size() && r < panel.values.size(); ++r) {
+      const double v = panel.values[r];
+      const double y = kTop + r * kRowH + (kRowH - kBarH) / 2;
+      if (!std::isfinite(v)) {
+        s += "<text x=\"" + num(xof(base) + 3) + "\" y=\"" + num(y + kBarH - 2) + "\" fill=\"#666666\">" +
+             (std::isnan(v) ? "n/a" : v > 0 ? "inf" : "-inf") + "</text>\n";
+        continue;
+      }
+      const double xa = std::min(xof(base), xof(v)), xb = std::max(xof(base), xof(v));
+      const bool hl = r < c.highlight.size() && c.highlight[r];
+      char val[32];
+      std::snprintf(val, sizeof val, "%.4g", v);
+      s += "<rect class=\"bar\" x=\"" + num(xa) + "\" y=\"" + num(y) + "\" width=\"" + num(std::max(xb - xa, 0.5)) +
+           "\" height=\"" + num(kBarH) + "\" fill=\"" + (hl ? kHighlightColor : kBarColor) + "\"><title>" +
+           esc(c.rows[r]) + ": " + val + "</title></rect>\n";
+    }
+    // Reference lines, with their legend under the axis label.
+    for (size_t l = 0; l < panel.lines.size(); ++l) {
+      const auto& [v, text] = panel.lines[l];
+      if (!std::isfinite(v)) continue;
+      const char* color = kLineColors[l % 3];
+      s += "<line x1=\"" + num(xof(v)) + "\" y1=\"" + num(kTop - 6) + "\" x2=\"" + num(xof(v)) + "\" y2=\"" +
+           num(kTop + plot_h) + "\" stroke=\"" + color + "\" stroke-width=\"1.5\" stroke-dasharray=\"5,3\"/>\n";
+      s += "<text x=\"" + num(x0 + kPanelW / 2) + "\" y=\"" + num(kTop + plot_h + 48 + 13 * l) +
+           "\" text-anchor=\"middle\" fill=\"" + color + "\">- - " + esc(text) + "</text>\n";
+    }
+    s += "</g>\n";
+  }
+  if (highlighted) {
+    s += "<rect x=\"16\" y=\"" + num(legend_y + 2) + "\" width=\"10\" height=\"10\" fill=\"" + kHighlightColor +
+         "\"/>\n<text x=\"32\" y=\"" + num(legend_y + 11) + "\">" + esc(c.highlight_legend) + "</text>\n";
+  }
+  s += "</svg>\n";
+  return s;
+}
+
+}  // namespace qd

@@ -1,0 +1,32 @@
+// Horizontal bar charts as standalone SVG text, for figures in the docs (per-layer sensitivity). One row per
+// category, labelled on the left, and one or more panels side by side, each with its own value axis, so that
+// measures of different ranges share the row labels. Readable with ~60 rows.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace qd {
+
+struct BarPanel {
+  std::string title;                                  // above the panel
+  std::string axis_label;                             // under the value axis
+  std::vector<double> values;                         // one per row; a non-finite value draws no bar, only its text
+  double base = NAN;                                  // bars start here (NaN: at the axis' lower end)
+  std::vector<std::pair<double, std::string>> lines;  // dashed reference lines: value, legend text
+};
+
+struct BarChart {
+  std::string title;
+  std::vector<std::string> rows;  // row labels, top to bottom
+  std::vector<bool> highlight;    // rows whose bars take the highlight colour (empty: none)
+  std::string highlight_legend;   // what the highlight means (shown when some row is highlighted)
+  std::vector<BarPanel> panels;
+};
+
+// The chart as an SVG document. Every bar is a <rect class="bar">; text is XML-escaped.
+std::string svg_bar_chart(const BarChart& chart);
+
+}  // namespace qd

@@ -1,0 +1,132 @@
+// Loading plans: load_engine / is_plan_file, and the codecs of the CPU plan's option sections.
+#include <cmath>
+#include <cstdio>
+
+#include "plan/byte_io.h"
+#include "plan/plan_file.h"
+#include "runtime/plan_sections.h"
+
+namespace qd {
+
+std::string encode_build_options(const BuildOptions& opt) {
+  ByteWriter w;
+  w.str(opt.device);
+  w.str(opt.precision);
+  w.shape_map(opt.shapes);
+  w.str(opt.calib_cache);  // where the scales came from (information only: the "int8" section holds them)
+  w.str(opt.int8_mode);
+  w.strs(opt.fp16_layers);
+  w.strs(opt.fp32_layers);
+  w.str(opt.precision_config);
+  w.shape_map(opt.min_shapes);
+  w.shape_map(opt.opt_shapes);
+  w.shape_map(opt.max_shapes);
+  w.i32(opt.device_index);
+  w.str(opt.timing_cache);
+  return w.take();
+}
+
+Expected<BuildOptions> decode_build_options(const std::string& data) {
+  ByteReader r(data, "plan section 'build_options'");
+  BuildOptions opt;
+  opt.device = r.str("device");
+  opt.precision = r.str("precision");
+  opt.shapes = r.shape_map("shapes");
+  opt.calib_cache = r.str("calibration cache path");
+  opt.int8_mode = r.str("int8 mode");
+  opt.fp16_layers = r.strs("fp16 layers");
+  opt.fp32_layers = r.strs("fp32 layers");
+  opt.precision_config = r.str("precision config path");
+  opt.min_shapes = r.shape_map("min shapes");
+  opt.opt_shapes = r.shape_map("opt shapes");
+  opt.max_shapes = r.shape_map("max shapes");
+  opt.device_index = r.i32();
+  opt.timing_cache = r.str("timing cache path");
+  r.expect_end();
+  if (!r.ok()) return r.status();
+  for (const auto& [name, s] : opt.shapes) {
+    auto n = checked_numel(s);  // bound shapes are static
+    if (!n) return Status(n.status()).prefix("plan section 'build_options': shape of '" + name + "'");
+  }
+  Status st = check_build_options(opt);
+  if (st.is_ok() && opt.int8_mode != "exact" && opt.int8_mode != "fake") {
+    st = invalid("unknown int8 mode '" + opt.int8_mode + "'");
+  }
+  if (st.is_ok()) st = check_shape_profile(opt.min_shapes, opt.opt_shapes, opt.max_shapes);
+  if (!st.is_ok()) return st.prefix("plan section 'build_options'");
+  return opt;
+}
+
+std::string encode_int8_options(const Int8Options& opt) {
+  ByteWriter w;
+  w.u8(opt.mode == Int8Mode::kFake ? 1 : 0);
+  w.u32(static_cast<uint32_t>(opt.act_scales.size()));
+  for (const auto& [name, s] : opt.act_scales) {
+    w.str(name);
+    w.f32(s);
+  }
+  w.u32(static_cast<uint32_t>(opt.weight_scales.size()));
+  for (const auto& [name, v] : opt.weight_scales) {
+    w.str(name);
+    w.u32(static_cast<uint32_t>(v.size()));
+    for (float s : v) w.f32(s);
+  }
+  // Exact names only (CpuEngine::save resolves the patterns): a plan never feeds std::regex.
+  w.strs({opt.float_node_names.begin(), opt.float_node_names.end()});
+  return w.take();
+}
+
+Expected<Int8Options> decode_int8_options(const std::string& data) {
+  ByteReader r(data, "plan section 'int8'");
+  auto check = [&](const std::string& name, float s) {
+    if (r.ok() && !(std::isfinite(s) && s > 0)) {
+      r.fail("tensor '" + name + "' has an invalid scale " + std::to_string(s));
+    }
+  };
+  Int8Options opt;
+  const uint8_t mode = r.u8();
+  if (r.ok() && mode > 1) r.fail("unknown int8 mode " + std::to_string(mode));
+  opt.mode = mode == 1 ? Int8Mode::kFake : Int8Mode::kExact;
+  const uint32_t na = r.count("activation scales", 8);
+  for (uint32_t i = 0; i < na && r.ok(); ++i) {
+    std::string name = r.str("tensor name");
+    const float s = r.f32();
+    check(name, s);
+    if (r.ok() && !opt.act_scales.emplace(name, s).second) r.fail("tensor '" + name + "' has two scales");
+  }
+  const uint32_t nw = r.count("weight scales", 8);
+  for (uint32_t i = 0; i < nw && r.ok(); ++i) {
+    std::string name = r.str("weight name");
+    std::vector<float> v(r.count("channel scales", 4));
+    for (float& s : v) {
+      s = r.f32();
+      check(name, s);
+    }
+    if (r.ok() && !opt.weight_scales.emplace(name, std::move(v)).second) {
+      r.fail("weight '" + name + "' is listed twice");
+    }
+  }
+  for (auto& name : r.strs("float node names")) opt.float_node_names.insert(std::move(name));
+  r.expect_end();
+  if (!r.ok()) return r.status();
+  return opt;
+}
+
+Expected<std::unique_ptr<Engine>> load_engine(const std::string& plan_path) {
+  auto plan = read_plan(plan_path);
+  if (!plan) return plan.status();
+  auto engine = plan->header.target == "cpu" ? load_cpu_engine(*plan) : load_cuda_engine(*plan);
+  if (!engine) return Status(engine.status()).prefix(plan_path);
+  return engine;
+}
+
+bool is_plan_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  char magic[sizeof kPlanMagic];
+  const size_t n = std::fread(magic, 1, sizeof magic, f);
+  std::fclose(f);
+  return looks_like_plan(magic, n);
+}
+
+}  // namespace qd

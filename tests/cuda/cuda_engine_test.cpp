@@ -1,0 +1,324 @@
+// The CUDA engine against the reference backend: fused convolutions over many shapes (fp16), whole models (fp32
+// within 1e-4 of the output range, fp16 by SNR), dynamic batch, CUDA graphs, and several contexts at once.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+#include "backends/cpu/reference.h"
+#include "backends/cuda/cuda_engine.h"
+#include "backends/cuda/device.h"
+#include "core/half.h"
+#include "onnx/importer.h"
+#include "passes/passes.h"
+#include "plan/plan_file.h"
+#include "test_util.h"
+
+namespace qd {
+namespace {
+
+#define SKIP_WITHOUT_GPU() \
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA GPU on this machine (run scripts/gpu-check.sh there)"
+
+Tensor round_to_fp16(Tensor t) {
+  float* d = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) d[i] = half_to_float(float_to_half(d[i]));
+  return t;
+}
+
+// 10*log10(sum ref^2 / sum (ref - x)^2)
+double snr_db(const Tensor& ref, const Tensor& x) {
+  double s = 0, e = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double r = ref.data<float>()[i], d = r - x.data<float>()[i];
+    s += r * r;
+    e += d * d;
+  }
+  return e == 0 ? 200.0 : 10.0 * std::log10(s / e);
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, static_cast<double>(std::fabs(t.data<float>()[i])));
+  return m;
+}
+
+struct GraphBuilder {
+  Graph g;
+  int input(const std::string& name, const Shape& s) {
+    int v = g.add_value(name);
+    g.values[v].dtype = DType::kFloat32;
+    g.values[v].shape = s;
+    g.values[v].has_shape = true;
+    g.inputs.push_back(v);
+    return v;
+  }
+  int constant(const std::string& name, Tensor t) {
+    int v = g.add_value(name);
+    g.values[v].dtype = t.dtype();
+    g.values[v].shape = t.shape();
+    g.values[v].has_shape = true;
+    g.constants[v] = std::move(t);
+    return v;
+  }
+  int node(OpType op, const std::string& name, std::vector<int> in, AttrMap attrs = {}) {
+    int out = g.add_value(name + "_out");
+    g.nodes.push_back({name, op, 13, std::move(attrs), std::move(in), {out}});
+    return out;
+  }
+  Graph finish(std::vector<int> outputs) {
+    g.outputs = std::move(outputs);
+    g.opset = 13;
+    g.relink();
+    return g;
+  }
+};
+
+struct ConvCase {
+  int n, c, h, w, k, r, s, stride, pad, dil;
+  const char* act;  // none | relu | silu | sigmoid | leaky | hardswish
+  bool residual;
+  bool chain;       // a 1x1 conv follows, so the first writes NHWC fp16
+};
+
+Graph conv_graph(const ConvCase& cc, uint32_t seed) {
+  GraphBuilder b;
+  int x = b.input("x", {cc.n, cc.c, cc.h, cc.w});
+  const float ws = 1.f / std::sqrt(static_cast<float>(cc.c * cc.r * cc.s));
+  int w = b.constant("w", round_to_fp16(test::random_f32({cc.k, cc.c, cc.r, cc.s}, seed, -ws, ws)));
+  int bias = b.constant("b", test::random_f32({cc.k}, seed + 1, -0.5f, 0.5f));
+  AttrMap a;
+  a.set("kernel_shape", std::vector<int64_t>{cc.r, cc.s});
+  a.set("strides", std::vector<int64_t>{cc.stride, cc.stride});
+  a.set("pads", std::vector<int64_t>{cc.pad, cc.pad, cc.pad, cc.pad});
+  a.set("dilations", std::vector<int64_t>{cc.dil, cc.dil});
+  int y = b.node(OpType::Conv, "conv", {x, w, bias}, a);
+  const std::string act = cc.act;
+  if (act == "relu") y = b.node(OpType::Relu, "relu", {y});
+  if (act == "sigmoid") y = b.node(OpType::Sigmoid, "sig", {y});
+  if (act == "hardswish") y = b.node(OpType::HardSwish, "hs", {y});
+  if (act == "leaky") {
+    AttrMap la;
+    la.set("alpha", 0.1f);
+    y = b.node(OpType::LeakyRelu, "leaky", {y}, la);
+  }
+  if (act == "silu") {
+    int s = b.node(OpType::Sigmoid, "silu_sig", {y});
+    y = b.node(OpType::Mul, "silu_mul", {y, s});
+  }
+  if (cc.residual) {
+    const int oh = (cc.h + 2 * cc.pad - cc.dil * (cc.r - 1) - 1) / cc.stride + 1;
+    const int ow = (cc.w + 2 * cc.pad - cc.dil * (cc.s - 1) - 1) / cc.stride + 1;
+    int res = b.input("res", {cc.n, cc.k, oh, ow});
+    y = b.node(OpType::Add, "add", {y, res});
+  }
+  if (cc.chain) {
+    int w2 = b.constant("w2", round_to_fp16(test::random_f32({8, cc.k, 1, 1}, seed + 2, -0.3f, 0.3f)));
+    AttrMap a2;
+    a2.set("kernel_shape", std::vector<int64_t>{1, 1});
+    y = b.node(OpType::Conv, "conv2", {y, w2}, a2);
+  }
+  return b.finish({y});
+}
+
+std::map<std::string, Tensor> random_inputs(const Graph& g, uint32_t seed) {
+  std::map<std::string, Tensor> in;
+  for (int v : g.inputs) in[g.values[v].name] = round_to_fp16(test::random_f32(g.values[v].shape, seed++));
+  return in;
+}
+
+std::unique_ptr<cuda::CudaEngine> make_engine(Graph g, const std::string& precision) {
+  BuildOptions opt;
+  opt.device = "cuda";
+  opt.precision = precision;
+  auto e = cuda::CudaEngine::create(std::move(g), opt);
+  EXPECT_TRUE(e) << e.status().to_string();
+  return e ? std::move(*e) : nullptr;
+}
+
+class FusedConv : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(FusedConv, MatchesReference) {
+  SKIP_WITHOUT_GPU();
+  const ConvCase cc = GetParam();
+  Graph g = conv_graph(cc, 11);
+  auto in = random_inputs(g, 5);
+  Graph ref_g = g;
+  std::map<std::string, Shape> shapes;
+  for (const auto& [k, t] : in) shapes[k] = t.shape();
+  ASSERT_TRUE(prepare_graph(ref_g, {shapes}).is_ok());
+  auto ref = run_reference(ref_g, in);
+  ASSERT_TRUE(ref) << ref.status().to_string();
+  auto engine = make_engine(g, "fp16");
+  ASSERT_TRUE(engine);
+  auto layers = engine->layer_info(shapes);
+  ASSERT_TRUE(layers);
+  int fused = 0, generic = 0;
+  for (const auto& l : *layers) {
+    fused += l.kind == "conv";
+    generic += l.kind != "conv" && l.kind != "reformat";
+  }
+  EXPECT_EQ(fused, cc.chain ? 2 : 1);
+  EXPECT_EQ(generic, 0) << "an op of the fused pattern was left as a separate layer";
+  auto out = engine->run(in);
+  ASSERT_TRUE(out) << out.status().to_string();
+  // Inputs and weights are fp16-exact, so what remains is fp32 accumulation order and fp16 storage in between.
+  const double range = std::max(1.0, max_abs((*ref)[0]));
+  const double err = test::max_abs_diff((*ref)[0], (*out)[0]);
+  EXPECT_LE(err, (cc.chain ? 4e-3 : 1e-4) * range) << "max |diff| " << err << " of range " << range;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, FusedConv,
+    ::testing::Values(ConvCase{1, 8, 16, 16, 16, 3, 3, 1, 1, 1, "none", false, false},
+                      ConvCase{1, 3, 17, 23, 32, 6, 6, 2, 2, 1, "silu", false, true},  // YOLOv5 stem, C padded
+                      ConvCase{2, 16, 20, 20, 32, 1, 1, 1, 0, 1, "silu", false, true},
+                      ConvCase{1, 32, 13, 9, 32, 3, 3, 1, 1, 1, "silu", true, true},   // bottleneck + residual
+                      ConvCase{3, 64, 10, 10, 128, 3, 3, 2, 1, 1, "relu", false, false},
+                      ConvCase{1, 24, 15, 15, 40, 5, 5, 1, 2, 1, "hardswish", false, true},
+                      ConvCase{1, 8, 12, 12, 8, 3, 3, 1, 2, 2, "leaky", false, false},  // dilation
+                      ConvCase{1, 40, 7, 7, 255, 1, 1, 1, 0, 1, "none", false, false},  // odd K, NCHW out
+                      ConvCase{2, 256, 20, 20, 256, 3, 3, 1, 1, 1, "sigmoid", true, false},
+                      ConvCase{1, 128, 40, 40, 64, 1, 1, 1, 0, 1, "silu", false, true}));
+
+// A whole model, fp32 and fp16, against the reference.
+void check_model(const std::string& path, const std::map<std::string, Shape>& shapes, double fp16_min_snr) {
+  auto g = import_onnx_file(path);
+  ASSERT_TRUE(g) << g.status().to_string();
+  std::map<std::string, Tensor> in;
+  uint32_t seed = 3;
+  for (const auto& [name, s] : shapes) in[name] = test::random_f32(s, seed++, 0.f, 1.f);
+  Graph ref_g = *g;
+  ASSERT_TRUE(prepare_graph(ref_g, {shapes}).is_ok());
+  auto ref = run_reference(ref_g, in);
+  ASSERT_TRUE(ref) << ref.status().to_string();
+  for (const char* precision : {"fp32", "fp16"}) {
+    auto engine = make_engine(*g, precision);
+    ASSERT_TRUE(engine);
+    auto out = engine->run(in);
+    ASSERT_TRUE(out) << precision << ": " << out.status().to_string();
+    ASSERT_EQ(out->size(), ref->size());
+    for (size_t i = 0; i < ref->size(); ++i) {
+      const double range = std::max(1e-6, max_abs((*ref)[i]));
+      const double err = test::max_abs_diff((*ref)[i], (*out)[i]);
+      const double snr = snr_db((*ref)[i], (*out)[i]);
+      std::cout << path << " " << precision << " output " << i << ": max |diff| " << err << " of range " << range
+                << ", SNR " << snr << " dB\n";
+      if (std::string(precision) == "fp32") {
+        EXPECT_LE(err, 1e-4 * range);
+      } else {
+        EXPECT_GE(snr, fp16_min_snr);
+      }
+    }
+  }
+}
+
+TEST(CudaEngine, YoloV5nMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  check_model(test::source_dir() + "/models/yolov5n_fmnist_det.onnx", {{"images", {1, 3, 640, 640}}}, 30.0);
+}
+
+TEST(CudaEngine, ClassifiersMatchReference) {
+  SKIP_WITHOUT_GPU();
+  check_model(test::source_dir() + "/models/model_bn.onnx", {{"input", {1, 3, 32, 32}}}, 35.0);
+  check_model(test::source_dir() + "/models/model_gn.onnx", {{"input", {1, 3, 32, 32}}}, 35.0);
+}
+
+TEST(CudaEngine, DynamicBatchGraphsAndContexts) {
+  SKIP_WITHOUT_GPU();
+  Graph g = conv_graph({1, 16, 12, 12, 32, 3, 3, 1, 1, 1, "silu", false, true}, 4);
+  Value& x = g.values[g.inputs[0]];
+  x.shape[0] = -1;
+  x.dim_names = {"batch", "", "", ""};
+  auto engine = make_engine(g, "fp16");
+  ASSERT_TRUE(engine);
+  const std::string name = "x";
+  EXPECT_EQ(engine->inputs()[0].shape[0], -1);
+  // Batch 1, 5 and 2 on one context, with and without a CUDA graph: same numbers as separate runs.
+  for (int batch : {1, 5, 2}) {
+    std::map<std::string, Tensor> in{{name, test::random_f32({batch, 16, 12, 12}, batch)}};
+    auto plain = engine->run(in);
+    ASSERT_TRUE(plain) << plain.status().to_string();
+    EXPECT_EQ((*plain)[0].shape()[0], batch);
+    auto ctx = engine->create_context();
+    ctx->use_cuda_graph(true);
+    ASSERT_TRUE(ctx->set_input_shapes({{name, in[name].shape()}}).is_ok());
+    for (int rep = 0; rep < 2; ++rep) {  // capture, then replay
+      ASSERT_TRUE(ctx->upload(in, nullptr).is_ok());
+      ASSERT_TRUE(ctx->enqueue(nullptr).is_ok());
+      auto out = ctx->download(nullptr);
+      ASSERT_TRUE(out);
+      EXPECT_EQ(test::max_abs_diff((*plain)[0], (*out)[0]), 0.0);
+    }
+  }
+  // Four contexts on four threads and streams at once.
+  std::map<std::string, Tensor> in{{name, test::random_f32({3, 16, 12, 12}, 99)}};
+  auto expect = engine->run(in);
+  ASSERT_TRUE(expect);
+  std::vector<double> diffs(4, -1);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto ctx = engine->create_context();
+      cudaStream_t s;
+      cudaStreamCreate(&s);
+      ctx->use_cuda_graph(t % 2 == 0);
+      double worst = 0;
+      if (ctx->set_input_shapes({{name, in[name].shape()}}).is_ok()) {
+        for (int rep = 0; rep < 20; ++rep) {
+          if (!ctx->upload(in, s).is_ok() || !ctx->enqueue(s).is_ok()) return;
+          auto out = ctx->download(s);
+          if (!out) return;
+          worst = std::max(worst, test::max_abs_diff((*expect)[0], (*out)[0]));
+        }
+        diffs[t] = worst;
+      }
+      cudaStreamDestroy(s);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (double d : diffs) EXPECT_EQ(d, 0.0);
+}
+
+// A saved plan runs with the kernels chosen at build time (no timing) and gives the same bits; a plan for another
+// GPU architecture is refused.
+TEST(CudaEngine, PlanRoundTrip) {
+  SKIP_WITHOUT_GPU();
+  auto g = import_onnx_file(test::source_dir() + "/models/yolov5n_fmnist_det.onnx");
+  ASSERT_TRUE(g);
+  auto engine = make_engine(*g, "fp16");
+  ASSERT_TRUE(engine);
+  const std::string dir = test::temp_dir("cuda_plan");
+  const std::string path = dir + "/yolo.plan";
+  ASSERT_TRUE(engine->save(path).is_ok());
+  auto loaded = load_engine(path);
+  ASSERT_TRUE(loaded) << loaded.status().to_string();
+  std::map<std::string, Tensor> in{{"images", test::random_f32({1, 3, 640, 640}, 8, 0.f, 1.f)}};
+  auto a = engine->run(in);
+  auto b = (*loaded)->run(in);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(test::max_abs_diff((*a)[0], (*b)[0]), 0.0);
+
+  auto plan = read_plan(path);
+  ASSERT_TRUE(plan);
+  plan->header.sm = 75;
+  ASSERT_TRUE(write_plan(dir + "/other.plan", *plan).is_ok());
+  auto other = load_engine(dir + "/other.plan");
+  ASSERT_FALSE(other);
+  EXPECT_NE(other.status().message().find("75"), std::string::npos) << other.status().to_string();
+}
+
+TEST(CudaEngine, RejectsWrongInputs) {
+  SKIP_WITHOUT_GPU();
+  auto g = import_onnx_file(test::source_dir() + "/models/model_bn.onnx");
+  ASSERT_TRUE(g);
+  auto engine = make_engine(*g, "fp32");
+  ASSERT_TRUE(engine);
+  const std::string name = engine->inputs()[0].name;
+  auto out = engine->run({{name, test::random_f32({1, 3, 31, 32}, 1)}});
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace qd

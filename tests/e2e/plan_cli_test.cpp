@@ -1,0 +1,199 @@
+// Plans through the CLI: build -> inspect -> run, and every damaged or foreign plan ends with exit code 2 and a line
+// "error: ..." that says what is wrong (never a crash).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <nlohmann/json.hpp>
+
+#include "onnx/onnx_builder.h"
+#include "plan/plan_file.h"
+#include "test_util.h"
+
+namespace qd {
+namespace {
+
+using namespace test::onnxb;
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int exit_code = -1;  // -1: killed by a signal
+  std::string out, err;
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+class PlanCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test::temp_dir(std::string("plan_cli_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    onnx::ModelProto m = conv_relu_model();
+    auto* shape = m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+    shape->mutable_dim(0)->set_dim_param("N");  // a dynamic batch
+    model_ = write_model(dir_, m);
+    plan_ = dir_ + "/m.plan";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  CliResult cli(const std::string& args) {
+    const std::string cmd = quote(QD_CLI_PATH) + " " + args + " >" + quote(dir_ + "/out.txt") + " 2>" +
+                            quote(dir_ + "/err.txt");
+    const int rc = std::system(cmd.c_str());
+    CliResult r;
+    if (rc != -1 && WIFEXITED(rc)) r.exit_code = WEXITSTATUS(rc);
+    r.out = slurp(dir_ + "/out.txt");
+    r.err = slurp(dir_ + "/err.txt");
+    return r;
+  }
+  void expect_usage_error(const CliResult& r, const std::string& phrase) {
+    EXPECT_EQ(r.exit_code, 2) << "stderr: " << r.err;
+    EXPECT_NE(r.err.find("error:"), std::string::npos) << "stderr: " << r.err;
+    EXPECT_NE(r.err.find(phrase), std::string::npos) << "stderr lacks '" << phrase << "': " << r.err;
+  }
+  // Builds plan_ from model_; returns the plan's bytes.
+  std::string build(const std::string& flags = "") {
+    const CliResult r = cli("build " + quote(model_) + " -o " + quote(plan_) + " " + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return slurp(plan_);
+  }
+  std::string write(const std::string& name, const std::string& bytes) { return write_bytes(dir_ + "/" + name, bytes); }
+
+  std::string dir_, model_, plan_;
+};
+
+TEST_F(PlanCli, BuildInspectRun) {
+  const CliResult b = cli("build " + quote(model_) + " -o " + quote(plan_));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.out.find("built " + plan_), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("x  float32[?x3x8x8]"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("layers with MACs: 1"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("target cpu, precision fp32, format v1"), std::string::npos) << b.out;
+
+  const CliResult i = cli("inspect " + quote(plan_));
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  for (const char* phrase : {"qdeploy plan format v1", "target: cpu", "precision: fp32", "x  min ?x3x8x8",
+                             "graph", "build_options", "conv"}) {
+    EXPECT_NE(i.out.find(phrase), std::string::npos) << phrase << " in\n" << i.out;
+  }
+  const CliResult j = cli("inspect " + quote(plan_) + " --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto json = nlohmann::json::parse(j.out, nullptr, false);
+  ASSERT_FALSE(json.is_discarded()) << j.out;
+  EXPECT_EQ(json["target"], "cpu");
+  EXPECT_EQ(json["format_version"], 1);
+  EXPECT_EQ(json["outputs"][0]["name"], "y");
+  EXPECT_EQ(json["layers"][0]["name"], "conv");
+  EXPECT_EQ(json["layers"][0]["precision"], "fp32");
+
+  // The plan and the model give the same bytes.
+  const std::string batch2 = " --shapes x:2x3x8x8 --output-dir ";
+  ASSERT_EQ(cli("run " + quote(plan_) + batch2 + quote(dir_ + "/plan_out")).exit_code, 0);
+  ASSERT_EQ(cli("run " + quote(model_) + batch2 + quote(dir_ + "/model_out")).exit_code, 0);
+  const std::string a = slurp(dir_ + "/plan_out/y.npy"), m = slurp(dir_ + "/model_out/y.npy");
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, m);
+  expect_usage_error(cli("run " + quote(plan_)), "has dynamic dims");
+}
+
+TEST_F(PlanCli, Int8PlanKeepsItsScales) {
+  const std::string cache = write("c.cache", "TRT-8600-EntropyCalibration2\nx: 3c010204\n");
+  build("--precision int8 --int8-mode fake --calib-cache " + quote(cache));
+  fs::remove(cache);  // the plan holds the scales
+  const CliResult i = cli("inspect " + quote(plan_));
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  EXPECT_NE(i.out.find("precision: int8"), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("1 int8, 0 float"), std::string::npos) << i.out;
+  const CliResult r = cli("run " + quote(plan_) + " --shapes x:1x3x8x8");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("int8"), std::string::npos) << r.out;
+}
+
+TEST_F(PlanCli, BuildFlagsWithAPlan) {
+  build();
+  expect_usage_error(cli("inspect " + quote(plan_) + " --precision int8"), "is a fp32 plan, but --precision int8");
+  expect_usage_error(cli("inspect " + quote(plan_) + " --fp32-layers conv"), "--fp32-layers cannot apply");
+  EXPECT_EQ(cli("inspect " + quote(plan_) + " --precision fp32 --device cpu").exit_code, 0);
+  expect_usage_error(cli("build " + quote(plan_) + " -o " + quote(dir_ + "/again.plan")), "already a plan");
+  expect_usage_error(cli("calibrate " + quote(plan_) + " --data " + quote(dir_) + " --cache " + quote(dir_ + "/c")),
+                     "needs the ONNX model");
+}
+
+TEST_F(PlanCli, ShapeProfileFlags) {
+  build("--min x:1x3x8x8 --opt x:2x3x8x8 --max x:4x3x8x8");
+  const CliResult i = cli("inspect " + quote(plan_));
+  EXPECT_NE(i.out.find("x  min 1x3x8x8  opt 2x3x8x8  max 4x3x8x8"), std::string::npos) << i.out;
+  EXPECT_EQ(cli("run " + quote(plan_) + " --shapes x:4x3x8x8").exit_code, 0);
+  expect_usage_error(cli("run " + quote(plan_) + " --shapes x:5x3x8x8"), "outside the engine's shape profile");
+  const std::string out = " -o " + quote(dir_ + "/p.plan");
+  expect_usage_error(cli("build " + quote(model_) + out + " --min x:1x3x8x8 --opt x:8x3x8x8 --max x:4x3x8x8"),
+                     "min <= opt <= max");
+  expect_usage_error(cli("build " + quote(model_) + out + " --min x:1x3x8x8 --opt x:2x3x8x8"), "needs all of");
+  expect_usage_error(cli("build " + quote(model_) + out + " --min x:1x3x8 --opt x:2x3x8x8 --max x:2x3x8x8"),
+                     "same rank");
+  expect_usage_error(cli("build " + quote(model_) + out + " --min x --opt x:2x3x8x8 --max x:2x3x8x8"), "bad --min");
+}
+
+TEST_F(PlanCli, TruncatedPlan) {
+  const std::string bytes = build();
+  const std::string p = write("t.plan", bytes.substr(0, bytes.size() / 2));
+  expect_usage_error(cli("run " + quote(p)), "plan is corrupted or truncated");
+  expect_usage_error(cli("inspect " + quote(p)), "plan is corrupted or truncated");
+  expect_usage_error(cli("run " + quote(write("tiny.plan", bytes.substr(0, 10))) + " --shapes x:1x3x8x8"),
+                     "corrupted or truncated");
+}
+
+TEST_F(PlanCli, FlippedByte) {
+  std::string bytes = build();
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x01);
+  expect_usage_error(cli("run " + quote(write("f.plan", bytes)) + " --shapes x:1x3x8x8"), "checksum mismatch");
+}
+
+TEST_F(PlanCli, WrongMagic) {
+  std::string bytes = build();
+  bytes[7] = 9;  // "QDPLAN" kept: recognised as a damaged plan
+  expect_usage_error(cli("inspect " + quote(write("m1.plan", bytes))), "not a qdeploy plan");
+  bytes[0] = 'X';  // not a plan at all: read as ONNX, which it is not either
+  expect_usage_error(cli("inspect " + quote(write("m2.plan", bytes))), "error");
+}
+
+TEST_F(PlanCli, FutureFormatVersion) {
+  std::string bytes = build();
+  bytes[8] = 7;
+  expect_usage_error(cli("run " + quote(write("v.plan", bytes)) + " --shapes x:1x3x8x8"),
+                     "plan format v7, this qdeploy reads v1: rebuild the plan with `qdeploy build`");
+}
+
+TEST_F(PlanCli, CudaPlanWithoutAGpu) {
+  PlanFile p;
+  p.header.qdeploy_version = "0.1.0";
+  p.header.target = "cuda";
+  p.header.sm = 86;
+  p.header.cuda_runtime_version = 12020;
+  p.add("kernels", "not real kernels");
+  ASSERT_TRUE(write_plan(plan_, p).is_ok());
+  const CliResult i = cli("inspect " + quote(plan_));
+  EXPECT_EQ(i.exit_code, 0) << i.err;
+  EXPECT_NE(i.out.find("target: cuda, sm_86 (compute capability 8.6), CUDA runtime 12.2"), std::string::npos) << i.out;
+  // Without the CUDA backend or without a GPU, or a GPU engine that rejects the fake section: a clean error.
+  const CliResult r = cli("run " + quote(plan_));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("error:"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace qd

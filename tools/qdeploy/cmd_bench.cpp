@@ -1,0 +1,298 @@
+// qdeploy bench MODEL|PLAN [--batch 1,8,32] [--warmup N] [--iterations N] [--cuda-graph] [--export-profile F.json]
+// [--export-layer-info F.json] [--json]: a trtexec-style speed summary per batch size.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "build_flags.h"
+#include "commands.h"
+#include "core/file_io.h"
+#include "core/progress.h"
+
+#ifdef QD_HAVE_CUDA
+#include "backends/cuda/cuda_engine.h"
+#include "backends/cuda/cuda_util.h"
+#endif
+
+namespace qd::cli {
+
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  BuildFlags flags;
+  std::vector<int> batches;
+  int warmup = 20, iterations = 200;
+  bool cuda_graph = false;
+  std::string profile_path, layer_info_path, json_path;
+};
+
+struct Stats {
+  double min = 0, mean = 0, median = 0, p90 = 0, p95 = 0, p99 = 0;
+};
+
+Stats stats_of(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  auto pct = [&](double p) { return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))]; };
+  s.min = v.front();
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+  s.median = pct(0.5);
+  s.p90 = pct(0.9);
+  s.p95 = pct(0.95);
+  s.p99 = pct(0.99);
+  return s;
+}
+
+nlohmann::json stats_json(const Stats& s) {
+  return {{"min", s.min}, {"mean", s.mean}, {"median", s.median}, {"p90", s.p90}, {"p95", s.p95}, {"p99", s.p99}};
+}
+
+void print_stats(const char* what, const Stats& s) {
+  std::printf("  %-18s min %.4f  mean %.4f  median %.4f  p90 %.4f  p95 %.4f  p99 %.4f ms\n", what, s.min, s.mean,
+              s.median, s.p90, s.p95, s.p99);
+}
+
+std::map<std::string, Shape> shapes_for_batch(const Engine& e, int batch) {
+  std::map<std::string, Shape> shapes;
+  for (const TensorDesc& d : e.inputs()) {
+    Shape s = d.shape;
+    if (!s.empty()) s[0] = batch;
+    for (auto& dim : s) {
+      if (dim < 0) dim = 1;
+    }
+    shapes[d.name] = s;
+  }
+  return shapes;
+}
+
+std::map<std::string, Tensor> random_feeds(const Engine& e, const std::map<std::string, Shape>& shapes) {
+  std::mt19937 rng(0);
+  std::uniform_real_distribution<double> dist(0.0, 1.0);
+  std::map<std::string, Tensor> feeds;
+  for (const TensorDesc& d : e.inputs()) {
+    Tensor t(d.dtype, shapes.at(d.name));
+    for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, dist(rng));
+    feeds[d.name] = std::move(t);
+  }
+  return feeds;
+}
+
+// Engines without a device queue (the CPU): wall time of whole runs.
+Expected<nlohmann::json> bench_host(Engine& e, const BenchArgs& a, int batch) {
+  auto shapes = shapes_for_batch(e, batch);
+  auto feeds = random_feeds(e, shapes);
+  for (int i = 0; i < a.warmup; ++i) QD_TRY(e.run(feeds));
+  std::vector<double> lat;
+  Progress progress("batch " + std::to_string(batch), a.iterations);
+  for (int i = 0; i < a.iterations; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    QD_TRY(e.run(feeds));
+    lat.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    progress.update(i + 1);
+  }
+  const Stats s = stats_of(lat);
+  std::printf("batch %d: throughput %.1f images/s\n", batch, batch * 1000.0 / s.mean);
+  print_stats("latency", s);
+  return nlohmann::json{{"batch", batch}, {"throughput_ips", batch * 1000.0 / s.mean}, {"latency_ms", stats_json(s)}};
+}
+
+#ifdef QD_HAVE_CUDA
+#define QD_BENCH_CUDA(expr) QD_RETURN_IF_ERROR(::qd::cuda::cuda_status((expr), #expr))
+
+// The GPU: per iteration, events around the host-to-device copies, the enqueued model and the device-to-host
+// copies (pinned host memory); throughput from back-to-back enqueues without host synchronisation.
+Expected<nlohmann::json> bench_cuda(cuda::CudaEngine& e, const BenchArgs& a, int batch, nlohmann::json* profile,
+                                    nlohmann::json* layers) {
+  auto shapes = shapes_for_batch(e, batch);
+  auto feeds = random_feeds(e, shapes);
+  auto ctx = e.create_context();
+  ctx->use_cuda_graph(a.cuda_graph);
+  QD_RETURN_IF_ERROR(ctx->set_input_shapes(shapes));
+  cudaStream_t s;
+  QD_BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  struct Copy {
+    void* host;
+    void* dev;
+    size_t bytes;
+  };
+  std::vector<Copy> h2d, d2h;
+  for (const auto& [name, t] : feeds) {
+    void* h = nullptr;
+    QD_BENCH_CUDA(cudaMallocHost(&h, std::max<size_t>(t.nbytes(), 1)));
+    std::memcpy(h, t.raw(), t.nbytes());
+    h2d.push_back({h, ctx->device_buffer(name), t.nbytes()});
+  }
+  for (const TensorDesc& d : ctx->output_descs()) {
+    const size_t bytes = static_cast<size_t>(numel(d.shape)) * dtype_size(d.dtype);
+    void* h = nullptr;
+    QD_BENCH_CUDA(cudaMallocHost(&h, std::max<size_t>(bytes, 1)));
+    d2h.push_back({h, ctx->device_buffer(d.name), bytes});
+  }
+  cudaEvent_t ev[4];
+  for (auto& x : ev) QD_BENCH_CUDA(cudaEventCreate(&x));
+  auto one = [&](bool copies) -> Status {
+    if (copies) {
+      QD_BENCH_CUDA(cudaEventRecord(ev[0], s));
+      for (auto& c : h2d) QD_BENCH_CUDA(cudaMemcpyAsync(c.dev, c.host, c.bytes, cudaMemcpyHostToDevice, s));
+    }
+    QD_BENCH_CUDA(cudaEventRecord(ev[1], s));
+    QD_RETURN_IF_ERROR(ctx->enqueue(s));
+    QD_BENCH_CUDA(cudaEventRecord(ev[2], s));
+    if (copies) {
+      for (auto& c : d2h) QD_BENCH_CUDA(cudaMemcpyAsync(c.host, c.dev, c.bytes, cudaMemcpyDeviceToHost, s));
+      QD_BENCH_CUDA(cudaEventRecord(ev[3], s));
+    }
+    return Status::ok();
+  };
+  for (int i = 0; i < a.warmup; ++i) QD_RETURN_IF_ERROR(one(true));
+  QD_BENCH_CUDA(cudaStreamSynchronize(s));
+  std::vector<double> lat, h2d_ms, compute, d2h_ms, host;
+  for (int i = 0; i < a.iterations; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    QD_RETURN_IF_ERROR(one(true));
+    QD_BENCH_CUDA(cudaEventSynchronize(ev[3]));
+    host.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    float t[3];
+    cudaEventElapsedTime(&t[0], ev[0], ev[1]);
+    cudaEventElapsedTime(&t[1], ev[1], ev[2]);
+    cudaEventElapsedTime(&t[2], ev[2], ev[3]);
+    h2d_ms.push_back(t[0]);
+    compute.push_back(t[1]);
+    d2h_ms.push_back(t[2]);
+    lat.push_back(t[0] + t[1] + t[2]);
+  }
+  // Throughput: the model back to back, no copies, one synchronisation at the end.
+  QD_BENCH_CUDA(cudaEventRecord(ev[0], s));
+  for (int i = 0; i < a.iterations; ++i) QD_RETURN_IF_ERROR(ctx->enqueue(s));
+  QD_BENCH_CUDA(cudaEventRecord(ev[3], s));
+  QD_BENCH_CUDA(cudaEventSynchronize(ev[3]));
+  float total = 0;
+  cudaEventElapsedTime(&total, ev[0], ev[3]);
+  const double ips = batch * a.iterations * 1000.0 / total;
+
+  const Stats sl = stats_of(lat), sc = stats_of(compute), sh = stats_of(h2d_ms), sd = stats_of(d2h_ms),
+              sw = stats_of(host);
+  std::printf("batch %d (%s%s): throughput %.1f images/s (%.1f queries/s)\n", batch, e.device_name().c_str(),
+              a.cuda_graph ? ", CUDA graph" : "", ips, ips / batch);
+  print_stats("latency", sl);
+  print_stats("GPU compute", sc);
+  print_stats("host-to-device", sh);
+  print_stats("device-to-host", sd);
+  print_stats("host wall", sw);
+  nlohmann::json r = {{"batch", batch},           {"throughput_ips", ips},         {"latency_ms", stats_json(sl)},
+                      {"gpu_compute_ms", stats_json(sc)}, {"h2d_ms", stats_json(sh)}, {"d2h_ms", stats_json(sd)},
+                      {"host_wall_ms", stats_json(sw)}};
+  if (auto mem = e.memory_report(shapes)) {
+    r["activation_arena_bytes"] = mem->arena_bytes;
+    r["activation_tensor_bytes"] = mem->activation_bytes;
+    r["weight_bytes"] = mem->weight_bytes;
+    std::printf("  memory: activations %.1f MiB planned (%.1f MiB without reuse), weights %.1f MiB\n",
+                mem->arena_bytes / 1048576.0, mem->activation_bytes / 1048576.0, mem->weight_bytes / 1048576.0);
+  }
+  if (profile) {
+    auto times = QD_TRY(ctx->profile(std::max(10, a.iterations / 4), s));
+    nlohmann::json lj = nlohmann::json::array();
+    double sum = 0;
+    for (const auto& t : times) {
+      sum += t.ms;
+      lj.push_back({{"name", t.name},
+                    {"kind", t.kind},
+                    {"kernel", t.kernel},
+                    {"precision", t.precision},
+                    {"ms", t.ms},
+                    {"macs", t.macs},
+                    {"tflops", t.ms > 0 ? 2 * t.macs / (t.ms * 1e9) : 0.0}});
+    }
+    profile->push_back({{"batch", batch}, {"layers_total_ms", sum}, {"layers", lj}});
+  }
+  if (layers) {
+    auto info = QD_TRY(e.layer_info(shapes));
+    nlohmann::json lj = nlohmann::json::array();
+    for (const auto& l : info) {
+      lj.push_back({{"name", l.name},
+                    {"kind", l.kind},
+                    {"kernel", l.kernel},
+                    {"precision", l.precision},
+                    {"input_format", l.in_format},
+                    {"output_format", l.out_format},
+                    {"macs", l.macs}});
+    }
+    layers->push_back({{"batch", batch}, {"layers", lj}});
+  }
+  for (auto& x : ev) cudaEventDestroy(x);
+  for (auto& c : h2d) cudaFreeHost(c.host);
+  for (auto& c : d2h) cudaFreeHost(c.host);
+  cudaStreamDestroy(s);
+  return r;
+}
+#endif
+
+Status bench(const BenchArgs& a) {
+  if (a.iterations < 1 || a.warmup < 0) return invalid("--iterations must be >= 1 and --warmup >= 0");
+  auto engine = QD_TRY(build_from_flags(a.model, a.flags));
+  std::printf("engine: %s\n", engine->describe().c_str());
+  const bool dynamic = !engine->inputs().empty() && !engine->inputs()[0].shape.empty() &&
+                       engine->inputs()[0].shape[0] < 0;
+  std::vector<int> batches = a.batches;
+  if (batches.empty()) batches.push_back(1);
+  nlohmann::json results = nlohmann::json::array(), profile = nlohmann::json::array(),
+                 layers = nlohmann::json::array();
+  for (int b : batches) {
+    if (b < 1) return invalid("--batch values must be >= 1");
+    if (!dynamic && !engine->inputs().empty() && !engine->inputs()[0].shape.empty() &&
+        engine->inputs()[0].shape[0] != b) {
+      return invalid("the model's batch is fixed at " + std::to_string(engine->inputs()[0].shape[0]) +
+                     "; --batch " + std::to_string(b) + " needs a model with a dynamic batch dim (export it so)");
+    }
+    nlohmann::json r;
+#ifdef QD_HAVE_CUDA
+    if (auto* ce = dynamic_cast<cuda::CudaEngine*>(engine.get())) {
+      r = QD_TRY(bench_cuda(*ce, a, b, a.profile_path.empty() ? nullptr : &profile,
+                            a.layer_info_path.empty() ? nullptr : &layers));
+    } else {
+      r = QD_TRY(bench_host(*engine, a, b));
+    }
+#else
+    r = QD_TRY(bench_host(*engine, a, b));
+#endif
+    results.push_back(r);
+  }
+  nlohmann::json doc = {{"model", a.model}, {"engine", engine->describe()}, {"cuda_graph", a.cuda_graph},
+                        {"warmup", a.warmup}, {"iterations", a.iterations}, {"results", results}};
+  if (!a.profile_path.empty()) {
+    if (profile.empty()) return invalid("--export-profile needs a CUDA engine (--device cuda)");
+    QD_RETURN_IF_ERROR(write_file_atomic(a.profile_path, profile.dump(1)));
+  }
+  if (!a.layer_info_path.empty()) {
+    if (layers.empty()) return invalid("--export-layer-info needs a CUDA engine (--device cuda)");
+    QD_RETURN_IF_ERROR(write_file_atomic(a.layer_info_path, layers.dump(1)));
+  }
+  if (!a.json_path.empty()) QD_RETURN_IF_ERROR(write_file_atomic(a.json_path, doc.dump(1)));
+  return Status::ok();
+}
+
+}  // namespace
+
+RunFn add_bench(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* sub = app.add_subcommand("bench", "Measure latency and throughput of a model or plan (trtexec-style)");
+  sub->add_option("model", a->model, "ONNX model or plan")->required();
+  add_build_flags(sub, a->flags);
+  sub->add_option("--batch", a->batches, "Batch sizes (comma-separated)")->delimiter(',');
+  sub->add_option("--warmup", a->warmup, "Warm-up iterations per batch size")->capture_default_str();
+  sub->add_option("--iterations", a->iterations, "Timed iterations per batch size")->capture_default_str();
+  sub->add_flag("--cuda-graph", a->cuda_graph, "Replay the model as one captured CUDA graph");
+  sub->add_option("--export-profile", a->profile_path, "Per-layer times (JSON)");
+  sub->add_option("--export-layer-info", a->layer_info_path, "Per-layer kernels, precisions and formats (JSON)");
+  sub->add_option("--json", a->json_path, "Write the summary as JSON");
+  return [a] { return report(bench(*a)); };
+}
+
+}  // namespace qd::cli

@@ -1,0 +1,19 @@
+// Where `detect` and `eval` switch a Detector to GPU pre- and post-processing (backends/cuda/detect_pipeline.h):
+// one function, called right after Detector::create, so that wiring the CUDA engine in is a change to its body only.
+#pragma once
+
+#include <memory>
+
+#include "core/status.h"
+#include "runtime/engine.h"
+#include "tasks/detector.h"
+
+namespace qd::cli {
+
+// When `engine` runs on a CUDA GPU and can run on device pointers, and the model outputs the decoded
+// [N, boxes, 5+nc] tensor, routes det.detect() through a cuda::DetectPipeline for batches of up to max_batch images
+// and returns the object that owns it (keep it alive as long as `det` is used). Otherwise leaves `det` on its CPU
+// path and returns nullptr. Detections are the same either way.
+Expected<std::shared_ptr<void>> use_gpu_pipeline(Engine& engine, Detector& det, int max_batch);
+
+}  // namespace qd::cli
