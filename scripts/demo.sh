@@ -2,7 +2,9 @@
 # The main job on the built-in default: the shipped YOLOv5n detector trained on FMNIST-Det, quantized to INT8 with
 # its shipped calibration cache, detecting objects in the shipped sample scenes. Prints the model summary, the
 # detections and timings, and writes annotated images to out/demo/.
-# The CUDA engine is not built yet, so this runs the CPU reference backend in exact INT8 arithmetic.
+# With an NVIDIA GPU (nvidia-smi finds one) and a qdeploy built with CUDA, it runs the CUDA engine in fp16 with the
+# pre- and post-processing on the GPU too (INT8 on the GPU does not exist yet); otherwise the CPU reference backend in
+# exact INT8 arithmetic. It prints which one it used.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -13,7 +15,16 @@ MODEL=models/yolov5n_fmnist_det.onnx
 echo "=== model ==="
 $QD inspect "$MODEL"
 echo
-echo "=== detect: INT8 (exact integer arithmetic, entropy-calibrated scales) on the CPU ==="
-$QD detect "$MODEL" models/samples --out out/demo --precision int8 --calib-cache models/yolov5n_fmnist_det.cache
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU' &&
+   [[ "$($QD --version)" == *"CUDA backend"* ]]; then
+  echo "=== detect: fp16 on the GPU ($(nvidia-smi -L | head -n 1)): CUDA engine, GPU letterbox and NMS ==="
+  $QD detect "$MODEL" models/samples --out out/demo --device cuda --precision fp16
+else
+  why="no NVIDIA GPU found by nvidia-smi"
+  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU' &&
+    why="this qdeploy was built without CUDA"
+  echo "=== detect: INT8 (exact integer arithmetic, entropy-calibrated scales) on the CPU ($why) ==="
+  $QD detect "$MODEL" models/samples --out out/demo --precision int8 --calib-cache models/yolov5n_fmnist_det.cache
+fi
 echo
 echo "annotated images: $(ls out/demo/*.jpg | tr '\n' ' ')"

@@ -45,8 +45,18 @@ for step in $STEPS; do
       tail -5 "$OUT/memcheck.log"
       ;;
     conformance)
-      "$B/tests/conformance/qdeploy_conformance" /usr/share/libonnx-testdata/data/node > "$OUT/conformance.log" 2>&1 || true
-      tail -2 "$OUT/conformance.log"
+      # The node tests come packed by gpu-pack.sh (the GPU machine has no libonnx-testdata); two logs, one per mode:
+      # the reference backend (as in CI) and the CUDA engine (fp32 plans through qd::build_engine + Engine::run).
+      NODE=/usr/share/libonnx-testdata/data/node
+      if [ -f .device/onnx-node-tests.tar.xz ]; then
+        rm -rf /tmp/qd-onnx-node && mkdir -p /tmp/qd-onnx-node
+        xz -dc .device/onnx-node-tests.tar.xz | tar -C /tmp/qd-onnx-node -xf - && NODE=/tmp/qd-onnx-node/node
+      fi
+      "$B/tests/conformance/qdeploy_conformance" "$NODE" > "$OUT/conformance-reference.log" 2>&1 || rc=1
+      tail -1 "$OUT/conformance-reference.log"
+      "$B/tests/conformance/qdeploy_conformance" "$NODE" --device cuda --precision fp32 --verbose \
+        > "$OUT/conformance-cuda.log" 2>&1 || rc=1
+      grep -v "^passed " "$OUT/conformance-cuda.log" | tail -40
       ;;
     bench)
       PYTHONPATH=python python3 bench/yolov5s_vs_pytorch.py --qdeploy "$B/qdeploy" --out "$OUT/bench" \

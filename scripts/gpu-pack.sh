@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what a GPU-machine call needs into .device/ (git-ignored; name it in the device tool's `carry`):
-# the portable binaries from build-gpu/ (stripped, xz-compressed: the carry limit is 64 MiB) and the Fashion-MNIST
-# files the dataset generator reads. On the GPU machine, scripts/gpu-check.sh unpacks them into build-gpu/.
+# the portable binaries from build-gpu/ (stripped, xz-compressed: the carry limit is 64 MiB), the Fashion-MNIST
+# files the dataset generator reads, and the ONNX node tests (the conformance step). On the GPU machine, scripts/gpu-check.sh unpacks them into build-gpu/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .device && mkdir -p .device/bin .device/fashion-mnist
@@ -30,4 +30,13 @@ for name, item in (("train-images-idx3-ubyte", 28 * 28), ("train-labels-idx1-uby
     with gzip.GzipFile(f"{dst}/{name}.gz", "wb", mtime=0) as f:
         f.write(bytes(header) + body)
 PYEOF
-du -sh .device
+# The ONNX backend node tests (Debian's libonnx-testdata: ~27 MB raw, ~1.2 MB as tar.xz) for gpu-check.sh's
+# conformance step, which unpacks them to /tmp.
+tar -C /usr/share/libonnx-testdata/data -cf - node | xz -T2 -6 > .device/onnx-node-tests.tar.xz
+du -sh .device/onnx-node-tests.tar.xz .device
+# The carry limit is 64 MiB for everything (repository included): keep .device well under it.
+size_kb=$(du -sk .device | cut -f1)
+if [ "$size_kb" -gt $((45 * 1024)) ]; then
+  echo "error: .device is ${size_kb} KiB, over the 45 MiB budget" >&2
+  exit 1
+fi

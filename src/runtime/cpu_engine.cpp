@@ -107,7 +107,9 @@ class CpuEngine final : public Engine {
     int8_.float_nodes = opt_.fp32_layers;
     int8_.float_nodes.insert(int8_.float_nodes.end(), opt_.fp16_layers.begin(), opt_.fp16_layers.end());
     // Its scales override the cache's; its fp16/fp32 nodes join the float layers.
-    if (!opt_.precision_config.empty()) QD_RETURN_IF_ERROR(apply_precision_config(opt_.precision_config, graph_, &int8_));
+    if (!opt_.precision_config.empty()) {
+      QD_RETURN_IF_ERROR(apply_precision_config(opt_.precision_config, graph_, &int8_));
+    }
     return Status::ok();
   }
 

@@ -1,5 +1,6 @@
-// Runs the ONNX backend node tests (model.onnx + test_data_set_*/{input,output}_N.pb) on the reference backend and
-// reports passed / failed / unsupported, with the reason for every test that does not pass.
+// Runs the ONNX backend node tests (model.onnx + test_data_set_*/{input,output}_N.pb) on the reference backend (the
+// default) or, with --device cuda, through qd::build_engine + Engine::run (fp32 plans), and reports passed / failed /
+// unsupported, with the reason for every test that does not pass.
 // A test is "unsupported" when qdeploy says so (an op, attribute value or element type it does not support);
 // anything else that does not match is a failure. Exit code 1 when any test fails.
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "onnx/importer.h"
 #include "onnx/tensor_proto.h"
 #include "passes/passes.h"
+#include "runtime/engine.h"
 
 namespace fs = std::filesystem;
 using namespace qd;
@@ -26,6 +28,13 @@ constexpr double kRtol = 1e-3;
 constexpr double kAtol = 1e-5;
 
 enum class Outcome { kPass, kFail, kUnsupported };
+
+// --device cuda: the engine options (shapes are filled per test from its input .pb files); empty device = reference.
+struct EngineMode {
+  std::string device;  // "" (reference backend) or cuda / cpu
+  std::string precision = "fp32";
+};
+EngineMode g_mode;
 struct Result {
   std::string name;
   Outcome outcome;
@@ -81,6 +90,8 @@ Result run_test(const fs::path& dir) {
   }
   std::sort(sets.begin(), sets.end());
   if (sets.empty()) return classify(invalid("no test_data_set_*"), "data");
+  // Engine mode: one engine per distinct set of input shapes (test data sets usually share them).
+  std::map<std::map<std::string, Shape>, std::unique_ptr<Engine>> engines;
   for (const auto& set : sets) {
     Graph g = *g0;
     std::map<std::string, Tensor> feeds;
@@ -94,11 +105,26 @@ Result run_test(const fs::path& dir) {
       feeds[name] = *t;
       shapes[name] = t->shape();
     }
-    PrepareOptions opt;
-    opt.input_shapes = shapes;
-    Status st = prepare_graph(g, opt);
-    if (!st.is_ok()) return classify(st, "prepare");
-    auto outs = run_reference(g, feeds);
+    Expected<std::vector<Tensor>> outs = std::vector<Tensor>{};
+    if (g_mode.device.empty()) {
+      PrepareOptions opt;
+      opt.input_shapes = shapes;
+      Status st = prepare_graph(g, opt);
+      if (!st.is_ok()) return classify(st, "prepare");
+      outs = run_reference(g, feeds);
+    } else {
+      auto& engine = engines[shapes];
+      if (!engine) {
+        BuildOptions bo;
+        bo.device = g_mode.device;
+        bo.precision = g_mode.precision;
+        bo.shapes = shapes;
+        auto e = build_engine((dir / "model.onnx").string(), bo);
+        if (!e) return classify(e.status(), "build");
+        engine = std::move(*e);
+      }
+      outs = engine->run(feeds);
+    }
     if (!outs) return classify(outs.status(), "run");
     for (size_t i = 0; i < outs->size(); ++i) {
       std::string name;
@@ -119,7 +145,11 @@ Result run_test(const fs::path& dir) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s NODE_TEST_DIR [--filter REGEX] [--report FILE.md] [--verbose]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s NODE_TEST_DIR [--filter REGEX] [--report FILE.md] [--verbose] [--device cuda|cpu "
+                 "[--precision fp32]]\n(default: the reference backend on the IR; --device builds each test with "
+                 "qd::build_engine and runs it through the Engine)\n",
+                 argv[0]);
     return 2;
   }
   std::string filter = ".*", report_path;
@@ -129,11 +159,28 @@ int main(int argc, char** argv) {
     if (a == "--filter" && i + 1 < argc) filter = argv[++i];
     else if (a == "--report" && i + 1 < argc) report_path = argv[++i];
     else if (a == "--verbose") verbose = true;
+    else if (a == "--device" && i + 1 < argc) g_mode.device = argv[++i];
+    else if (a == "--precision" && i + 1 < argc) g_mode.precision = argv[++i];
     else {
       std::fprintf(stderr, "unknown argument '%s'\n", a.c_str());
       return 2;
     }
   }
+  if (!g_mode.device.empty()) {
+    BuildOptions bo;
+    bo.device = g_mode.device;
+    bo.precision = g_mode.precision;
+    if (Status s = check_build_options(bo); !s.is_ok()) {
+      std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
+      return 2;
+    }
+    if (g_mode.precision != "fp32") {
+      std::fprintf(stderr, "error: --precision %s: the node tests are checked with fp32 tolerances; use --precision fp32\n",
+                   g_mode.precision.c_str());
+      return 2;
+    }
+  }
+  const std::string mode_name = g_mode.device.empty() ? "reference backend" : g_mode.device + " engine, " + g_mode.precision;
   const fs::path root(argv[1]);
   if (!fs::is_directory(root)) {
     std::fprintf(stderr, "error: '%s' is not a directory; install Debian's libonnx-testdata (scripts/setup.sh)\n", argv[1]);
@@ -150,6 +197,12 @@ int main(int argc, char** argv) {
   for (const auto& d : dirs) {
     results.push_back(run_test(d));
     const Result& r = results.back();
+    // No GPU: every test would come back unsupported for the same reason; say so once and stop.
+    if (g_mode.device == "cuda" && r.outcome == Outcome::kUnsupported &&
+        r.reason.find("no CUDA device") != std::string::npos) {
+      std::fprintf(stderr, "error: --device cuda needs a GPU: %s\n", r.reason.c_str());
+      return 2;
+    }
     if (r.outcome == Outcome::kPass) ++pass;
     else if (r.outcome == Outcome::kFail) ++fail;
     else ++unsup;
@@ -159,8 +212,18 @@ int main(int argc, char** argv) {
     }
   }
   if (!report_path.empty()) {
-    std::string md = "# ONNX node conformance (reference backend)\n\n";
+    std::string md = "# ONNX node conformance (" + mode_name + ")\n\n";
     md += "Tolerance: |got - expected| <= 1e-5 + 1e-3 * |expected| for floats; exact for integers and bools.\n\n";
+    if (g_mode.device.empty()) {
+      md += "Generated by scripts/gen-docs.sh (`qdeploy_conformance NODE_DIR --report docs/conformance.md`).\n\n";
+      md += "**On the GPU.** `qdeploy_conformance NODE_DIR --device cuda --precision fp32` builds every test with "
+            "`qd::build_engine` (device cuda, fp32, input shapes from the test's input .pb files), runs it through the "
+            "Engine and checks it with the same tolerances; unsupported means the build or the run returned "
+            "kUnsupported (the reason is listed with `--verbose`). Without a GPU it stops with an error. "
+            "`scripts/gpu-pack.sh` packs the node tests into .device/ and `scripts/gpu-check.sh OUT conformance` runs "
+            "both modes on the GPU machine, writing OUT/conformance-reference.log and OUT/conformance-cuda.log; the "
+            "results are in docs/benchmarks.md (with the GPU and date) and in those logs (docs/logs/).\n\n";
+    }
     md += std::to_string(pass) + " passed, " + std::to_string(fail) + " failed, " + std::to_string(unsup) + " unsupported\n\n";
     md += "| test | result | reason |\n|---|---|---|\n";
     for (const auto& r : results) {
@@ -173,6 +236,7 @@ int main(int argc, char** argv) {
     Status s = write_file_atomic(report_path, md);
     if (!s.is_ok()) std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
   }
-  std::printf("conformance: %d passed, %d failed, %d unsupported (of %zu ONNX node tests)\n", pass, fail, unsup, dirs.size());
+  std::printf("conformance%s: %d passed, %d failed, %d unsupported (of %zu ONNX node tests)\n",
+              g_mode.device.empty() ? "" : (" (" + mode_name + ")").c_str(), pass, fail, unsup, dirs.size());
   return fail ? 1 : 0;
 }

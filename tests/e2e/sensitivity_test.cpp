@@ -1,5 +1,6 @@
 // qdeploy sensitivity end to end on the shipped ModelBN and a few Fashion-MNIST images: the table, --json (parsed
-// back), --svg (one bar per layer and sweep), --auto-fallback and --precision-out; and its usage errors.
+// back), --svg (one bar per layer and sweep), --auto-fallback and --precision-out (read back by the engine); and its
+// usage errors.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -107,6 +108,10 @@ TEST(SensitivityCli, ModelBnSnrOnFashionMnist) {
   EXPECT_EQ(p["fp16_nodes"], fb["float_layers"]);
   EXPECT_GE(p["int8_tensor_scales"].size(), 5u);
   EXPECT_NE(slurp(dir + "/c.cache").find("TRT-"), std::string::npos);
+  // The precision JSON is a --precision-config: the engine keeps exactly those layers in float.
+  const CliRun inspect = qdeploy(dir, "inspect " + model + " --precision int8 --precision-config " + dir + "/p.json");
+  ASSERT_EQ(inspect.rc, 0) << inspect.err;
+  EXPECT_EQ(count(inspect.out, "float (asked)"), fb["float_layers"].size()) << inspect.out;
   fs::remove_all(dir);
 }
 

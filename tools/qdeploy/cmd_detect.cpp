@@ -26,6 +26,7 @@ struct DetectArgs {
   int max_det = 300;
   int batch = 1;
   bool quiet = false;
+  bool cpu_pipeline = false;
 };
 
 void annotate(Image& img, const std::vector<Detection>& dets, const std::vector<std::string>& names) {
@@ -64,12 +65,21 @@ int run_detect(const DetectArgs& a) {
   const int64_t fixed = (*engine)->inputs()[0].shape[0];
   const int batch = fixed > 0 ? static_cast<int>(fixed) : a.batch;  // a fixed batch wins
   // GPU pre/post-processing when the engine runs on CUDA (else a no-op); `gpu` owns it while det is used.
-  auto gpu = use_gpu_pipeline(**engine, *det, static_cast<int>(batch));
+  std::string why = "--cpu-pipeline";
+  auto gpu = a.cpu_pipeline ? Expected<std::shared_ptr<void>>(std::shared_ptr<void>())
+                            : use_gpu_pipeline(**engine, *det, static_cast<int>(batch), &why);
   if (!gpu) return report(gpu.status());
+  if (*gpu) {
+    std::printf("pipeline: GPU (letterbox into the engine input, CUDA graph, batched NMS on the device), batch %d\n",
+                batch);
+  } else {
+    std::printf("pipeline: CPU letterbox and NMS, batch %d%s%s%s\n", batch, why.empty() ? "" : " (", why.c_str(),
+                why.empty() ? "" : ")");
+  }
   nlohmann::json all = nlohmann::json::array();
   DetectTimings total;
   double decode_ms = 0;
-  size_t n_images = 0;
+  size_t n_images = 0, n_batches = 0;
   for (size_t start = 0; start < files->size(); start += batch) {
     const size_t end = std::min(files->size(), start + batch);
     const auto t0 = std::chrono::steady_clock::now();
@@ -101,12 +111,16 @@ int run_detect(const DetectArgs& a) {
       if (Status s = write_image(a.out + "/" + stem + ".jpg", imgs[k], 90); !s) return report(s);
     }
     n_images += imgs.size();
+    ++n_batches;
   }
   if (Status s = write_file_atomic(a.out + "/detections.json", all.dump(1) + "\n"); !s) return report(s);
   const double n = static_cast<double>(n_images);
   std::printf("%zu images, batch %d: per image decode %.2f ms, preprocess %.2f ms, inference %.2f ms, "
               "postprocess %.2f ms\n",
               n_images, batch, decode_ms / n, total.preprocess_ms / n, total.infer_ms / n, total.postprocess_ms / n);
+  const double nb = static_cast<double>(std::max<size_t>(n_batches, 1));
+  std::printf("%zu batches: per batch decode %.2f ms, preprocess %.2f ms, inference %.2f ms, postprocess %.2f ms\n",
+              n_batches, decode_ms / nb, total.preprocess_ms / nb, total.infer_ms / nb, total.postprocess_ms / nb);
   std::printf("wrote %zu annotated images and detections.json to %s\n", n_images, a.out.c_str());
   return 0;
 }
@@ -126,6 +140,8 @@ RunFn add_detect(CLI::App& app) {
   sub->add_option("--names", a->names, "Text file with one class name per line (default: Fashion-MNIST for 10 "
                                        "classes, COCO for 80)");
   sub->add_flag("--quiet", a->quiet, "Print only the summary");
+  sub->add_flag("--cpu-pipeline", a->cpu_pipeline, "With a CUDA engine, keep letterbox and NMS on the CPU (the "
+                                                   "engine's output goes through the host), e.g. to compare");
   add_build_flags(sub, a->build);
   return [a] { return run_detect(*a); };
 }

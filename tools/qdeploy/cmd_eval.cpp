@@ -6,8 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -26,6 +30,7 @@
 #include "core/progress.h"
 #include "tasks/detector.h"
 #include "tasks/fmnist.h"
+#include "tasks/preprocess.h"
 
 namespace qd::cli {
 
@@ -41,6 +46,7 @@ struct EvalArgs {
   bool json = false;
   bool per_class = false;
   bool quiet = false;
+  bool cpu_pipeline = false;
   BuildFlags build;
   int batch = 8;
   int imgsz = 640;
@@ -50,6 +56,8 @@ struct EvalArgs {
   std::string class_map = "sorted";
   std::string fmnist;
   std::string split = "test";
+  std::string classes;  // image-folder classification: DIR/<class_name>/*.jpg|png
+  std::string labels;   // optional: one class name per line (line i = label i)
 };
 
 // Files above this size get progress lines on stderr.
@@ -193,8 +201,19 @@ int run_eval_model(const EvalArgs& a) {
   const int64_t fixed = (*engine)->inputs()[0].shape[0];
   const size_t batch = fixed > 0 ? static_cast<size_t>(fixed) : static_cast<size_t>(a.batch);  // a fixed batch wins
   // GPU pre/post-processing when the engine runs on CUDA (else a no-op); `gpu` owns it while det is used.
-  auto gpu = use_gpu_pipeline(**engine, *det, static_cast<int>(batch));
+  std::string why = "--cpu-pipeline";
+  auto gpu = a.cpu_pipeline ? Expected<std::shared_ptr<void>>(std::shared_ptr<void>())
+                            : use_gpu_pipeline(**engine, *det, static_cast<int>(batch), &why);
   if (!gpu) return report(gpu.status());
+  if (!a.quiet) {
+    if (*gpu) {
+      std::fprintf(stderr, "pipeline: GPU (letterbox into the engine input, CUDA graph, batched NMS on the device), "
+                           "batch %zu\n", batch);
+    } else {
+      std::fprintf(stderr, "pipeline: CPU letterbox and NMS, batch %zu%s%s%s\n", batch, why.empty() ? "" : " (",
+                   why.c_str(), why.empty() ? "" : ")");
+    }
+  }
   const size_t n = ds->images.size();
   std::vector<int64_t> image_ids(n);
   std::vector<Detection> all;
@@ -232,6 +251,10 @@ int run_eval_model(const EvalArgs& a) {
     const double k = static_cast<double>(std::max<size_t>(n, 1));
     std::fprintf(stderr, "per image: decode %.2f ms, preprocess %.2f ms, inference %.2f ms, postprocess %.2f ms (%s)\n",
                  decode_ms / k, t.preprocess_ms / k, t.infer_ms / k, t.postprocess_ms / k, (*engine)->describe().c_str());
+    const double nb = static_cast<double>(std::max<size_t>((n + batch - 1) / batch, 1));
+    std::fprintf(stderr, "per batch of %zu (%.0f batches): decode %.2f ms, preprocess %.2f ms, inference %.2f ms, "
+                 "postprocess %.2f ms\n", batch, nb, decode_ms / nb, t.preprocess_ms / nb, t.infer_ms / nb,
+                 t.postprocess_ms / nb);
   }
   auto coco = to_coco_detections(all, image_ids, *cat_ids);
   if (!coco) return report(coco.status());
@@ -282,7 +305,177 @@ int run_eval_fmnist(const EvalArgs& a) {
   return 0;
 }
 
+// Image-folder classification input, laid out as eval --fmnist lays out Fashion-MNIST (fmnist_image_32: the 28x28
+// glyph centred on a black 32x32 canvas, gray replicated to RGB, values x / 255):
+//   - an image already of the network's size (W x H) is used as is (the trees `qdeploy dataset` exports);
+//   - any other image is scaled, keeping its aspect ratio (INTER_AREA when shrinking, INTER_LINEAR when enlarging),
+//     to fit the inner (W - W/8) x (H - H/8) box (28x28 of 32x32), and centred on a black W x H canvas. A 28x28
+//     Fashion-MNIST image thus gives exactly the --fmnist tensor.
+Expected<Image> classifier_input(const Image& img, int w, int h) {
+  if (img.width == w && img.height == h) return img;
+  const int iw = w - w / 8, ih = h - h / 8;
+  const double r = std::min(static_cast<double>(iw) / img.width, static_cast<double>(ih) / img.height);
+  const int rw = std::max(1, std::min(iw, static_cast<int>(std::lround(img.width * r))));
+  const int rh = std::max(1, std::min(ih, static_cast<int>(std::lround(img.height * r))));
+  Image scaled;
+  if (rw == img.width && rh == img.height) scaled = img;
+  else if (rw <= img.width && rh <= img.height) scaled = QD_TRY(resize_area(img, rw, rh));
+  else scaled = QD_TRY(resize_linear(img, rw, rh));
+  Image out(w, h, 0);
+  const int ox = (w - rw) / 2, oy = (h - rh) / 2;
+  for (int y = 0; y < rh; ++y) {
+    std::copy(scaled.pixel(0, y), scaled.pixel(0, y) + scaled.row_bytes(), out.pixel(ox, oy + y));
+  }
+  return out;
+}
+
+struct ClassTree {
+  std::vector<std::string> names;           // label index -> class name
+  std::vector<std::string> paths;           // every image
+  std::vector<int> labels;                  // per image
+};
+
+Expected<ClassTree> scan_class_tree(const std::string& dir, const std::string& labels_file) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return not_found("--classes '" + dir + "' is not a folder (expected DIR/<class_name>/*.jpg|png)");
+  }
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.is_directory()) found.push_back(e.path().filename().string());
+  }
+  std::sort(found.begin(), found.end());
+  if (found.empty()) return invalid("--classes '" + dir + "' has no class folders (expected DIR/<class_name>/*.jpg|png)");
+  ClassTree t;
+  if (labels_file.empty()) {
+    t.names = found;
+  } else {
+    std::ifstream f(labels_file);
+    if (!f) return not_found("--labels '" + labels_file + "' cannot be read");
+    std::string line;
+    while (std::getline(f, line)) {
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      if (!line.empty()) t.names.push_back(line);
+    }
+    if (t.names.empty()) return invalid("--labels '" + labels_file + "' lists no class names");
+  }
+  std::map<std::string, int> index;
+  for (size_t i = 0; i < t.names.size(); ++i) {
+    if (!index.emplace(t.names[i], static_cast<int>(i)).second) {
+      return invalid("--labels '" + labels_file + "' lists class '" + t.names[i] + "' twice");
+    }
+  }
+  for (const auto& name : found) {
+    auto it = index.find(name);
+    if (it == index.end()) {
+      return invalid("class folder '" + name + "' of --classes is not in --labels '" + labels_file + "'");
+    }
+    auto imgs = list_images({dir + "/" + name});
+    if (!imgs) return Status(imgs.status()).prefix("--classes: class '" + name + "'");
+    for (auto& p : *imgs) {
+      t.paths.push_back(std::move(p));
+      t.labels.push_back(it->second);
+    }
+  }
+  return t;
+}
+
+// Classification on an image-folder tree: top-1 / top-5 and per-class top-1.
+int run_eval_classes(const EvalArgs& a) {
+  auto tree = scan_class_tree(a.classes, a.labels);
+  if (!tree) return report(tree.status());
+  auto engine = build_from_flags(a.model, a.build);
+  if (!engine) return report(engine.status());
+  const auto& in = (*engine)->inputs();
+  if (in.size() != 1 || in[0].shape.size() != 4 || in[0].shape[1] != 3) {
+    return report(invalid(a.model + ": a classifier needs one input [N,3,H,W]"));
+  }
+  const int h = in[0].shape[2] > 0 ? static_cast<int>(in[0].shape[2]) : 32;
+  const int w = in[0].shape[3] > 0 ? static_cast<int>(in[0].shape[3]) : 32;
+  const int batch = in[0].shape[0] > 0 ? static_cast<int>(in[0].shape[0]) : a.batch;  // a fixed batch wins
+  if (batch < 1) return report(invalid("--batch must be at least 1"));
+  const size_t k = tree->names.size();
+  std::vector<int64_t> seen(k, 0), right(k, 0);
+  int64_t count = 0, top1 = 0, top5 = 0;
+  const int n = static_cast<int>(tree->paths.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  qd::Progress progress("eval", n);
+  for (int start = 0; start < n; start += batch) {
+    const int end = std::min(n, start + batch);
+    auto decoded = read_images({tree->paths.begin() + start, tree->paths.begin() + end});
+    if (!decoded) return report(decoded.status());
+    std::vector<Image> imgs;
+    for (const auto& im : *decoded) {
+      auto x = classifier_input(im, w, h);
+      if (!x) return report(x.status());
+      imgs.push_back(std::move(*x));
+    }
+    std::vector<const Image*> ptrs;
+    for (auto& im : imgs) ptrs.push_back(&im);
+    auto x = images_to_tensor(ptrs, TensorOptions{});
+    if (!x) return report(x.status());
+    auto out = (*engine)->run({{in[0].name, *x}});
+    if (!out) return report(out.status());
+    const Tensor& logits = (*out)[0];
+    const int64_t rows = end - start;
+    if (logits.shape().size() != 2 || logits.shape()[0] != rows || logits.shape()[1] < static_cast<int64_t>(k)) {
+      return report(invalid(a.model + ": output " + shape_str(logits.shape()) + " is not [N, classes] with at least " +
+                            std::to_string(k) + " classes (the class folders / --labels)"));
+    }
+    const int64_t c = logits.shape()[1];
+    for (int64_t r = 0; r < rows; ++r) {
+      const int label = tree->labels[static_cast<size_t>(start + r)];
+      const double v = logits.get_f64(r * c + label);
+      int64_t rank = 0;  // ties rank the lower class index first (as eval --fmnist's TopK)
+      for (int64_t j = 0; j < c; ++j) {
+        const double u = logits.get_f64(r * c + j);
+        if (u > v || (u == v && j < label)) ++rank;
+      }
+      ++count;
+      ++seen[static_cast<size_t>(label)];
+      if (rank < 1) {
+        ++top1;
+        ++right[static_cast<size_t>(label)];
+      }
+      if (rank < 5) ++top5;
+    }
+    if (!a.quiet) {
+      char rate[32];
+      std::snprintf(rate, sizeof rate, "%.0f img/s", end / seconds_since(t0));
+      progress.update(end, rate);
+    }
+  }
+  const double acc1 = count ? static_cast<double>(top1) / count : 0, acc5 = count ? static_cast<double>(top5) / count : 0;
+  if (a.json) {
+    nlohmann::json per = nlohmann::json::array();
+    for (size_t i = 0; i < k; ++i) {
+      if (!seen[i]) continue;
+      per.push_back({{"label", i}, {"name", tree->names[i]}, {"images", seen[i]},
+                     {"top1", static_cast<double>(right[i]) / seen[i]}});
+    }
+    nlohmann::json j = {{"images", count}, {"classes", k}, {"top1", acc1}, {"top5", acc5}, {"per_class", per}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("%s on %s (%lld images, %zu classes, %s): top-1 %.2f%%  top-5 %.2f%%\n", a.model.c_str(),
+                a.classes.c_str(), static_cast<long long>(count), k, (*engine)->describe().c_str(), 100 * acc1, 100 * acc5);
+    if (a.per_class) {
+      for (size_t i = 0; i < k; ++i) {
+        if (seen[i]) std::printf("%4zu  %-24s %6lld images  top-1 %.2f%%\n", i, tree->names[i].substr(0, 24).c_str(),
+                                 static_cast<long long>(seen[i]), 100.0 * right[i] / seen[i]);
+      }
+    }
+  }
+  return 0;
+}
+
 int run_eval(const EvalArgs& a) {
+  if (!a.classes.empty()) {
+    if (a.model.empty()) return report(invalid("--classes evaluates a classifier: give the MODEL"));
+    if (!a.fmnist.empty()) return report(invalid("give either --classes DIR or --fmnist DIR, not both"));
+    return run_eval_classes(a);
+  }
+  if (!a.labels.empty()) return report(invalid("--labels goes with --classes DIR"));
   if (!a.fmnist.empty()) {
     if (a.model.empty()) return report(invalid("--fmnist evaluates a classifier: give the MODEL"));
     return run_eval_fmnist(a);
@@ -318,6 +511,8 @@ RunFn add_eval(CLI::App& app) {
   sub->add_flag("--json", a->json, "Machine-readable output");
   sub->add_flag("-q,--quiet", a->quiet, "No progress lines or warnings on stderr");
   sub->add_option("--batch", a->batch, "Images per inference (model mode)")->capture_default_str();
+  sub->add_flag("--cpu-pipeline", a->cpu_pipeline, "With a CUDA engine, keep letterbox and NMS on the CPU (the "
+                                                   "engine's output goes through the host), e.g. to compare");
   sub->add_option("--imgsz", a->imgsz, "Network input size when the model's is dynamic (640, 672)")->capture_default_str();
   sub->add_option("--conf", a->conf, "Confidence threshold")->capture_default_str();
   sub->add_option("--iou", a->iou, "NMS IoU threshold")->capture_default_str();
@@ -328,6 +523,9 @@ RunFn add_eval(CLI::App& app) {
                                                "order), coco80 (COCO-trained models), identity")->capture_default_str();
   sub->add_option("--fmnist", a->fmnist, "Classification: Fashion-MNIST IDX folder (e.g. /usr/share/datasets/fashion-mnist)");
   sub->add_option("--split", a->split, "Fashion-MNIST split: test or train")->capture_default_str();
+  sub->add_option("--classes", a->classes, "Classification: image folders DIR/<class_name>/*.jpg|png (labels: class "
+                                           "names sorted, or --labels)");
+  sub->add_option("--labels", a->labels, "With --classes: file of class names, one per line (line i = label i)");
   add_build_flags(sub, a->build);
   return [a] { return run_eval(*a); };
 }

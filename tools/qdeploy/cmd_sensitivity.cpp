@@ -299,17 +299,17 @@ int run_sensitivity(const SensitivityArgs& a) {
   }
   size_t w = 5;
   for (const auto& l : layers) w = std::max(w, l.name.size());
-  std::printf("\n%4s  %-*s  %-6s %7s  %14s  %9s  %14s\n", "rank", static_cast<int>(w), "layer", "op", "MACs %",
-              "layer float", "delta", "only layer int8");
+  std::printf("\n%4s  %-*s  %-6s %7s  %14s  %9s  %15s\n", "rank", static_cast<int>(w), "layer", "op", "MACs %",
+              "layer in float", "delta", "only layer int8");
   for (size_t r = 0; r < order.size(); ++r) {
     const LayerSensitivity& l = layers[order[r]];
     const double delta = l.metric_float - an.all_int8();
-    std::printf("%4zu  %-*s  %-6s %6.2f%%  %14s  %9s  %14s\n", r + 1, static_cast<int>(w), l.name.c_str(),
+    std::printf("%4zu  %-*s  %-6s %6.2f%%  %14s  %9s  %15s\n", r + 1, static_cast<int>(w), l.name.c_str(),
                 l.op.c_str(), 100 * share(l.macs, all.total_macs), fmt(l.metric_float).c_str(),
                 std::isnan(delta) ? "-" : ((delta >= 0 ? "+" : "") + fmt(delta)).c_str(), fmt(l.metric_int8).c_str());
   }
   if (!std::isnan(a.budget)) {
-    std::printf("\nauto-fallback (target %s %s): %zu layers in float -> %s, %.1f%% of conv/matmul MACs in INT8%s\n",
+    std::printf("\nauto-fallback (target %s %s): %zu layer(s) in float -> %s, %.1f%% of conv/matmul MACs in INT8%s\n",
                 a.metric == "snr" ? "SNR >=" : ">=", fmt(target).c_str(), fb.float_layers.size(),
                 fmt(fb.metric).c_str(), 100 * share(fb.report.int8_macs, fb.report.total_macs),
                 fb.reached ? "" : " (target NOT reached)");

@@ -1,15 +1,24 @@
 #include "gpu_pipeline.h"
 
+#ifdef QD_HAVE_CUDA
+#include "backends/cuda/engine_detect.h"
+#endif
+
 namespace qd::cli {
 
-Expected<std::shared_ptr<void>> use_gpu_pipeline(Engine& engine, Detector& det, int max_batch) {
+Expected<std::shared_ptr<void>> use_gpu_pipeline(Engine& engine, Detector& det, int max_batch, std::string* why) {
+  if (why) why->clear();
+  if (det.has_device_path()) return std::shared_ptr<void>();
+#ifdef QD_HAVE_CUDA
+  auto* cuda_engine = dynamic_cast<cuda::CudaEngine*>(&engine);
+  if (!cuda_engine) return std::shared_ptr<void>();
+  std::shared_ptr<cuda::EngineDetectPipeline> p = QD_TRY(cuda::attach_engine_pipeline(*cuda_engine, det, max_batch, why));
+  return std::shared_ptr<void>(std::move(p));
+#else
   (void)engine;
   (void)max_batch;
-  if (det.raw_heads() || det.has_device_path()) return std::shared_ptr<void>();
-  // Not wired yet: the CUDA engine's device-pointer runs (CudaContext bind / enqueue / device_buffer) are what the
-  // pipeline's InferFn needs. backends/cuda/detect_pipeline.h shows the dozen lines that go here (under
-  // #ifdef QD_HAVE_CUDA, for an engine that is a cuda::CudaEngine); until then detect() stays on the CPU path.
   return std::shared_ptr<void>();
+#endif
 }
 
 }  // namespace qd::cli

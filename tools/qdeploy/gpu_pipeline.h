@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "core/status.h"
 #include "runtime/engine.h"
@@ -13,7 +14,10 @@ namespace qd::cli {
 // When `engine` runs on a CUDA GPU and can run on device pointers, and the model outputs the decoded
 // [N, boxes, 5+nc] tensor, routes det.detect() through a cuda::DetectPipeline for batches of up to max_batch images
 // and returns the object that owns it (keep it alive as long as `det` is used). Otherwise leaves `det` on its CPU
-// path and returns nullptr. Detections are the same either way.
-Expected<std::shared_ptr<void>> use_gpu_pipeline(Engine& engine, Detector& det, int max_batch);
+// path and returns nullptr (with *why saying why, when the engine is a CUDA engine that cannot use it). Detections
+// are the same either way. The GPU path: fused letterbox written into the engine's input binding, the engine as a
+// CUDA graph on the same stream, batched filter + NMS on its output buffer (backends/cuda/engine_detect.h).
+Expected<std::shared_ptr<void>> use_gpu_pipeline(Engine& engine, Detector& det, int max_batch,
+                                                 std::string* why = nullptr);
 
 }  // namespace qd::cli

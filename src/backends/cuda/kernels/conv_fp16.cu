@@ -28,7 +28,6 @@ const char* act_name(Act a) {
 namespace {
 
 constexpr int kBK = 32;      // halves of the GEMM K dimension per stage (64 bytes per tile row)
-constexpr int kStages = 3;
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -77,7 +76,7 @@ __device__ __forceinline__ void store_out(const ConvParams& p, const ConvArgs& a
   }
 }
 
-template <int BM, int BN, int WM, int WN>
+template <int BM, int BN, int WM, int WN, int kStages>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
     conv_fp16_kernel(const ConvParams p, const ConvArgs a) {
   constexpr int kWarpsN = BN / WN;
@@ -259,21 +258,27 @@ __global__ void conv_splitk_epilogue(const ConvParams p, const ConvArgs a, int64
 
 struct Config {
   const char* name;
-  int bm, bn, threads;
+  int bm, bn, threads, stages;
   void (*kernel)(ConvParams, ConvArgs);
 };
 
+// name: block tile x warp tile, pipeline stages. Timing picks per layer.
 const Config kConfigs[] = {
-    {"igemm_f16_128x128_w64x32", 128, 128, 256, conv_fp16_kernel<128, 128, 64, 32>},
-    {"igemm_f16_128x64_w64x32", 128, 64, 128, conv_fp16_kernel<128, 64, 64, 32>},
-    {"igemm_f16_64x128_w32x64", 64, 128, 128, conv_fp16_kernel<64, 128, 32, 64>},
-    {"igemm_f16_64x64_w32x32", 64, 64, 128, conv_fp16_kernel<64, 64, 32, 32>},
-    {"igemm_f16_32x64_w32x16", 32, 64, 128, conv_fp16_kernel<32, 64, 32, 16>},
+    {"igemm_f16_128x128_w64x32_s3", 128, 128, 256, 3, conv_fp16_kernel<128, 128, 64, 32, 3>},
+    {"igemm_f16_128x64_w64x32_s3", 128, 64, 128, 3, conv_fp16_kernel<128, 64, 64, 32, 3>},
+    {"igemm_f16_64x128_w32x64_s3", 64, 128, 128, 3, conv_fp16_kernel<64, 128, 32, 64, 3>},
+    {"igemm_f16_64x64_w32x32_s3", 64, 64, 128, 3, conv_fp16_kernel<64, 64, 32, 32, 3>},
+    {"igemm_f16_32x64_w32x16_s3", 32, 64, 128, 3, conv_fp16_kernel<32, 64, 32, 16, 3>},
     // Narrow N tiles for layers with few output channels (32 in YOLO stems and C3 inner convs).
-    {"igemm_f16_128x32_w32x32", 128, 32, 128, conv_fp16_kernel<128, 32, 32, 32>},
-    {"igemm_f16_64x32_w32x32", 64, 32, 64, conv_fp16_kernel<64, 32, 32, 32>},
-    {"igemm_f16_256x64_w64x32", 256, 64, 256, conv_fp16_kernel<256, 64, 64, 32>},
-    {"igemm_f16_128x256_w64x64", 128, 256, 256, conv_fp16_kernel<128, 256, 64, 64>},
+    {"igemm_f16_128x32_w32x32_s3", 128, 32, 128, 3, conv_fp16_kernel<128, 32, 32, 32, 3>},
+    {"igemm_f16_64x32_w32x32_s3", 64, 32, 64, 3, conv_fp16_kernel<64, 32, 32, 32, 3>},
+    {"igemm_f16_256x64_w64x32_s3", 256, 64, 256, 3, conv_fp16_kernel<256, 64, 64, 32, 3>},
+    {"igemm_f16_128x256_w64x64_s3", 128, 256, 256, 3, conv_fp16_kernel<128, 256, 64, 64, 3>},
+    // Deeper pipelines for the large layers (more loads in flight per SM).
+    {"igemm_f16_128x128_w64x32_s4", 128, 128, 256, 4, conv_fp16_kernel<128, 128, 64, 32, 4>},
+    {"igemm_f16_128x64_w64x32_s4", 128, 64, 128, 4, conv_fp16_kernel<128, 64, 64, 32, 4>},
+    {"igemm_f16_64x128_w32x64_s4", 64, 128, 128, 4, conv_fp16_kernel<64, 128, 32, 64, 4>},
+    {"igemm_f16_128x256_w64x64_s4", 128, 256, 256, 4, conv_fp16_kernel<128, 256, 64, 64, 4>},
 };
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
@@ -295,7 +300,7 @@ Status launch_conv_fp16(const ConvParams& p, const ConvArgs& a, int config, cuda
   if (p.splits < 1 || (p.splits > 1 && !a.workspace)) return internal("conv_fp16: split-K needs a workspace");
   const dim3 grid(static_cast<unsigned>(ceil_div(M, c.bm)), static_cast<unsigned>(ceil_div(p.K, c.bn)),
                   static_cast<unsigned>(p.splits));
-  const int smem = kStages * (c.bm + c.bn) * 64;
+  const int smem = c.stages * (c.bm + c.bn) * 64;
   c.kernel<<<grid, c.threads, smem, stream>>>(p, a);
   QD_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), c.name));
   if (p.splits > 1) {
@@ -310,7 +315,7 @@ Status launch_conv_fp16(const ConvParams& p, const ConvArgs& a, int config, cuda
 Status conv_fp16_init() {
   for (const Config& c : kConfigs) {
     QD_CUDA_TRY(cudaFuncSetAttribute(c.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     kStages * (c.bm + c.bn) * 64));
+                                     c.stages * (c.bm + c.bn) * 64));
   }
   return Status::ok();
 }

@@ -34,6 +34,13 @@ MadeKernel make_copy(const NodeArgs& a) {
   const int64_t n = volume(a.out[0].shape);
   if (n != volume(a.in[0].shape)) return no_kernel(a, "output size differs from the input's");
   size_t mask = 0;
+  if (a.node.op == OpType::Dropout && a.has_in(2)) {
+    // Inference only: training_mode must be a constant false (a runtime flag could turn dropout on).
+    const Tensor* training = a.constant(2);
+    if (!training || training->numel() != 1 || training->get_i64(0) != 0) {
+      return no_kernel(a, "training_mode is not a constant false (qdeploy runs inference only)");
+    }
+  }
   if (a.node.op == OpType::Dropout && a.has_out(1)) {
     if (a.out[1].dtype != DType::kBool) return no_kernel_dtype(a, a.out[1].dtype, "the mask");
     mask = static_cast<size_t>(n);
