@@ -116,28 +116,13 @@ class CpuEngine final : public Engine {
   Expected<std::vector<Tensor>> run(const std::map<std::string, Tensor>& in) override {
     std::map<std::string, Shape> shapes;
     for (const auto& [name, t] : in) shapes[name] = t.shape();
-    QD_RETURN_IF_ERROR(check_profile(shapes));
+    QD_RETURN_IF_ERROR(check_in_profile(opt_, shapes));
     const Graph* g = QD_TRY(prepared(shapes));
     return run_reference(*g, in);
   }
   // The graph, options and scales rebuild the same engine (load_cpu_engine); "io" and "layers" are for inspect.
   Status save(const std::string& path) const override {
-    PlanFile plan;
-    plan.header.qdeploy_version = QD_VERSION;
-    plan.header.target = "cpu";
-    plan.header.precision = opt_.precision;
-    for (const auto& d : inputs_) {
-      auto lo = opt_.min_shapes.find(d.name);
-      if (lo != opt_.min_shapes.end()) {
-        plan.header.profile.push_back({d.name, lo->second, opt_.opt_shapes.at(d.name), opt_.max_shapes.at(d.name)});
-      } else {
-        plan.header.profile.push_back({d.name, d.shape, d.shape, d.shape});
-      }
-    }
-    PlanIo io;
-    for (const auto& d : inputs_) io.inputs.push_back({d.name, d.dtype, d.shape});
-    for (const auto& d : outputs_) io.outputs.push_back({d.name, d.dtype, d.shape});
-    plan.add("io", encode_plan_io(io));
+    PlanFile plan = new_plan("cpu", opt_, inputs_, outputs_);
     Int8Options resolved = int8_;
     plan.add("layers", encode_plan_layers(QD_TRY(layer_table(&resolved))));
     plan.add("graph", QD_TRY(encode_graph(graph_)));
@@ -160,24 +145,6 @@ class CpuEngine final : public Engine {
     QD_RETURN_IF_ERROR(prepare_graph(g, p));
     if (opt_.precision == "int8") int8_report_ = QD_TRY(lower_int8(g, int8_));
     return &cache_.emplace(shapes, std::move(g)).first->second;
-  }
-
-  // Inputs outside a --min/--max profile are refused, as the GPU engine must (its kernels are chosen for it).
-  Status check_profile(const std::map<std::string, Shape>& shapes) const {
-    for (const auto& [name, s] : shapes) {
-      auto lo = opt_.min_shapes.find(name);
-      if (lo == opt_.min_shapes.end()) continue;
-      const Shape& hi = opt_.max_shapes.at(name);
-      bool inside = s.size() == lo->second.size();
-      for (size_t i = 0; inside && i < s.size(); ++i) {
-        inside = (lo->second[i] < 0 || s[i] >= lo->second[i]) && (hi[i] < 0 || s[i] <= hi[i]);
-      }
-      if (!inside) {
-        return invalid("input '" + name + "' has shape " + shape_str(s) + ", outside the engine's shape profile (min " +
-                       shape_str(lo->second) + ", max " + shape_str(hi) + "); rebuild with wider --min/--max");
-      }
-    }
-    return Status::ok();
   }
 
   // The precision of every layer with MACs, in the graph prepared at the build shapes (for `qdeploy inspect PLAN`;
@@ -219,6 +186,23 @@ class CpuEngine final : public Engine {
 };
 
 }  // namespace
+
+Status check_in_profile(const BuildOptions& opt, const std::map<std::string, Shape>& shapes) {
+  for (const auto& [name, s] : shapes) {
+    auto lo = opt.min_shapes.find(name);
+    if (lo == opt.min_shapes.end()) continue;
+    const Shape& hi = opt.max_shapes.at(name);
+    bool inside = s.size() == lo->second.size();
+    for (size_t i = 0; inside && i < s.size(); ++i) {
+      inside = (lo->second[i] < 0 || s[i] >= lo->second[i]) && (hi[i] < 0 || s[i] <= hi[i]);
+    }
+    if (!inside) {
+      return invalid("input '" + name + "' has shape " + shape_str(s) + ", outside the engine's shape profile (min " +
+                     shape_str(lo->second) + ", max " + shape_str(hi) + "); rebuild with wider --min/--max");
+    }
+  }
+  return Status::ok();
+}
 
 Status check_build_options(const BuildOptions& opt) {
   if (opt.device != "cpu" && opt.device != "cuda") {

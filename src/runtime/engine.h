@@ -67,6 +67,9 @@ Expected<std::unique_ptr<Engine>> build_cuda_engine(const std::string& model_pat
 // Loads a plan whose header says target "cuda" (load_engine has checked its format and checksum).
 Expected<std::unique_ptr<Engine>> load_cuda_engine(const PlanFile& plan);
 
+// Inputs outside a --min/--max profile are refused (engines choose kernels and memory for the profile).
+Status check_in_profile(const BuildOptions& opt, const std::map<std::string, Shape>& shapes);
+
 // Parses --device / --precision values.
 Status check_build_options(const BuildOptions& opt);
 

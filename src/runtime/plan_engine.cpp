@@ -129,4 +129,25 @@ bool is_plan_file(const std::string& path) {
   return looks_like_plan(magic, n);
 }
 
+PlanFile new_plan(const std::string& target, const BuildOptions& opt, const std::vector<TensorDesc>& inputs,
+                  const std::vector<TensorDesc>& outputs) {
+  PlanFile plan;
+  plan.header.qdeploy_version = QD_VERSION;
+  plan.header.target = target;
+  plan.header.precision = opt.precision;
+  for (const auto& d : inputs) {
+    auto lo = opt.min_shapes.find(d.name);
+    if (lo != opt.min_shapes.end()) {
+      plan.header.profile.push_back({d.name, lo->second, opt.opt_shapes.at(d.name), opt.max_shapes.at(d.name)});
+    } else {
+      plan.header.profile.push_back({d.name, d.shape, d.shape, d.shape});
+    }
+  }
+  PlanIo io;
+  for (const auto& d : inputs) io.inputs.push_back({d.name, d.dtype, d.shape});
+  for (const auto& d : outputs) io.outputs.push_back({d.name, d.dtype, d.shape});
+  plan.add("io", encode_plan_io(io));
+  return plan;
+}
+
 }  // namespace qd

@@ -16,6 +16,11 @@
 
 namespace qd {
 
+// A plan with the header every engine writes (format and qdeploy versions, target, precision, shape profile: the
+// --min/--opt/--max range, else the declared shapes) and its "io" section; the engine adds the rest.
+PlanFile new_plan(const std::string& target, const BuildOptions& opt, const std::vector<TensorDesc>& inputs,
+                  const std::vector<TensorDesc>& outputs);
+
 std::string encode_build_options(const BuildOptions& opt);
 // Validates the values (device, precision, int8 mode, shape profile) as build_engine would.
 Expected<BuildOptions> decode_build_options(const std::string& data);

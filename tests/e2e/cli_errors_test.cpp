@@ -1,14 +1,11 @@
 // The CLI on bad input: every malformed model, input file or flag ends with exit code 2 and a line "error: ..." on
 // stderr that says what is wrong (never a crash, a signal or exit code 1).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "core/npy.h"
+#include "e2e/cli_util.h"
 #include "onnx/onnx_builder.h"
 #include "ops/op_type.h"
 #include "test_util.h"
@@ -18,50 +15,14 @@ namespace {
 
 using namespace test::onnxb;
 namespace fs = std::filesystem;
+using test::CliResult;
+using test::expect_usage_error;
+using test::quote;
 
-struct CliResult {
-  int exit_code = -1;  // -1: killed by a signal
-  std::string out, err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-class CliErrors : public ::testing::Test {
+class CliErrors : public test::CliTest {
  protected:
-  void SetUp() override {
-    dir_ = test::temp_dir(std::string("cli_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  CliResult cli(const std::string& args) {
-    const std::string cmd = quote(QD_CLI_PATH) + " " + args + " >" + quote(dir_ + "/out.txt") + " 2>" +
-                            quote(dir_ + "/err.txt");
-    const int rc = std::system(cmd.c_str());
-    CliResult r;
-    if (rc != -1 && WIFEXITED(rc)) r.exit_code = WEXITSTATUS(rc);
-    r.out = slurp(dir_ + "/out.txt");
-    r.err = slurp(dir_ + "/err.txt");
-    return r;
-  }
-  // Exit code 2 and an "error:" line containing `phrase`.
-  void expect_usage_error(const CliResult& r, const std::string& phrase) {
-    EXPECT_EQ(r.exit_code, 2) << "stderr: " << r.err;
-    EXPECT_NE(r.err.find("error:"), std::string::npos) << "stderr: " << r.err;
-    EXPECT_NE(r.err.find(phrase), std::string::npos) << "stderr lacks '" << phrase << "': " << r.err;
-  }
+  CliErrors() : CliTest("cli_") {}
   std::string model(const onnx::ModelProto& m) { return quote(write_model(dir_, m)); }
-  std::string dir_;
 };
 
 TEST_F(CliErrors, GoodModelRuns) {

@@ -1,16 +1,13 @@
 // qdeploy eval --classes DIR (image-folder classification) against eval --fmnist on the same Fashion-MNIST images:
 // a tree of PNGs (raw 28x28 glyphs and the 32x32 exports) must give the same top-1, and bad trees clear errors.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
+#include "e2e/cli_util.h"
 #include "tasks/fmnist.h"
 #include "tasks/image_io.h"
 #include "test_util.h"
@@ -19,32 +16,9 @@ namespace qd {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-struct Cli {
-  int rc = -1;
-  std::string out, err;
-};
-
-Cli cli(const std::string& dir, const std::string& args) {
-  const std::string cmd = quote(QD_CLI_PATH) + " " + args + " >" + quote(dir + "/out.txt") + " 2>" + quote(dir + "/err.txt");
-  const int rc = std::system(cmd.c_str());
-  Cli r;
-  if (rc != -1 && WIFEXITED(rc)) r.rc = WEXITSTATUS(rc);
-  r.out = slurp(dir + "/out.txt");
-  r.err = slurp(dir + "/err.txt");
-  return r;
-}
+using test::CliResult;
+using test::quote;
+using test::run_cli;
 
 // An IDX file of unsigned bytes (big-endian header), as load_fmnist reads it (uncompressed).
 void write_idx(const std::string& path, const std::vector<int>& dims, const uint8_t* data, size_t n) {
@@ -90,10 +64,10 @@ TEST(EvalClasses, MatchesFmnistTop1) {
     }
     ASSERT_TRUE(write_image(cls + "/" + std::to_string(i) + ".png", img).is_ok());
   }
-  const Cli f = cli(dir, "eval " + quote(model) + " --fmnist " + quote(dir + "/idx") + " --json -q");
-  ASSERT_EQ(f.rc, 0) << f.err;
-  const Cli c = cli(dir, "eval " + quote(model) + " --classes " + quote(dir + "/tree") + " --json -q");
-  ASSERT_EQ(c.rc, 0) << c.err;
+  const CliResult f = run_cli(dir, "eval " + quote(model) + " --fmnist " + quote(dir + "/idx") + " --json -q");
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  const CliResult c = run_cli(dir, "eval " + quote(model) + " --classes " + quote(dir + "/tree") + " --json -q");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
   const auto jf = nlohmann::json::parse(f.out), jc = nlohmann::json::parse(c.out);
   EXPECT_EQ(jc["images"], kN);
   EXPECT_EQ(jc["images"], jf["images"]);
@@ -109,22 +83,22 @@ TEST(EvalClasses, MatchesFmnistTop1) {
   std::string names;
   for (int l = 0; l < kFmnistClasses; ++l) names += class_dir(l) + "\n";
   ASSERT_TRUE(write_file_atomic(dir + "/labels.txt", names).is_ok());
-  const Cli l = cli(dir, "eval " + quote(model) + " --classes " + quote(dir + "/tree") + " --labels " +
-                             quote(dir + "/labels.txt") + " --json -q");
-  ASSERT_EQ(l.rc, 0) << l.err;
+  const CliResult l = run_cli(dir, "eval " + quote(model) + " --classes " + quote(dir + "/tree") + " --labels " +
+                                       quote(dir + "/labels.txt") + " --json -q");
+  ASSERT_EQ(l.exit_code, 0) << l.err;
   EXPECT_DOUBLE_EQ(nlohmann::json::parse(l.out)["top1"].get<double>(), jc["top1"].get<double>());
 
   // Errors: a missing folder, an empty one, a class folder without images.
-  Cli e = cli(dir, "eval " + quote(model) + " --classes " + quote(dir + "/absent"));
-  EXPECT_EQ(e.rc, 2);
+  CliResult e = run_cli(dir, "eval " + quote(model) + " --classes " + quote(dir + "/absent"));
+  EXPECT_EQ(e.exit_code, 2);
   EXPECT_NE(e.err.find("is not a folder"), std::string::npos) << e.err;
   fs::create_directories(dir + "/empty");
-  e = cli(dir, "eval " + quote(model) + " --classes " + quote(dir + "/empty"));
-  EXPECT_EQ(e.rc, 2);
+  e = run_cli(dir, "eval " + quote(model) + " --classes " + quote(dir + "/empty"));
+  EXPECT_EQ(e.exit_code, 2);
   EXPECT_NE(e.err.find("no class folders"), std::string::npos) << e.err;
   fs::create_directories(dir + "/tree/zz_none");
-  e = cli(dir, "eval " + quote(model) + " --classes " + quote(dir + "/tree"));
-  EXPECT_EQ(e.rc, 2);
+  e = run_cli(dir, "eval " + quote(model) + " --classes " + quote(dir + "/tree"));
+  EXPECT_EQ(e.exit_code, 2);
   EXPECT_NE(e.err.find("zz_none"), std::string::npos) << e.err;
   std::error_code ec;
   fs::remove_all(dir, ec);

@@ -1,15 +1,12 @@
 // Plans through the CLI: build -> inspect -> run, and every damaged or foreign plan ends with exit code 2 and a line
 // "error: ..." that says what is wrong (never a crash).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include <nlohmann/json.hpp>
 
+#include "e2e/cli_util.h"
 #include "onnx/onnx_builder.h"
 #include "plan/plan_file.h"
 #include "test_util.h"
@@ -19,51 +16,21 @@ namespace {
 
 using namespace test::onnxb;
 namespace fs = std::filesystem;
+using test::CliResult;
+using test::expect_usage_error;
+using test::quote;
+using test::slurp;
 
-struct CliResult {
-  int exit_code = -1;  // -1: killed by a signal
-  std::string out, err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-class PlanCli : public ::testing::Test {
+class PlanCli : public test::CliTest {
  protected:
+  PlanCli() : CliTest("plan_cli_") {}
   void SetUp() override {
-    dir_ = test::temp_dir(std::string("plan_cli_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    CliTest::SetUp();
     onnx::ModelProto m = conv_relu_model();
     auto* shape = m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
     shape->mutable_dim(0)->set_dim_param("N");  // a dynamic batch
     model_ = write_model(dir_, m);
     plan_ = dir_ + "/m.plan";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  CliResult cli(const std::string& args) {
-    const std::string cmd = quote(QD_CLI_PATH) + " " + args + " >" + quote(dir_ + "/out.txt") + " 2>" +
-                            quote(dir_ + "/err.txt");
-    const int rc = std::system(cmd.c_str());
-    CliResult r;
-    if (rc != -1 && WIFEXITED(rc)) r.exit_code = WEXITSTATUS(rc);
-    r.out = slurp(dir_ + "/out.txt");
-    r.err = slurp(dir_ + "/err.txt");
-    return r;
-  }
-  void expect_usage_error(const CliResult& r, const std::string& phrase) {
-    EXPECT_EQ(r.exit_code, 2) << "stderr: " << r.err;
-    EXPECT_NE(r.err.find("error:"), std::string::npos) << "stderr: " << r.err;
-    EXPECT_NE(r.err.find(phrase), std::string::npos) << "stderr lacks '" << phrase << "': " << r.err;
   }
   // Builds plan_ from model_; returns the plan's bytes.
   std::string build(const std::string& flags = "") {
@@ -73,7 +40,7 @@ class PlanCli : public ::testing::Test {
   }
   std::string write(const std::string& name, const std::string& bytes) { return write_bytes(dir_ + "/" + name, bytes); }
 
-  std::string dir_, model_, plan_;
+  std::string model_, plan_;
 };
 
 TEST_F(PlanCli, BuildInspectRun) {

@@ -2,45 +2,25 @@
 // back), --svg (one bar per layer and sweep), --auto-fallback and --precision-out (read back by the engine); and its
 // usage errors.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "tasks/fmnist.h"
+#include "e2e/cli_util.h"
 #include "test_util.h"
 
 namespace qd {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-struct CliRun {
-  int rc = -1;
-  std::string out, err;
-};
-
-// Runs the CLI with `args` (already shell-safe: the paths here are the test's own).
-CliRun qdeploy(const std::string& dir, const std::string& args) {
-  const std::string cmd = std::string(QD_CLI_PATH) + " " + args + " >" + dir + "/out.txt 2>" + dir + "/err.txt";
-  const int rc = std::system(cmd.c_str());
-  CliRun r;
-  if (rc != -1 && WIFEXITED(rc)) r.rc = WEXITSTATUS(rc);
-  r.out = slurp(dir + "/out.txt");
-  r.err = slurp(dir + "/err.txt");
-  return r;
-}
+using test::CliResult;
+using test::run_cli;
+using test::slurp;
 
 size_t count(const std::string& s, const std::string& what) {
   size_t n = 0;
@@ -56,11 +36,11 @@ TEST(SensitivityCli, ModelBnSnrOnFashionMnist) {
   const std::string model = test::source_dir() + "/models/model_bn.onnx";
   // Scales calibrated on the fly (minmax, 16 train images); SNR on 4 test images; a budget above the all-INT8 SNR
   // (about 34 dB) that one or two layers in float reach.
-  const CliRun r = qdeploy(dir, "sensitivity " + model + " --fmnist " + kFmnistDefaultDir +
-                                 " --batches 4 --batch-size 1 --algo minmax --calib-batches 16 --json " + dir +
-                                 "/s.json --svg " + dir + "/s.svg --auto-fallback 37 --precision-out " + dir +
-                                 "/p.json --save-cache " + dir + "/c.cache -q");
-  ASSERT_EQ(r.rc, 0) << r.err;
+  const CliResult r = run_cli(dir, "sensitivity " + model + " --fmnist " + kFmnistDefaultDir +
+                                    " --batches 4 --batch-size 1 --algo minmax --calib-batches 16 --json " + dir +
+                                    "/s.json --svg " + dir + "/s.svg --auto-fallback 37 --precision-out " + dir +
+                                    "/p.json --save-cache " + dir + "/c.cache -q");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("rank"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("auto-fallback"), std::string::npos) << r.out;
   EXPECT_TRUE(r.err.empty()) << r.err;  // -q
@@ -109,8 +89,9 @@ TEST(SensitivityCli, ModelBnSnrOnFashionMnist) {
   EXPECT_GE(p["int8_tensor_scales"].size(), 5u);
   EXPECT_NE(slurp(dir + "/c.cache").find("TRT-"), std::string::npos);
   // The precision JSON is a --precision-config: the engine keeps exactly those layers in float.
-  const CliRun inspect = qdeploy(dir, "inspect " + model + " --precision int8 --precision-config " + dir + "/p.json");
-  ASSERT_EQ(inspect.rc, 0) << inspect.err;
+  const CliResult inspect =
+      run_cli(dir, "inspect " + model + " --precision int8 --precision-config " + dir + "/p.json");
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
   EXPECT_EQ(count(inspect.out, "float (asked)"), fb["float_layers"].size()) << inspect.out;
   fs::remove_all(dir);
 }
@@ -118,16 +99,16 @@ TEST(SensitivityCli, ModelBnSnrOnFashionMnist) {
 TEST(SensitivityCli, UsageErrors) {
   const std::string dir = test::temp_dir("sens_cli_err");
   const std::string model = test::source_dir() + "/models/model_bn.onnx";
-  CliRun r = qdeploy(dir, "sensitivity " + model + " --metric psnr --data " + dir);
-  EXPECT_EQ(r.rc, 2);
+  CliResult r = run_cli(dir, "sensitivity " + model + " --metric psnr --data " + dir);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--metric must be snr, map or top1"), std::string::npos) << r.err;
-  r = qdeploy(dir, "sensitivity " + model);
-  EXPECT_EQ(r.rc, 2);
+  r = run_cli(dir, "sensitivity " + model);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("no activation scales"), std::string::npos) << r.err;
-  r = qdeploy(dir, "sensitivity " + model + " --calib-cache " + dir + "/absent.cache --data " + dir);
-  EXPECT_EQ(r.rc, 2) << r.err;
-  r = qdeploy(dir, "sensitivity " + model + " --metric map --fmnist /nonexistent --precision-out x.json");
-  EXPECT_EQ(r.rc, 2);
+  r = run_cli(dir, "sensitivity " + model + " --calib-cache " + dir + "/absent.cache --data " + dir);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  r = run_cli(dir, "sensitivity " + model + " --metric map --fmnist /nonexistent --precision-out x.json");
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--auto-fallback"), std::string::npos) << r.err;
   fs::remove_all(dir);
 }

@@ -264,6 +264,15 @@ int run_eval_model(const EvalArgs& a) {
   return report_coco(a, *ds, *coco, false);
 }
 
+// Runs a classifier on one batch of images of the network's size (values x / 255, into its one input `input`).
+Expected<std::vector<Tensor>> run_classifier(Engine& engine, const std::string& input, const std::vector<Image>& imgs) {
+  std::vector<const Image*> ptrs;
+  for (const auto& im : imgs) ptrs.push_back(&im);
+  auto x = images_to_tensor(ptrs, TensorOptions{});
+  if (!x) return x.status();
+  return engine.run({{input, *x}});
+}
+
 // Classification: top-1 / top-5 on Fashion-MNIST (IDX files), images prepared as the shipped classifiers expect.
 int run_eval_fmnist(const EvalArgs& a) {
   auto split = load_fmnist(a.fmnist, a.split);
@@ -280,11 +289,7 @@ int run_eval_fmnist(const EvalArgs& a) {
     const int end = std::min(split->count, start + batch);
     std::vector<Image> imgs;
     for (int i = start; i < end; ++i) imgs.push_back(fmnist_image_32(*split, i));
-    std::vector<const Image*> ptrs;
-    for (auto& im : imgs) ptrs.push_back(&im);
-    auto x = images_to_tensor(ptrs, TensorOptions{});
-    if (!x) return report(x.status());
-    auto out = (*engine)->run({{in[0].name, *x}});
+    auto out = run_classifier(**engine, in[0].name, imgs);
     if (!out) return report(out.status());
     Status st = acc.add((*out)[0], split->labels.data() + start);
     if (!st) return report(st);
@@ -411,11 +416,7 @@ int run_eval_classes(const EvalArgs& a) {
       if (!x) return report(x.status());
       imgs.push_back(std::move(*x));
     }
-    std::vector<const Image*> ptrs;
-    for (auto& im : imgs) ptrs.push_back(&im);
-    auto x = images_to_tensor(ptrs, TensorOptions{});
-    if (!x) return report(x.status());
-    auto out = (*engine)->run({{in[0].name, *x}});
+    auto out = run_classifier(**engine, in[0].name, imgs);
     if (!out) return report(out.status());
     const Tensor& logits = (*out)[0];
     const int64_t rows = end - start;

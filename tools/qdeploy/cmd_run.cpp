@@ -25,6 +25,7 @@ struct RunArgs {
   std::string output_dir;
   uint32_t seed = 0;
   std::vector<std::string> extra_outputs;
+  std::string device = "cpu", precision = "fp32";  // other than cpu/fp32: built into an engine on the fly
 };
 
 std::string sanitize(const std::string& name) {
@@ -131,6 +132,10 @@ int run_run(const RunArgs& a) {
     given[spec.substr(0, eq)] = *t;
   }
   if (is_plan_file(a.model)) return run_plan(a, given, *shapes);
+  const bool reference = a.device == "cpu" && a.precision == "fp32";
+  if (!reference && !a.extra_outputs.empty()) {
+    return report(invalid("--extra-output runs on the reference backend only (--device cpu --precision fp32)"));
+  }
   auto imported = import_onnx_file(a.model);
   if (!imported) return report(imported.status());
   Graph g = std::move(*imported);
@@ -163,12 +168,27 @@ int run_run(const RunArgs& a) {
       feeds[val.name] = random_input(val, rng);
     }
   }
+  std::vector<std::string> names;
+  for (int o : g.outputs) names.push_back(g.values[o].name);
+  if (!reference) {  // the same inputs through an engine built for --device/--precision
+    BuildOptions bo;
+    bo.device = a.device;
+    bo.precision = a.precision;
+    bo.shapes = bind;
+    auto engine = build_engine(a.model, bo);
+    if (!engine) return report(engine.status());
+    const auto t0 = std::chrono::steady_clock::now();
+    auto outs = (*engine)->run(feeds);
+    if (!outs) return report(outs.status());
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (Status s = report_outputs(a, names, *outs); !s) return report(s);
+    std::printf("ran %s on %s in %.1f ms\n", a.model.c_str(), (*engine)->describe().c_str(), ms);
+    return 0;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto outs = run_reference(g, feeds);
   if (!outs) return report(outs.status());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::vector<std::string> names;
-  for (int o : g.outputs) names.push_back(g.values[o].name);
   if (Status s = report_outputs(a, names, *outs); !s) return report(s);
   std::printf("ran %zu nodes on cpu (reference, fp32) in %.1f ms\n", g.nodes.size(), ms);
   return 0;
@@ -185,6 +205,11 @@ RunFn add_run(CLI::App& app) {
   sub->add_option("--output-dir", a->output_dir, "Write one NAME.npy per output here");
   sub->add_option("--seed", a->seed, "Seed for the random inputs");
   sub->add_option("--extra-output", a->extra_outputs, "Also output this intermediate tensor (repeatable)");
+  sub->add_option("--device", a->device, "cpu (reference backend) or cuda: build an engine for the model first")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  sub->add_option("--precision", a->precision, "fp32, fp16 or int8 (int8 needs a QAT model here; use eval/detect "
+                                               "with --calib-cache for PTQ)")
+      ->check(CLI::IsMember({"fp32", "fp16", "int8"}));
   return [a] { return run_run(*a); };
 }
 

@@ -124,14 +124,24 @@ Status CudaEngine::init() {
     const Value& val = graph_.values[v];
     TensorDesc desc{val.name, val.dtype, val.has_shape ? val.shape : Shape{}};
     auto it = opt_.shapes.find(val.name);
-    if (it == opt_.shapes.end()) it = opt_.opt_shapes.find(val.name);
-    if (it != opt_.shapes.end() && it != opt_.opt_shapes.end()) desc.shape = it->second;
-    Shape s = desc.shape;
-    for (auto& dim : s) {
+    auto opt_it = opt_.opt_shapes.find(val.name);
+    Shape build = desc.shape;
+    if (it != opt_.shapes.end()) {
+      desc.shape = build = it->second;
+      if (!desc.shape.empty() && !val.dim_names.empty() && !val.dim_names[0].empty()) desc.shape[0] = -1;
+    } else if (opt_it != opt_.opt_shapes.end()) {
+      // A profile: built (and timed) at opt; dims that differ between min and max are dynamic.
+      desc.shape = build = opt_it->second;
+      const Shape& lo = opt_.min_shapes.at(val.name);
+      const Shape& hi = opt_.max_shapes.at(val.name);
+      for (size_t i = 0; i < desc.shape.size(); ++i) {
+        if (lo[i] != hi[i]) desc.shape[i] = -1;
+      }
+    }
+    for (auto& dim : build) {
       if (dim < 0) dim = 1;
     }
-    shapes[val.name] = s;
-    if (!desc.shape.empty() && !val.dim_names.empty() && !val.dim_names[0].empty()) desc.shape[0] = -1;
+    shapes[val.name] = build;
     inputs_.push_back(desc);
   }
   // Lowering once at the build shapes times the kernels and learns the outputs.
@@ -175,26 +185,11 @@ Expected<std::vector<Tensor>> CudaEngine::run(const std::map<std::string, Tensor
 }
 
 Status CudaEngine::save(const std::string& path) const {
-  PlanFile plan;
-  plan.header.qdeploy_version = QD_VERSION;
-  plan.header.target = "cuda";
+  PlanFile plan = new_plan("cuda", opt_, inputs_, outputs_);
   plan.header.sm = static_cast<uint32_t>(sm_);
   int rt = 0;
   cudaRuntimeGetVersion(&rt);
   plan.header.cuda_runtime_version = static_cast<uint32_t>(rt);
-  plan.header.precision = opt_.precision;
-  for (const auto& d : inputs_) {
-    auto lo = opt_.min_shapes.find(d.name);
-    if (lo != opt_.min_shapes.end()) {
-      plan.header.profile.push_back({d.name, lo->second, opt_.opt_shapes.at(d.name), opt_.max_shapes.at(d.name)});
-    } else {
-      plan.header.profile.push_back({d.name, d.shape, d.shape, d.shape});
-    }
-  }
-  PlanIo io;
-  for (const auto& d : inputs_) io.inputs.push_back({d.name, d.dtype, d.shape});
-  for (const auto& d : outputs_) io.outputs.push_back({d.name, d.dtype, d.shape});
-  plan.add("io", encode_plan_io(io));
   std::vector<PlanLayer> layers;
   for (const LayerInfo& l : QD_TRY(layer_info(build_shapes_))) {
     if (l.macs > 0) layers.push_back({l.name, l.kind, static_cast<int64_t>(l.macs), l.precision + " " + l.kernel});
@@ -258,6 +253,7 @@ Status CudaContext::set_input_shapes(const std::map<std::string, Shape>& shapes)
     }
   }
   if (shapes.size() != engine_.inputs().size()) return invalid("unknown input name among the given inputs");
+  QD_RETURN_IF_ERROR(check_in_profile(engine_.options(), shapes));
   inst_ = QD_TRY(engine_.instance(shapes));
   out_descs_ = inst_->outputs;
   if (inst_->arena_bytes > arena_bytes_) {
