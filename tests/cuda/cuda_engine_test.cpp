@@ -181,6 +181,39 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{2, 256, 20, 20, 256, 3, 3, 1, 1, 1, "sigmoid", true, false},
                       ConvCase{1, 128, 40, 40, 64, 1, 1, 1, 0, 1, "silu", false, true}));
 
+// Elementwise chains (YOLO-style decoding: constants that broadcast over the batch, reversed operands, Clip) run as
+// one fused layer with the reference's results.
+TEST(CudaEngine, ElementwiseChainIsFused) {
+  SKIP_WITHOUT_GPU();
+  GraphBuilder b;
+  int x = b.input("x", {2, 3, 5, 4});
+  int y = b.node(OpType::Sigmoid, "sig", {x});
+  y = b.node(OpType::Mul, "mul2", {y, b.constant("two", Tensor::scalar_f32(2.f))});
+  y = b.node(OpType::Add, "grid", {b.constant("g", test::random_f32({1, 3, 5, 4}, 3)), y});
+  y = b.node(OpType::Sub, "rsub", {b.constant("one", Tensor::scalar_f32(1.f)), y});
+  y = b.node(OpType::Pow, "pow", {y, b.constant("p", Tensor::scalar_f32(2.f))});
+  y = b.node(OpType::Div, "div", {y, b.constant("row", test::random_f32({4}, 4, 1.f, 2.f))});
+  y = b.node(OpType::Clip, "clip",
+             {y, b.constant("lo", Tensor::scalar_f32(-0.5f)), b.constant("hi", Tensor::scalar_f32(3.f))});
+  Graph g = b.finish({y});
+  auto in = random_inputs(g, 9);
+  Graph ref_g = g;
+  ASSERT_TRUE(prepare_graph(ref_g, {{{"x", in["x"].shape()}}}).is_ok());
+  auto ref = run_reference(ref_g, in);
+  ASSERT_TRUE(ref);
+  for (const char* precision : {"fp32", "fp16"}) {
+    auto engine = make_engine(g, precision);
+    ASSERT_TRUE(engine);
+    auto layers = engine->layer_info({{"x", in["x"].shape()}});
+    ASSERT_TRUE(layers);
+    ASSERT_EQ(layers->size(), 1u);
+    EXPECT_EQ((*layers)[0].kind, "eltwise_chain");
+    auto out = engine->run(in);
+    ASSERT_TRUE(out);
+    EXPECT_LE(test::max_abs_diff((*ref)[0], (*out)[0]), 1e-5 * std::max(1.0, max_abs((*ref)[0])));
+  }
+}
+
 // A whole model, fp32 and fp16, against the reference.
 void check_model(const std::string& path, const std::map<std::string, Shape>& shapes, double fp16_min_snr) {
   auto g = import_onnx_file(path);

@@ -8,6 +8,7 @@
 
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/instance.h"
+#include "backends/cuda/kernels/eltwise_chain.h"
 #include "core/half.h"
 #include "ir/cost.h"
 #include "ops/window.h"
@@ -130,6 +131,16 @@ class GenericLayer final : public Layer {
     }
     if (workspace >= 0) kernel->set_workspace(ptrs.arena + (*ptrs.offsets)[workspace]);
     return kernel->launch(in, out, s);
+  }
+};
+
+class EltwiseChainLayer final : public Layer {
+ public:
+  EwProgram prog;
+  Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
+    const TensorRef& y = inst.tensors[outs[0]];
+    return launch_eltwise_chain(static_cast<const float*>(inst.ptr(ins[0], ptrs)),
+                                static_cast<float*>(inst.ptr(outs[0], ptrs)), numel(y.shape), prog, s);
   }
 };
 
@@ -342,7 +353,137 @@ class Lowerer {
         if (lowered) return Status::ok();
       }
     }
+    bool chained = false;
+    QD_RETURN_IF_ERROR(try_eltwise_chain(i, &chained));
+    if (chained) return Status::ok();
     return lower_generic(i);
+  }
+
+  // One step of an elementwise chain on x: a unary op, or a binary op with a float constant that is a scalar or
+  // broadcasts over leading dims only (so element i reads constant i % numel). False when `n` cannot be a step.
+  Expected<bool> chain_step(const Node& n, int x, EwStep* st, std::vector<const Tensor*>* operands) {
+    if (n.outputs.size() != 1 || n.outputs[0] < 0 || g_.values[n.outputs[0]].dtype != DType::kFloat32 ||
+        g_.values[n.outputs[0]].shape != g_.values[x].shape) {
+      return false;
+    }
+    static const std::pair<OpType, EwOp> kUnary[] = {
+        {OpType::Relu, EwOp::kRelu}, {OpType::Sigmoid, EwOp::kSigmoid}, {OpType::Tanh, EwOp::kTanh},
+        {OpType::Exp, EwOp::kExp}, {OpType::Neg, EwOp::kNeg}, {OpType::Abs, EwOp::kAbs}, {OpType::Sqrt, EwOp::kSqrt},
+        {OpType::Reciprocal, EwOp::kReciprocal}, {OpType::HardSwish, EwOp::kHardSwish}};
+    for (const auto& [op, ew] : kUnary) {
+      if (n.op == op && n.inputs.size() == 1 && n.inputs[0] == x) {
+        st->op = ew;
+        return true;
+      }
+    }
+    if (n.op == OpType::LeakyRelu && n.inputs[0] == x) {
+      st->op = EwOp::kLeakyRelu;
+      st->a = QD_TRY(n.attrs.get_float("alpha", 0.01f));
+      return true;
+    }
+    if (n.op == OpType::HardSigmoid && n.inputs[0] == x) {
+      st->op = EwOp::kHardSigmoid;
+      st->a = QD_TRY(n.attrs.get_float("alpha", 0.2f));
+      st->b = QD_TRY(n.attrs.get_float("beta", 0.5f));
+      return true;
+    }
+    static const std::tuple<OpType, EwOp, EwOp> kBinary[] = {
+        {OpType::Add, EwOp::kAdd, EwOp::kAdd}, {OpType::Sub, EwOp::kSub, EwOp::kRSub},
+        {OpType::Mul, EwOp::kMul, EwOp::kMul}, {OpType::Div, EwOp::kDiv, EwOp::kRDiv},
+        {OpType::Pow, EwOp::kPow, EwOp::kRPow}, {OpType::Max, EwOp::kMax, EwOp::kMax},
+        {OpType::Min, EwOp::kMin, EwOp::kMin}};
+    for (const auto& [op, fwd, rev] : kBinary) {
+      if (n.op != op || n.inputs.size() != 2 || (n.inputs[0] == x) == (n.inputs[1] == x)) continue;
+      const bool first = n.inputs[0] == x;
+      const Tensor* c = g_.constant(n.inputs[first ? 1 : 0]);
+      if (!c || c->dtype() != DType::kFloat32 || c->numel() == 0) return false;
+      // Broadcast over leading dims only: c's dims, right-aligned, are 1s followed by x's trailing dims.
+      const Shape& xs = g_.values[x].shape;
+      const Shape& cs = c->shape();
+      if (cs.size() > xs.size()) return false;
+      bool tail = false;
+      for (size_t k = 0; k < cs.size(); ++k) {
+        const int64_t xd = xs[xs.size() - cs.size() + k];
+        if (cs[k] != 1) tail = true;
+        if (tail && cs[k] != xd) return false;
+      }
+      st->op = first ? fwd : rev;
+      if (c->numel() == 1) {
+        st->a = c->data<float>()[0];
+      } else {
+        st->operand = static_cast<int16_t>(operands->size());
+        operands->push_back(c);
+      }
+      return true;
+    }
+    if (n.op == OpType::Clip && n.inputs[0] == x) {
+      float lo = -INFINITY, hi = INFINITY;
+      if (n.opset < 11) {  // bounds are attributes before opset 11, inputs after
+        lo = QD_TRY(n.attrs.get_float("min", -INFINITY));
+        hi = QD_TRY(n.attrs.get_float("max", INFINITY));
+      }
+      for (size_t k = 1; k < 3 && k < n.inputs.size(); ++k) {
+        if (n.inputs[k] < 0) continue;
+        const Tensor* c = g_.constant(n.inputs[k]);
+        if (!c || c->dtype() != DType::kFloat32 || c->numel() != 1) return false;
+        (k == 1 ? lo : hi) = c->data<float>()[0];
+      }
+      st->op = EwOp::kClip;
+      st->a = lo;
+      st->b = hi;
+      return true;
+    }
+    return false;
+  }
+
+  // Two or more elementwise steps where each intermediate has one consumer: one fused fp32 pass.
+  Status try_eltwise_chain(int i, bool* lowered) {
+    const Node& first = g_.nodes[i];
+    if (first.inputs.empty() || first.inputs[0] < 0) return Status::ok();
+    std::vector<int> chain;
+    std::vector<EwStep> steps;
+    std::vector<const Tensor*> operands;
+    int x = -1;
+    for (int v : first.inputs) {  // the chain's input: the one non-constant float input
+      if (v >= 0 && !g_.is_constant(v)) {
+        if (x >= 0) return Status::ok();
+        x = v;
+      }
+    }
+    if (x < 0 || g_.values[x].dtype != DType::kFloat32) return Status::ok();
+    const int input = x;
+    for (int n = i; n >= 0 && steps.size() < kMaxEwSteps;) {
+      EwStep st;
+      if (!QD_TRY(chain_step(g_.nodes[n], x, &st, &operands))) break;
+      steps.push_back(st);
+      chain.push_back(n);
+      x = g_.nodes[n].outputs[0];
+      n = sole_consumer(x);
+    }
+    if (steps.size() < 2) return Status::ok();
+    auto l = std::make_unique<EltwiseChainLayer>();
+    l->prog.steps = static_cast<int>(steps.size());
+    std::string names;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      l->prog.step[k] = steps[k];
+      names += (k ? "+" : "") + g_.nodes[chain[k]].name;
+      done_[chain[k]] = true;
+    }
+    for (size_t k = 0; k < operands.size(); ++k) {
+      auto buf = std::make_unique<DeviceBuffer>();
+      QD_RETURN_IF_ERROR(buf->upload(operands[k]->raw(), operands[k]->nbytes()));
+      l->prog.operand[k] = static_cast<const float*>(buf->get());
+      l->prog.operand_numel[k] = operands[k]->numel();
+      inst_->constants.push_back(std::move(buf));
+    }
+    l->ins = {QD_TRY(ensure_generic(input))};
+    TensorRef r = generic_ref(x);
+    l->outs = {add_tensor(r)};
+    gen_[x] = l->outs[0];
+    l->info = {names, "eltwise_chain", "eltwise_chain", "fp32", "nchw:float32", "nchw:float32", 0};
+    add_layer(std::move(l));
+    *lowered = true;
+    return Status::ok();
   }
 
   // Reshape-like ops change only the shape: the output is a view of the input's buffer, no layer runs.
