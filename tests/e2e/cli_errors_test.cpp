@@ -15,9 +15,7 @@ namespace {
 
 using namespace test::onnxb;
 namespace fs = std::filesystem;
-using test::CliResult;
-using test::expect_usage_error;
-using test::quote;
+using namespace test;  // e2e/cli_util.h
 
 class CliErrors : public test::CliTest {
  protected:

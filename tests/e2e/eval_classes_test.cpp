@@ -16,9 +16,7 @@ namespace qd {
 namespace {
 
 namespace fs = std::filesystem;
-using test::CliResult;
-using test::quote;
-using test::run_cli;
+using namespace test;  // e2e/cli_util.h
 
 // An IDX file of unsigned bytes (big-endian header), as load_fmnist reads it (uncompressed).
 void write_idx(const std::string& path, const std::vector<int>& dims, const uint8_t* data, size_t n) {

@@ -16,10 +16,7 @@ namespace {
 
 using namespace test::onnxb;
 namespace fs = std::filesystem;
-using test::CliResult;
-using test::expect_usage_error;
-using test::quote;
-using test::slurp;
+using namespace test;  // e2e/cli_util.h
 
 class PlanCli : public test::CliTest {
  protected:

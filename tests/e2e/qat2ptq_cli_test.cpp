@@ -12,9 +12,7 @@ namespace qd {
 namespace {
 
 namespace fs = std::filesystem;
-using test::CliResult;
-using test::run_cli;
-using test::slurp;
+using namespace test;  // e2e/cli_util.h
 
 TEST(Qat2PtqCli, ConvertsTheShippedQatModel) {
   const std::string dir = test::temp_dir("qat2ptq_cli");

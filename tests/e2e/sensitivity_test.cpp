@@ -18,9 +18,7 @@ namespace qd {
 namespace {
 
 namespace fs = std::filesystem;
-using test::CliResult;
-using test::run_cli;
-using test::slurp;
+using namespace test;  // e2e/cli_util.h
 
 size_t count(const std::string& s, const std::string& what) {
   size_t n = 0;

@@ -116,7 +116,7 @@ Status CudaEngine::init() {
     return unsupported("the CUDA engine needs compute capability 8.0 or newer (cp.async, bf16/fp16 mma); " +
                        cuda::describe(d) + " is older");
   }
-  QD_RETURN_IF_ERROR(cuda::conv_fp16_init());
+  QD_RETURN_IF_ERROR(cuda::conv_igemm_init());
   read_timing_cache(opt_.timing_cache, device_name_, &kernel_choice_);
   // Input descriptors: bound dims from --shapes; the batch stays dynamic when the model declares it symbolic.
   std::map<std::string, Shape> shapes;

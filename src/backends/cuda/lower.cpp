@@ -44,7 +44,7 @@ class ConvLayer final : public Layer {
     q->in_ld = x.ld;
     ConvArgs a;
     a.x = static_cast<const __half*>(inst.ptr(in, ptrs)) + x.coff;
-    a.w = static_cast<const __half*>(w->w.get());
+    a.w = w->w.get();
     a.bias = static_cast<const float*>(w->bias.get());
     if (res >= 0) {
       a.residual = static_cast<const __half*>(inst.ptr(res, ptrs)) + inst.tensors[res].coff;
@@ -63,7 +63,7 @@ class ConvLayer final : public Layer {
   Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
     ConvParams q;
     ConvArgs a = args(inst, ptrs, &q);
-    return launch_conv_fp16(q, a, config, s);
+    return launch_conv_igemm(q, a, config, s);
   }
 };
 
@@ -831,13 +831,14 @@ class Lowerer {
     int config, splits;
   };
   static std::string candidate_name(const Candidate& c) {
-    return conv_fp16_config_name(c.config) + (c.splits > 1 ? "/splitk" + std::to_string(c.splits) : "");
+    return conv_igemm_config_name(c.config) + (c.splits > 1 ? "/splitk" + std::to_string(c.splits) : "");
   }
   static std::vector<Candidate> candidates(const ConvParams& p) {
     std::vector<Candidate> out;
     const int64_t mk = static_cast<int64_t>(p.N) * p.OH * p.OW * p.K;
     const int ktiles = p.Kp / 32;
-    for (int k = 0; k < conv_fp16_configs(); ++k) {
+    for (int k = 0; k < conv_igemm_configs(); ++k) {
+      if (conv_igemm_config_int8(k)) continue;  // fp16 layers
       for (int splits : {1, 2, 4, 8}) {
         if (splits == 1 || (mk <= (int64_t{1} << 21) && ktiles >= 4 * splits)) out.push_back({k, splits});
       }
@@ -866,7 +867,7 @@ class Lowerer {
     if (!todo.empty()) QD_RETURN_IF_ERROR(time_kernels(todo));
     // One split-K workspace for the instance, after the planned activations (layers run one at a time).
     size_t ws = 0;
-    for (int li : conv_layers_) ws = std::max(ws, conv_fp16_workspace(static_cast<ConvLayer*>(inst_->layers[li].get())->p));
+    for (int li : conv_layers_) ws = std::max(ws, conv_igemm_workspace(static_cast<ConvLayer*>(inst_->layers[li].get())->p));
     inst_->splitk_offset = (inst_->arena_bytes + 255) / 256 * 256;
     if (ws) inst_->arena_bytes = inst_->splitk_offset + ws;
     return Status::ok();
@@ -882,7 +883,7 @@ class Lowerer {
       for (const Candidate& cand : candidates(c->p)) {
         ConvParams q = c->p;
         q.splits = cand.splits;
-        ws = std::max(ws, conv_fp16_workspace(q));
+        ws = std::max(ws, conv_igemm_workspace(q));
       }
     }
     QD_RETURN_IF_ERROR(workspace.alloc(ws));

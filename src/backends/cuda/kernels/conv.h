@@ -1,6 +1,7 @@
-// Fused tensor-core convolution (implicit GEMM, fp16 in, fp32 accumulation): conv + bias + activation + residual add
-// in one kernel. Activations are NHWC fp16 with the channel count padded to a multiple of 8 (16-byte loads); weights
-// are [K][R][S][Cp] fp16 with each row zero-padded to a multiple of 32. The output can be NHWC fp16 (optionally a
+// Fused tensor-core convolution (implicit GEMM): conv + bias + activation + residual add in one kernel, in fp16 (fp32
+// accumulation) or INT8 (int32 accumulation, then y = acc * s_x * s_w[k] + bias[k] as the INT8 contract says).
+// Activations are NHWC with the channel count padded to a multiple of 16 bytes' worth of elements (8 fp16, 16 int8);
+// weights are [K][R][S][Cp] with each row zero-padded to 64 bytes' worth (32 fp16, 64 int8). The output can be NHWC fp16 (optionally a
 // channel slice of a wider tensor, so producers of a Concat write straight into it) or NCHW fp16/fp32 (so a layer that
 // feeds float ops in ONNX layout converts inside the kernel, with no reformat pass).
 #pragma once
@@ -17,10 +18,10 @@ namespace qd::cuda {
 enum class Act : int { kNone = 0, kRelu, kSilu, kSigmoid, kLeakyRelu, kHardSwish, kHardSigmoid, kClip };
 const char* act_name(Act a);
 
-enum class OutFormat : int { kNhwcF16 = 0, kNchwF16, kNchwF32 };
+enum class OutFormat : int { kNhwcF16 = 0, kNchwF16, kNchwF32, kNhwcI8 };
 
 struct ConvParams {
-  int N = 0, H = 0, W = 0, C = 0;  // input; C is the padded channel count (multiple of 8)
+  int N = 0, H = 0, W = 0, C = 0;  // input; C is the padded channel count (16 bytes' worth)
   int K = 0, R = 0, S = 0;         // output channels, kernel size
   int stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
   int OH = 0, OW = 0;
@@ -31,6 +32,7 @@ struct ConvParams {
   OutFormat out_format = OutFormat::kNhwcF16;
   Act act = Act::kNone;
   float act_a = 0.f, act_b = 0.f;  // LeakyRelu alpha; HardSigmoid alpha/beta; Clip min/max
+  float out_scale = 1.f;           // kNhwcI8: the output's quantization scale
   // Split-K: the K loop is cut into `splits` ranges run by separate blocks, whose fp32 partial sums go to a
   // workspace that a second kernel adds up before the epilogue. Pays off when M x K alone gives too few blocks to
   // fill the GPU (small images, batch 1).
@@ -38,22 +40,24 @@ struct ConvParams {
 };
 
 struct ConvArgs {
-  const __half* x = nullptr;
-  const __half* w = nullptr;
+  const void* x = nullptr;         // __half or int8_t, as the configuration
+  const void* w = nullptr;
   const float* bias = nullptr;     // [K], never null
+  const float* alpha = nullptr;    // INT8: [K] s_x * s_w[k]
   const __half* residual = nullptr;  // NHWC, added after the activation; may be null
   void* y = nullptr;
   float* workspace = nullptr;        // splits x M x K floats when splits > 1
 };
 
 // Raises the kernels' shared-memory limits; once per process and device, before any launch or graph capture.
-Status conv_fp16_init();
-// Bytes of workspace launch_conv_fp16 needs for p.splits.
-size_t conv_fp16_workspace(const ConvParams& p);
+Status conv_igemm_init();
+// Bytes of workspace launch_conv_igemm needs for p.splits.
+size_t conv_igemm_workspace(const ConvParams& p);
 
-// Tile configurations the builder times against each other (index < conv_fp16_configs()).
-int conv_fp16_configs();
-std::string conv_fp16_config_name(int config);
-Status launch_conv_fp16(const ConvParams& p, const ConvArgs& a, int config, cudaStream_t stream);
+// Tile configurations the builder times against each other (index < conv_igemm_configs()); each is fp16 or INT8.
+int conv_igemm_configs();
+bool conv_igemm_config_int8(int config);
+std::string conv_igemm_config_name(int config);
+Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cudaStream_t stream);
 
 }  // namespace qd::cuda

@@ -4,6 +4,7 @@
 // pixels and rows past the end are zero-filled by cp.async's src-size operand, so no branch reaches the inner loop.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/kernels/activation.cuh"
@@ -27,7 +28,6 @@ const char* act_name(Act a) {
 
 namespace {
 
-constexpr int kBK = 32;      // halves of the GEMM K dimension per stage (64 bytes per tile row)
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -57,11 +57,25 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+__device__ __forceinline__ void mma_16832_s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // Byte offset of 16-byte chunk `c` (0..3) of tile row `r`: rows are 64 bytes; the XOR spreads the 8 rows one
 // ldmatrix phase reads over all 32 banks.
 __device__ __forceinline__ uint32_t tile_offset(int r, int c) { return r * 64 + ((c ^ ((r >> 1) & 3)) << 4); }
 
 __device__ __forceinline__ void store_out(const ConvParams& p, const ConvArgs& a, int m, int k, float v) {
+  if (p.out_format == OutFormat::kNhwcI8) {  // the INT8 contract: round half to even, saturate
+    const int q = __float2int_rn(__fdiv_rn(v, p.out_scale));
+    static_cast<int8_t*>(a.y)[static_cast<int64_t>(m) * p.out_ld + p.out_coff + k] =
+        static_cast<int8_t>(max(-128, min(127, q)));
+    return;
+  }
   if (p.out_format == OutFormat::kNhwcF16) {
     static_cast<__half*>(a.y)[static_cast<int64_t>(m) * p.out_ld + p.out_coff + k] = __float2half_rn(v);
     return;
@@ -76,9 +90,15 @@ __device__ __forceinline__ void store_out(const ConvParams& p, const ConvArgs& a
   }
 }
 
-template <int BM, int BN, int WM, int WN, int kStages>
+// kI8: int8 x int8 -> int32 (m16n8k32), 16 channels per 16-byte chunk; otherwise fp16 x fp16 -> fp32 (m16n8k16),
+// 8 channels per chunk. The tile layout in bytes, the pipeline and the ldmatrix addressing are the same.
+template <int BM, int BN, int WM, int WN, int kStages, bool kI8>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
-    conv_fp16_kernel(const ConvParams p, const ConvArgs a) {
+    conv_igemm_kernel(const ConvParams p, const ConvArgs a) {
+  using Acc = std::conditional_t<kI8, int, float>;
+  constexpr int kElem = kI8 ? 1 : 2;             // bytes per element
+  constexpr int kChunk = 16 / kElem;             // elements per 16-byte chunk
+  constexpr int kTileK = 64 / kElem;             // elements per 64-byte tile row
   constexpr int kWarpsN = BN / WN;
   constexpr int kThreads = (BM / WM) * kWarpsN * 32;
   constexpr int kMT = WM / 16, kNT = WN / 8;
@@ -110,7 +130,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
   const uint32_t smem_base = smem_addr(smem);
   const int rs_total = p.R * p.S;
   // This block's range of K tiles (all of them without split-K).
-  const int ktiles_all = p.Kp / kBK;
+  const int ktiles_all = p.Kp / kTileK;
   const int per_split = (ktiles_all + p.splits - 1) / p.splits;
   const int kt0 = blockIdx.z * per_split;
   const int ktiles = max(0, min(ktiles_all - kt0, per_split));
@@ -118,7 +138,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
   auto load_tile = [&](int kt, int stage) {
     const uint32_t sa = smem_base + stage * kStageBytes;
     const uint32_t sb = sa + BM * 64;
-    const int k = (kt0 + kt) * kBK + kc * 8;
+    const int k = (kt0 + kt) * kTileK + kc * kChunk;
     const int rs = k / p.C, c = k - rs * p.C;
     const int r = rs / p.S, s = rs - r * p.S;
     const bool k_ok = rs < rs_total;
@@ -127,8 +147,9 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
       const int row = tid / 4 + i * (kThreads / 4);
       const int ih = a_ih[i] + r * p.dil_h, iw = a_iw[i] + s * p.dil_w;
       const bool ok = k_ok && a_ok[i] && ih >= 0 && ih < p.H && iw >= 0 && iw < p.W;
-      const __half* src =
-          ok ? a.x + (static_cast<int64_t>(a_n[i] * p.H + ih) * p.W + iw) * p.in_ld + c : a.x;
+      const char* src = ok ? static_cast<const char*>(a.x) +
+                                 ((static_cast<int64_t>(a_n[i] * p.H + ih) * p.W + iw) * p.in_ld + c) * kElem
+                           : static_cast<const char*>(a.x);
       cp_async16(sa + tile_offset(row, kc), src, ok ? 16 : 0);
     }
 #pragma unroll
@@ -136,18 +157,19 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
       const int row = tid / 4 + i * (kThreads / 4);
       const int ko = block_n + row;
       const bool ok = ko < p.K;
-      const __half* src = ok ? a.w + static_cast<int64_t>(ko) * p.Kp + (kt0 + kt) * kBK + kc * 8 : a.w;
+      const char* src = static_cast<const char*>(a.w) +
+                        (ok ? (static_cast<int64_t>(ko) * p.Kp + (kt0 + kt) * kTileK + kc * kChunk) * kElem : 0);
       cp_async16(sb + tile_offset(row, kc), src, ok ? 16 : 0);
     }
   };
 
-  float acc[kMT][kNT][4];
+  Acc acc[kMT][kNT][4];
 #pragma unroll
   for (int i = 0; i < kMT; ++i)
 #pragma unroll
     for (int j = 0; j < kNT; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -182,12 +204,18 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
 #pragma unroll
       for (int i = 0; i < kMT; ++i)
 #pragma unroll
-        for (int j = 0; j < kNT; ++j) mma_16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
+        for (int j = 0; j < kNT; ++j) {
+          if constexpr (kI8) {
+            mma_16832_s8(acc[i][j], af[i], bf[j][0], bf[j][1]);
+          } else {
+            mma_16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
+          }
+        }
     }
   }
   cp_async_wait<0>();
 
-  if (p.splits > 1) {  // partial sums; conv_splitk_epilogue finishes
+  if (!kI8 && p.splits > 1) {  // partial sums (fp16 only); conv_splitk_epilogue finishes
     float* ws = a.workspace + static_cast<int64_t>(blockIdx.z) * M * p.K;
 #pragma unroll
     for (int i = 0; i < kMT; ++i)
@@ -198,8 +226,8 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
         for (int h = 0; h < 2; ++h) {
           const int m = block_m + warp_m * WM + i * 16 + (lane >> 2) + h * 8;
           if (m >= M) continue;
-          if (k0 < p.K) ws[static_cast<int64_t>(m) * p.K + k0] = acc[i][j][2 * h];
-          if (k0 + 1 < p.K) ws[static_cast<int64_t>(m) * p.K + k0 + 1] = acc[i][j][2 * h + 1];
+          if (k0 < p.K) ws[static_cast<int64_t>(m) * p.K + k0] = static_cast<float>(acc[i][j][2 * h]);
+          if (k0 + 1 < p.K) ws[static_cast<int64_t>(m) * p.K + k0 + 1] = static_cast<float>(acc[i][j][2 * h + 1]);
         }
       }
     return;
@@ -215,12 +243,16 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
       const int k0 = block_n + warp_n * WN + j * 8 + (lane & 3) * 2;
       if (k0 >= p.K) continue;
       const float b0 = a.bias[k0], b1 = k0 + 1 < p.K ? a.bias[k0 + 1] : 0.f;
+      // INT8: y = acc * (s_x * s_w[k]) + bias[k], rounded like the reference's Mul then Add (no FMA).
+      const float s0 = kI8 ? a.alpha[k0] : 1.f, s1 = kI8 && k0 + 1 < p.K ? a.alpha[k0 + 1] : 1.f;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int m = block_m + warp_m * WM + i * 16 + (lane >> 2) + h * 8;
         if (m >= M) continue;
-        float v0 = apply_act(acc[i][j][2 * h] + b0, p.act, p.act_a, p.act_b);
-        float v1 = apply_act(acc[i][j][2 * h + 1] + b1, p.act, p.act_a, p.act_b);
+        float v0 = apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h]), s0), b0), p.act, p.act_a,
+                             p.act_b);
+        float v1 = apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1), p.act,
+                             p.act_a, p.act_b);
         if (paired) {
           if (a.residual) {
             const __half2 r = *reinterpret_cast<const __half2*>(a.residual + static_cast<int64_t>(m) * p.res_ld + k0);
@@ -260,44 +292,54 @@ struct Config {
   const char* name;
   int bm, bn, threads, stages;
   void (*kernel)(ConvParams, ConvArgs);
+  bool int8;
 };
 
 // name: block tile x warp tile, pipeline stages. Timing picks per layer.
 const Config kConfigs[] = {
-    {"igemm_f16_128x128_w64x32_s3", 128, 128, 256, 3, conv_fp16_kernel<128, 128, 64, 32, 3>},
-    {"igemm_f16_128x64_w64x32_s3", 128, 64, 128, 3, conv_fp16_kernel<128, 64, 64, 32, 3>},
-    {"igemm_f16_64x128_w32x64_s3", 64, 128, 128, 3, conv_fp16_kernel<64, 128, 32, 64, 3>},
-    {"igemm_f16_64x64_w32x32_s3", 64, 64, 128, 3, conv_fp16_kernel<64, 64, 32, 32, 3>},
-    {"igemm_f16_32x64_w32x16_s3", 32, 64, 128, 3, conv_fp16_kernel<32, 64, 32, 16, 3>},
+    {"igemm_f16_128x128_w64x32_s3", 128, 128, 256, 3, conv_igemm_kernel<128, 128, 64, 32, 3, false>, false},
+    {"igemm_f16_128x64_w64x32_s3", 128, 64, 128, 3, conv_igemm_kernel<128, 64, 64, 32, 3, false>, false},
+    {"igemm_f16_64x128_w32x64_s3", 64, 128, 128, 3, conv_igemm_kernel<64, 128, 32, 64, 3, false>, false},
+    {"igemm_f16_64x64_w32x32_s3", 64, 64, 128, 3, conv_igemm_kernel<64, 64, 32, 32, 3, false>, false},
+    {"igemm_f16_32x64_w32x16_s3", 32, 64, 128, 3, conv_igemm_kernel<32, 64, 32, 16, 3, false>, false},
     // Narrow N tiles for layers with few output channels (32 in YOLO stems and C3 inner convs).
-    {"igemm_f16_128x32_w32x32_s3", 128, 32, 128, 3, conv_fp16_kernel<128, 32, 32, 32, 3>},
-    {"igemm_f16_64x32_w32x32_s3", 64, 32, 64, 3, conv_fp16_kernel<64, 32, 32, 32, 3>},
-    {"igemm_f16_256x64_w64x32_s3", 256, 64, 256, 3, conv_fp16_kernel<256, 64, 64, 32, 3>},
-    {"igemm_f16_128x256_w64x64_s3", 128, 256, 256, 3, conv_fp16_kernel<128, 256, 64, 64, 3>},
+    {"igemm_f16_128x32_w32x32_s3", 128, 32, 128, 3, conv_igemm_kernel<128, 32, 32, 32, 3, false>, false},
+    {"igemm_f16_64x32_w32x32_s3", 64, 32, 64, 3, conv_igemm_kernel<64, 32, 32, 32, 3, false>, false},
+    {"igemm_f16_256x64_w64x32_s3", 256, 64, 256, 3, conv_igemm_kernel<256, 64, 64, 32, 3, false>, false},
+    {"igemm_f16_128x256_w64x64_s3", 128, 256, 256, 3, conv_igemm_kernel<128, 256, 64, 64, 3, false>, false},
     // Deeper pipelines for the large layers (more loads in flight per SM).
-    {"igemm_f16_128x128_w64x32_s4", 128, 128, 256, 4, conv_fp16_kernel<128, 128, 64, 32, 4>},
-    {"igemm_f16_128x64_w64x32_s4", 128, 64, 128, 4, conv_fp16_kernel<128, 64, 64, 32, 4>},
-    {"igemm_f16_64x128_w32x64_s4", 64, 128, 128, 4, conv_fp16_kernel<64, 128, 32, 64, 4>},
-    {"igemm_f16_128x256_w64x64_s4", 128, 256, 256, 4, conv_fp16_kernel<128, 256, 64, 64, 4>},
+    {"igemm_f16_128x128_w64x32_s4", 128, 128, 256, 4, conv_igemm_kernel<128, 128, 64, 32, 4, false>, false},
+    {"igemm_f16_128x64_w64x32_s4", 128, 64, 128, 4, conv_igemm_kernel<128, 64, 64, 32, 4, false>, false},
+    {"igemm_f16_64x128_w32x64_s4", 64, 128, 128, 4, conv_igemm_kernel<64, 128, 32, 64, 4, false>, false},
+    {"igemm_f16_128x256_w64x64_s4", 128, 256, 256, 4, conv_igemm_kernel<128, 256, 64, 64, 4, false>, false},
+    // INT8 (tensor cores, int32 accumulation), fused per-channel rescale.
+    {"igemm_i8_128x128_w64x32_s3", 128, 128, 256, 3, conv_igemm_kernel<128, 128, 64, 32, 3, true>, true},
+    {"igemm_i8_128x64_w64x32_s4", 128, 64, 128, 4, conv_igemm_kernel<128, 64, 64, 32, 4, true>, true},
+    {"igemm_i8_64x64_w32x32_s3", 64, 64, 128, 3, conv_igemm_kernel<64, 64, 32, 32, 3, true>, true},
+    {"igemm_i8_128x32_w32x32_s3", 128, 32, 128, 3, conv_igemm_kernel<128, 32, 32, 32, 3, true>, true},
 };
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
 }  // namespace
 
-int conv_fp16_configs() { return kNumConfigs; }
-std::string conv_fp16_config_name(int config) {
+int conv_igemm_configs() { return kNumConfigs; }
+bool conv_igemm_config_int8(int config) { return config >= 0 && config < kNumConfigs && kConfigs[config].int8; }
+std::string conv_igemm_config_name(int config) {
   return config >= 0 && config < kNumConfigs ? kConfigs[config].name : "?";
 }
 
-Status launch_conv_fp16(const ConvParams& p, const ConvArgs& a, int config, cudaStream_t stream) {
-  if (config < 0 || config >= kNumConfigs) return internal("conv_fp16: no tile configuration " + std::to_string(config));
-  if (p.C % 8 != 0 || p.in_ld % 8 != 0 || p.Kp % kBK != 0 || p.Kp < p.R * p.S * p.C) {
-    return internal("conv_fp16: channels must be padded to 8 and weight rows to 32");
-  }
+Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cudaStream_t stream) {
+  if (config < 0 || config >= kNumConfigs) return internal("conv_igemm: no tile configuration " + std::to_string(config));
   const Config& c = kConfigs[config];
+  const int chunk = c.int8 ? 16 : 8;  // elements per 16 bytes
+  if (p.C % chunk != 0 || p.in_ld % chunk != 0 || p.Kp % (4 * chunk) != 0 || p.Kp < p.R * p.S * p.C) {
+    return internal(std::string("conv_igemm: ") + c.name + " needs channels padded to " + std::to_string(chunk) +
+                    " and weight rows to " + std::to_string(4 * chunk));
+  }
+  if (c.int8 && (p.splits != 1 || !a.alpha)) return internal("conv_igemm: INT8 needs alpha and no split-K");
   const int64_t M = static_cast<int64_t>(p.N) * p.OH * p.OW;
   if (M == 0 || p.K == 0) return Status::ok();
-  if (p.splits < 1 || (p.splits > 1 && !a.workspace)) return internal("conv_fp16: split-K needs a workspace");
+  if (p.splits < 1 || (p.splits > 1 && !a.workspace)) return internal("conv_igemm: split-K needs a workspace");
   const dim3 grid(static_cast<unsigned>(ceil_div(M, c.bm)), static_cast<unsigned>(ceil_div(p.K, c.bn)),
                   static_cast<unsigned>(p.splits));
   const int smem = c.stages * (c.bm + c.bn) * 64;
@@ -312,7 +354,7 @@ Status launch_conv_fp16(const ConvParams& p, const ConvArgs& a, int config, cuda
   return Status::ok();
 }
 
-Status conv_fp16_init() {
+Status conv_igemm_init() {
   for (const Config& c : kConfigs) {
     QD_CUDA_TRY(cudaFuncSetAttribute(c.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      c.stages * (c.bm + c.bn) * 64));
@@ -320,7 +362,7 @@ Status conv_fp16_init() {
   return Status::ok();
 }
 
-size_t conv_fp16_workspace(const ConvParams& p) {
+size_t conv_igemm_workspace(const ConvParams& p) {
   return p.splits > 1 ? static_cast<size_t>(p.splits) * p.N * p.OH * p.OW * p.K * sizeof(float) : 0;
 }
 

@@ -1,0 +1,138 @@
+// The INT8 tensor-core convolution against the reference backend's INT8 arithmetic: int32 accumulation as the
+// reference's ConvInteger computes it, then y = acc * (s_x * s_w[k]) + bias[k] in fp32 (Mul, then Add), optionally
+// requantized with round-half-even. Every INT8 tile configuration, several shapes; reports the share of elements
+// within +-1 LSB (the contract) and of exact matches.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "backends/cuda/device.h"
+#include "backends/cuda/device_buffer.h"
+#include "backends/cuda/kernels/conv.h"
+#include "ops/op.h"
+#include "ops/quantize.h"
+#include "test_util.h"
+
+namespace qd {
+namespace {
+
+struct Case {
+  int n, c, h, w, k, r, s, stride, pad;
+};
+
+class ConvInt8 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ConvInt8, MatchesReferenceInt8) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA GPU on this machine (run scripts/gpu-check.sh there)";
+  const Case cs = GetParam();
+  std::mt19937 rng(cs.c * 131 + cs.k);
+  std::uniform_int_distribution<int> qd8(-128, 127), qw8(-127, 127);
+  // Quantized input and weights, as the reference's QuantizeLinear would give them.
+  Tensor xq(DType::kInt8, {cs.n, cs.c, cs.h, cs.w}), wq(DType::kInt8, {cs.k, cs.c, cs.r, cs.s});
+  for (int64_t i = 0; i < xq.numel(); ++i) xq.data<int8_t>()[i] = static_cast<int8_t>(qd8(rng));
+  for (int64_t i = 0; i < wq.numel(); ++i) wq.data<int8_t>()[i] = static_cast<int8_t>(qw8(rng));
+  const float sx = 0.0213f;
+  std::vector<float> alpha(cs.k), bias(cs.k);
+  std::uniform_real_distribution<float> u(0.5f, 2.f), ub(-1.f, 1.f);
+  for (int k = 0; k < cs.k; ++k) {
+    alpha[k] = sx * (u(rng) / 127.f);  // s_x * s_w[k], one float multiply as the builder does
+    bias[k] = ub(rng);
+  }
+
+  // Reference: ConvInteger (int32 accumulation) from the reference backend.
+  Node node{"conv", OpType::ConvInteger, 10, {}, {0, 1}, {2}};
+  node.attrs.set("kernel_shape", std::vector<int64_t>{cs.r, cs.s});
+  node.attrs.set("strides", std::vector<int64_t>{cs.stride, cs.stride});
+  node.attrs.set("pads", std::vector<int64_t>{cs.pad, cs.pad, cs.pad, cs.pad});
+  InferCtx ctx(node, {DType::kInt8, DType::kInt8}, {xq.shape(), wq.shape()}, {&xq, &wq});
+  ASSERT_TRUE(infer_node(ctx).is_ok());
+  auto ref = run_node(ctx, {&xq, &wq});
+  ASSERT_TRUE(ref) << ref.status().to_string();
+  const Tensor& acc = (*ref)[0];
+  const int oh = static_cast<int>(acc.shape()[2]), ow = static_cast<int>(acc.shape()[3]);
+
+  // Device layouts: NHWC input with channels padded to 16, weights [K][R][S][Cp] with rows padded to 64.
+  const int cp = (cs.c + 15) / 16 * 16, kp = (cs.r * cs.s * cp + 63) / 64 * 64;
+  std::vector<int8_t> x_nhwc(static_cast<size_t>(cs.n) * cs.h * cs.w * cp, 0), w_pack(static_cast<size_t>(cs.k) * kp, 0);
+  for (int n = 0; n < cs.n; ++n)
+    for (int c = 0; c < cs.c; ++c)
+      for (int y = 0; y < cs.h; ++y)
+        for (int x = 0; x < cs.w; ++x)
+          x_nhwc[((static_cast<size_t>(n) * cs.h + y) * cs.w + x) * cp + c] =
+              xq.data<int8_t>()[((static_cast<size_t>(n) * cs.c + c) * cs.h + y) * cs.w + x];
+  for (int k = 0; k < cs.k; ++k)
+    for (int c = 0; c < cs.c; ++c)
+      for (int r = 0; r < cs.r; ++r)
+        for (int s = 0; s < cs.s; ++s)
+          w_pack[static_cast<size_t>(k) * kp + (r * cs.s + s) * cp + c] =
+              wq.data<int8_t>()[((static_cast<size_t>(k) * cs.c + c) * cs.r + r) * cs.s + s];
+  cuda::DeviceBuffer dx, dw, da, db, dy;
+  ASSERT_TRUE(dx.upload(x_nhwc).is_ok() && dw.upload(w_pack).is_ok() && da.upload(alpha).is_ok() &&
+              db.upload(bias).is_ok());
+  const int64_t m_total = static_cast<int64_t>(cs.n) * oh * ow;
+  ASSERT_TRUE(dy.alloc(m_total * cs.k * 4).is_ok());
+
+  cuda::ConvParams p;
+  p.N = cs.n, p.H = cs.h, p.W = cs.w, p.C = cp, p.K = cs.k, p.R = cs.r, p.S = cs.s;
+  p.stride_h = p.stride_w = cs.stride;
+  p.pad_h = p.pad_w = cs.pad;
+  p.OH = oh, p.OW = ow, p.Kp = kp, p.in_ld = cp;
+  cuda::ConvArgs a;
+  a.x = dx.get();
+  a.w = dw.get();
+  a.alpha = static_cast<const float*>(da.get());
+  a.bias = static_cast<const float*>(db.get());
+  a.y = dy.get();
+  const float sy = 0.05f;
+  ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
+  int tested = 0;
+  for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) {
+    if (!cuda::conv_igemm_config_int8(cfg)) continue;
+    ++tested;
+    // fp32 NCHW output: the same float operations as the reference's Mul and Add, so bit-exact.
+    p.out_format = cuda::OutFormat::kNchwF32;
+    ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
+    std::vector<float> yf(m_total * cs.k);
+    ASSERT_EQ(cudaMemcpy(yf.data(), dy.get(), yf.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    int64_t exact = 0;
+    for (int64_t i = 0; i < acc.numel(); ++i) {
+      const int k = static_cast<int>((i / (static_cast<int64_t>(oh) * ow)) % cs.k);
+      const float want = static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
+      exact += yf[i] == want;
+    }
+    EXPECT_EQ(exact, acc.numel()) << cuda::conv_igemm_config_name(cfg) << ": fp32 output not bit-exact";
+    // int8 NHWC output, requantized with scale sy: within +-1 LSB everywhere (exact unless a tie rounds otherwise).
+    p.out_format = cuda::OutFormat::kNhwcI8;
+    p.out_ld = cs.k;
+    p.out_scale = sy;
+    ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
+    std::vector<int8_t> yq(m_total * cs.k);
+    ASSERT_EQ(cudaMemcpy(yq.data(), dy.get(), yq.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    int64_t within = 0, same = 0;
+    for (int n = 0; n < cs.n; ++n)
+      for (int k = 0; k < cs.k; ++k)
+        for (int pix = 0; pix < oh * ow; ++pix) {
+          const int64_t i = (static_cast<int64_t>(n) * cs.k + k) * oh * ow + pix;
+          const float y = static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
+          const int want = ops::quantize_value(y, sy, 0, -128, 127);
+          const int got = yq[(static_cast<int64_t>(n) * oh * ow + pix) * cs.k + k];
+          within += std::abs(got - want) <= 1;
+          same += got == want;
+        }
+    std::cout << cuda::conv_igemm_config_name(cfg) << " " << cs.c << "->" << cs.k << " " << cs.r << "x" << cs.s
+              << ": int8 output exact " << 100.0 * same / acc.numel() << "%, within 1 LSB "
+              << 100.0 * within / acc.numel() << "%\n";
+    EXPECT_EQ(within, acc.numel());
+  }
+  EXPECT_GT(tested, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ConvInt8,
+                         ::testing::Values(Case{1, 16, 12, 12, 32, 3, 3, 1, 1}, Case{2, 3, 17, 13, 32, 6, 6, 2, 2},
+                                           Case{1, 64, 20, 20, 128, 1, 1, 1, 0}, Case{2, 48, 9, 11, 40, 3, 3, 2, 1},
+                                           Case{1, 256, 10, 10, 255, 1, 1, 1, 0}));
+
+}  // namespace
+}  // namespace qd
