@@ -10,6 +10,7 @@
 #include "plan/graph_codec.h"
 #include "quant/calib_cache.h"
 #include "quant/int8.h"
+#include "quant/int8_options.h"
 #include "quant/precision_config.h"
 #include "quant/qdq.h"
 #include "runtime/engine.h"
@@ -87,29 +88,7 @@ class CpuEngine final : public Engine {
 
   Status load_scales() {
     if (opt_.precision != "int8") return Status::ok();
-    int8_.mode = opt_.int8_mode == "fake" ? Int8Mode::kFake : Int8Mode::kExact;
-    if (has_qdq(graph_)) {
-      // Explicit quantization (a QAT model): the scales come from its Q/DQ pairs; a cache may add more.
-      QdqScales q = QD_TRY(strip_qdq(graph_));
-      int8_.act_scales = q.act_scales;
-      int8_.weight_scales = q.weight_scales;
-    } else if (opt_.calib_cache.empty() && opt_.precision_config.empty()) {
-      return invalid("--precision int8 needs activation scales: --calib-cache FILE (from qdeploy calibrate), "
-                     "--precision-config FILE.json (from qdeploy qat2ptq), or a model with "
-                     "QuantizeLinear/DequantizeLinear (QAT)");
-    }
-    if (!opt_.calib_cache.empty()) {
-      CalibCache cache = QD_TRY(read_calib_cache(opt_.calib_cache));
-      Status names = check_cache_names(cache, graph_);
-      if (!names.is_ok()) return names.prefix(opt_.calib_cache);
-      for (const auto& [name, s] : cache.scales) int8_.act_scales.emplace(name, s);
-    }
-    int8_.float_nodes = opt_.fp32_layers;
-    int8_.float_nodes.insert(int8_.float_nodes.end(), opt_.fp16_layers.begin(), opt_.fp16_layers.end());
-    // Its scales override the cache's; its fp16/fp32 nodes join the float layers.
-    if (!opt_.precision_config.empty()) {
-      QD_RETURN_IF_ERROR(apply_precision_config(opt_.precision_config, graph_, &int8_));
-    }
+    int8_ = QD_TRY(load_int8_options(graph_, opt_));
     return Status::ok();
   }
 

@@ -257,6 +257,37 @@ TEST(CudaEngine, ClassifiersMatchReference) {
   check_model(test::source_dir() + "/models/model_gn.onnx", {{"input", {1, 3, 32, 32}}}, 35.0);
 }
 
+// An INT8 plan (the shipped detector and its calibration cache) against the reference backend's exact INT8 mode: the
+// same layers in INT8, inputs quantized once per tensor, so the outputs agree far more closely than either does with
+// fp32.
+TEST(CudaEngine, Int8MatchesReferenceInt8) {
+  SKIP_WITHOUT_GPU();
+  const std::string model = test::source_dir() + "/models/yolov5n_fmnist_det.onnx";
+  BuildOptions opt;
+  opt.precision = "int8";
+  opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
+  auto cpu = build_engine(model, opt);
+  ASSERT_TRUE(cpu) << cpu.status().to_string();
+  opt.device = "cuda";
+  auto gpu = build_engine(model, opt);
+  ASSERT_TRUE(gpu) << gpu.status().to_string();
+  BuildOptions fp;
+  auto fp32 = build_engine(model, fp);
+  ASSERT_TRUE(fp32);
+  std::map<std::string, Tensor> in{{"images", test::random_f32({1, 3, 640, 640}, 21, 0.f, 1.f)}};
+  auto a = (*cpu)->run(in), b = (*gpu)->run(in), f = (*fp32)->run(in);
+  ASSERT_TRUE(a && b && f) << b.status().to_string();
+  const double gpu_vs_ref = snr_db((*a)[0], (*b)[0]), ref_vs_fp32 = snr_db((*f)[0], (*a)[0]);
+  std::cout << "yolov5n int8: cuda vs reference INT8 SNR " << gpu_vs_ref << " dB; reference INT8 vs fp32 SNR "
+            << ref_vs_fp32 << " dB\n";
+  EXPECT_GT(gpu_vs_ref, ref_vs_fp32 + 10.0);
+  auto layers = dynamic_cast<cuda::CudaEngine&>(**gpu).layer_info({{"images", {1, 3, 640, 640}}});
+  ASSERT_TRUE(layers);
+  int int8_convs = 0;
+  for (const auto& l : *layers) int8_convs += l.kind == "conv" && l.precision == "int8";
+  EXPECT_EQ(int8_convs, 60);
+}
+
 TEST(CudaEngine, DynamicBatchGraphsAndContexts) {
   SKIP_WITHOUT_GPU();
   Graph g = conv_graph({1, 16, 12, 12, 32, 3, 3, 1, 1, 1, "silu", false, true}, 4);

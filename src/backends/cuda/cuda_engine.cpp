@@ -18,6 +18,7 @@
 #include "onnx/importer.h"
 #include "plan/graph_codec.h"
 #include "plan/plan_file.h"
+#include "quant/int8_options.h"
 #include "quant/qdq.h"
 #include "runtime/plan_sections.h"
 
@@ -53,13 +54,19 @@ Status write_timing_cache(const std::string& path, const std::string& device,
 }  // namespace
 
 Expected<std::unique_ptr<Engine>> build_cuda_engine(const std::string& model_path, const BuildOptions& opt) {
-  if (opt.precision == "int8") {
-    return unsupported("--device cuda --precision int8 is not implemented yet; use --precision fp16 on the GPU, or "
-                       "--device cpu --precision int8");
+  if (opt.precision == "int8" && opt.int8_mode != "exact") {
+    return unsupported("--int8-mode " + opt.int8_mode + " is a CPU analysis mode; the GPU runs exact INT8");
   }
   Graph g = QD_TRY(import_onnx_file(model_path));
-  if (has_qdq(g)) QD_TRY(strip_qdq(g));  // a QAT model built in float: its weights, dequantized
-  auto e = cuda::CudaEngine::create(std::move(g), opt);
+  Int8Options int8;
+  if (opt.precision == "int8") {
+    auto o = load_int8_options(g, opt);
+    if (!o) return std::move(o).take_status().prefix(model_path);
+    int8 = std::move(*o);
+  } else if (has_qdq(g)) {
+    QD_TRY(strip_qdq(g));  // a QAT model built in float: its weights, dequantized
+  }
+  auto e = cuda::CudaEngine::create(std::move(g), opt, {}, std::move(int8));
   if (!e) return std::move(e).take_status().prefix(model_path);
   return std::unique_ptr<Engine>(std::move(*e));
 }
@@ -87,7 +94,13 @@ Expected<std::unique_ptr<Engine>> load_cuda_engine(const PlanFile& plan) {
     if (!v.is_string()) return invalid("CUDA plan: cuda.kernels['" + k + "'] is not a string");
     choices[k] = v.get<std::string>();
   }
-  auto e = cuda::CudaEngine::create(std::move(g), opt, std::move(choices));
+  Int8Options int8;
+  if (opt.precision == "int8") {
+    const PlanSection* sec = plan.find("int8");
+    if (!sec) return invalid("INT8 CUDA plan without its int8 section");
+    int8 = QD_TRY(decode_int8_options(sec->data));
+  }
+  auto e = cuda::CudaEngine::create(std::move(g), opt, std::move(choices), std::move(int8));
   if (!e) return e.status();
   return std::unique_ptr<Engine>(std::move(*e));
 }
@@ -95,9 +108,11 @@ Expected<std::unique_ptr<Engine>> load_cuda_engine(const PlanFile& plan) {
 namespace cuda {
 
 Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(Graph graph, const BuildOptions& opt,
-                                                         std::map<std::string, std::string> kernel_choices) {
+                                                         std::map<std::string, std::string> kernel_choices,
+                                                         Int8Options int8) {
   std::unique_ptr<CudaEngine> e(new CudaEngine(std::move(graph), opt));
   e->kernel_choice_ = std::move(kernel_choices);
+  e->int8_ = std::move(int8);
   QD_RETURN_IF_ERROR(e->init());
   return e;
 }
@@ -161,7 +176,7 @@ Expected<std::shared_ptr<const Instance>> CudaEngine::instance(const std::map<st
   auto it = instances_.find(shapes);
   if (it != instances_.end()) return it->second;
   if (instances_.size() >= 16) instances_.clear();  // bounded: a few batch sizes are typical
-  LowerInput in{&graph_, &opt_, shapes, &kernel_choice_, &weights_};
+  LowerInput in{&graph_, &opt_, shapes, &kernel_choice_, &weights_, &int8_};
   std::shared_ptr<Instance> inst = QD_TRY(lower(in));
   instances_[shapes] = inst;
   return std::shared_ptr<const Instance>(inst);
@@ -197,6 +212,7 @@ Status CudaEngine::save(const std::string& path) const {
   plan.add("layers", encode_plan_layers(layers));
   plan.add("graph", QD_TRY(encode_graph(graph_)));
   plan.add("build_options", encode_build_options(opt_));
+  if (opt_.precision == "int8") plan.add("int8", encode_int8_options(int8_));
   {
     std::lock_guard<std::mutex> lock(mu_);
     plan.add("cuda.kernels", nlohmann::json(kernel_choice_).dump(1));

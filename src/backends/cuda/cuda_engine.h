@@ -18,6 +18,7 @@
 
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "quant/int8.h"
 #include "runtime/engine.h"
 
 namespace qd::cuda {
@@ -50,8 +51,10 @@ struct PackedConv;
 class CudaEngine final : public Engine {
  public:
   // graph: imported (not yet shape-bound); opt.device must be cuda. kernel_choices (from a plan) skip timing.
+  // INT8 plans take their scales and float nodes in int8 (load_int8_options).
   static Expected<std::unique_ptr<CudaEngine>> create(Graph graph, const BuildOptions& opt,
-                                                      std::map<std::string, std::string> kernel_choices = {});
+                                                      std::map<std::string, std::string> kernel_choices = {},
+                                                      Int8Options int8 = {});
   ~CudaEngine() override;
 
   const std::vector<TensorDesc>& inputs() const override { return inputs_; }
@@ -76,6 +79,7 @@ class CudaEngine final : public Engine {
 
   Graph graph_;
   BuildOptions opt_;
+  Int8Options int8_;
   std::vector<TensorDesc> inputs_, outputs_;
   std::map<std::string, Shape> build_shapes_;
   std::string device_name_;

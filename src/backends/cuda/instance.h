@@ -12,6 +12,7 @@
 #include "backends/cuda/kernels/conv.h"
 #include "backends/cuda/kernels/generic.h"
 #include "backends/cuda/kernels/nhwc.h"
+#include "quant/int8.h"
 
 namespace qd::cuda {
 
@@ -20,6 +21,7 @@ namespace qd::cuda {
 // bias (and any folded BatchNormalization) in fp32.
 struct PackedConv {
   DeviceBuffer w, bias;
+  DeviceBuffer alpha;  // INT8: s_x * s_w[k]
   int K = 0, C = 0, R = 0, S = 0, Kp = 0;
 };
 
@@ -80,6 +82,7 @@ struct LowerInput {
   std::map<std::string, Shape> shapes;
   std::map<std::string, std::string>* choices;
   std::map<std::string, std::shared_ptr<PackedConv>>* weights;
+  const Int8Options* int8 = nullptr;  // INT8 plans: the scales and float nodes
 };
 Expected<std::shared_ptr<Instance>> lower(const LowerInput& in);
 

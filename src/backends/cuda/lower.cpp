@@ -3,6 +3,7 @@
 // Concat in place, kernel timing, and the activation memory plan.
 #include <algorithm>
 #include <climits>
+#include <set>
 #include <cmath>
 #include <cstdio>
 
@@ -21,7 +22,9 @@ namespace {
 
 constexpr int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
-std::string fmt_nhwc(const TensorRef& t) { return "nhwc" + std::to_string(t.ld) + ":fp16"; }
+std::string fmt_nhwc(const TensorRef& t) {
+  return "nhwc" + std::to_string(t.ld) + (t.dtype == DType::kInt8 ? ":int8" : ":fp16");
+}
 std::string fmt_of(const TensorRef& t) {
   return t.nhwc ? fmt_nhwc(t) : "nchw:" + std::string(dtype_name(t.dtype));
 }
@@ -33,6 +36,7 @@ class ConvLayer final : public Layer {
   ConvParams p;
   std::shared_ptr<PackedConv> w;
   int config = 0;
+  bool int8 = false;
   float* workspace = nullptr;  // set while timing; otherwise the instance's split-K region of the arena
   int in = -1, res = -1, out = -1;
 
@@ -43,9 +47,10 @@ class ConvLayer final : public Layer {
     const TensorRef& y = inst.tensors[out];
     q->in_ld = x.ld;
     ConvArgs a;
-    a.x = static_cast<const __half*>(inst.ptr(in, ptrs)) + x.coff;
+    a.x = static_cast<const char*>(inst.ptr(in, ptrs)) + x.coff * dtype_size(x.dtype);
     a.w = w->w.get();
     a.bias = static_cast<const float*>(w->bias.get());
+    a.alpha = static_cast<const float*>(w->alpha.get());
     if (res >= 0) {
       a.residual = static_cast<const __half*>(inst.ptr(res, ptrs)) + inst.tensors[res].coff;
       q->res_ld = inst.tensors[res].ld;
@@ -77,6 +82,20 @@ class ReformatLayer final : public Layer {
               W = static_cast<int>(sh[3]);
     if (y.nhwc) return nchw_to_nhwc(inst.ptr(ins[0], ptrs), x.dtype, inst.view(outs[0], ptrs), N, C, H, W, s);
     return nhwc_to_nchw(inst.view(ins[0], ptrs), inst.ptr(outs[0], ptrs), y.dtype, N, C, H, W, s);
+  }
+};
+
+// A conv input's quantization (once per tensor): the int8 NHWC copy for the INT8 convs, and the dequantized value
+// every other consumer reads.
+class QuantizeLayer final : public Layer {
+ public:
+  float scale = 1.f;
+  Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
+    const TensorRef& x = inst.tensors[ins[0]];
+    const Shape& sh = x.shape;
+    return quantize_nhwc_i8(inst.ptr(ins[0], ptrs), x.nhwc, inst.view(ins[0], ptrs), inst.view(outs[0], ptrs),
+                            inst.ptr(outs[1], ptrs), inst.view(outs[1], ptrs), static_cast<int>(sh[0]),
+                            static_cast<int>(sh[1]), static_cast<int>(sh[2]), static_cast<int>(sh[3]), scale, s);
   }
 };
 
@@ -188,12 +207,43 @@ Expected<std::shared_ptr<PackedConv>> pack_conv(const Tensor& w, const Tensor* b
   return pc;
 }
 
+// INT8 weights exactly as the reference quantizes them (per output channel; a QAT model's scales when it has them),
+// packed [K][R][S][C padded to 16] with rows padded to 64, and alpha = s_x * s_w[k] in fp32.
+Expected<std::shared_ptr<PackedConv>> pack_conv_int8(const Tensor& w, const Tensor* bias, float sx,
+                                                    const std::vector<float>* qat_scales) {
+  const WeightQuant wq = qat_scales ? quantize_weights_with(w, 0, *qat_scales) : quantize_weights(w, 0);
+  const Shape& ws = w.shape();
+  auto pc = std::make_shared<PackedConv>();
+  pc->K = static_cast<int>(ws[0]);
+  const int cin = static_cast<int>(ws[1]);
+  pc->R = static_cast<int>(ws[2]);
+  pc->S = static_cast<int>(ws[3]);
+  pc->C = round_up(cin, 16);
+  pc->Kp = round_up(pc->R * pc->S * pc->C, 64);
+  std::vector<int8_t> packed(static_cast<size_t>(pc->K) * pc->Kp, 0);
+  std::vector<float> b(pc->K, 0.f), alpha(pc->K);
+  for (int k = 0; k < pc->K; ++k) {
+    for (int c = 0; c < cin; ++c)
+      for (int r = 0; r < pc->R; ++r)
+        for (int s = 0; s < pc->S; ++s) {
+          packed[static_cast<size_t>(k) * pc->Kp + (r * pc->S + s) * pc->C + c] =
+              wq.q.data<int8_t>()[((static_cast<size_t>(k) * cin + c) * pc->R + r) * pc->S + s];
+        }
+    alpha[k] = sx * wq.scales[k];
+    b[k] = bias ? bias->data<float>()[k] : 0.f;
+  }
+  QD_RETURN_IF_ERROR(pc->w.upload(packed));
+  QD_RETURN_IF_ERROR(pc->bias.upload(b));
+  QD_RETURN_IF_ERROR(pc->alpha.upload(alpha));
+  return pc;
+}
+
 // ---- the lowering ----
 
 class Lowerer {
  public:
   Lowerer(Graph g, const LowerInput& in) : g_(std::move(g)), in_(in), inst_(std::make_shared<Instance>()) {
-    fast_ = in.opt->precision == "fp16";
+    fast_ = in.opt->precision == "fp16" || in.opt->precision == "int8";
   }
 
   Expected<std::shared_ptr<Instance>> run() {
@@ -209,6 +259,7 @@ class Lowerer {
     }
     is_output_.assign(nv, false);
     for (int o : g_.outputs) is_output_[o] = true;
+    if (in_.opt->precision == "int8") QD_RETURN_IF_ERROR(choose_int8());
     // I/O slots: inputs first, then outputs.
     for (int v : g_.inputs) {
       TensorRef r = generic_ref(v);
@@ -339,9 +390,65 @@ class Lowerer {
     return consumers_[v][0];
   }
 
+  // ---- INT8 ----
+  // The convs the reference runs in INT8 (lower_int8 decides, on a copy) and the scale of each one's input.
+  Status choose_int8() {
+    Graph copy = g_;
+    Int8Options opt = *in_.int8;
+    opt.mode = Int8Mode::kFake;  // cheaper; the choice of layers is the same
+    const Int8Report rep = QD_TRY(lower_int8(copy, opt));
+    for (const LayerPrecision& l : rep.layers) {
+      if (l.precision == "int8" && l.op == "Conv") int8_convs_.insert(l.node);
+    }
+    qscale_.assign(g_.values.size(), 0.f);
+    q8_.assign(g_.values.size(), -1);
+    for (const Node& n : g_.nodes) {
+      if (n.op != OpType::Conv || !int8_convs_.count(n.name)) continue;
+      qscale_[n.inputs[0]] = in_.int8->act_scales.at(g_.values[n.inputs[0]].name);
+    }
+    return Status::ok();
+  }
+
+  // Quantizes v once, when its first consumer is lowered: the int8 NHWC copy for INT8 convs, and its dequantized
+  // value for every other consumer (the reference's rule), which then replaces v.
+  Status resolve(int v) {
+    if (v < 0 || qscale_.empty() || qscale_[v] == 0.f || q8_[v] >= 0) return Status::ok();
+    if (g_.values[v].shape.size() != 4 || g_.values[v].dtype != DType::kFloat32) {
+      return unsupported("INT8 conv input '" + g_.values[v].name + "' is not a 4-d float tensor");
+    }
+    const Shape& sh = g_.values[v].shape;
+    TensorRef q;
+    q.dtype = DType::kInt8;
+    q.shape = sh;
+    q.nhwc = true;
+    q.ld = round_up(static_cast<int>(sh[1]), 16);
+    q.bytes = static_cast<size_t>(sh[0] * sh[2] * sh[3]) * q.ld;
+    auto l = std::make_unique<QuantizeLayer>();
+    l->scale = qscale_[v];
+    int src, dq;
+    if (fast_t_[v] >= 0) {
+      src = fast_t_[v];
+      dq = nhwc_tensor(sh);
+      fast_t_[v] = dq;
+      gen_[v] = -1;  // any NCHW copy made so far was of the unquantized value
+    } else {
+      src = QD_TRY(ensure_generic(v));
+      dq = add_tensor(generic_ref(v));
+      gen_[v] = dq;
+    }
+    q8_[v] = add_tensor(q);
+    l->ins = {src};
+    l->outs = {q8_[v], dq};
+    l->info = {g_.values[v].name + ":quantize", "quantize", "quantize_nhwc_i8", "int8",
+               fmt_of(inst_->tensors[src]), "nhwc" + std::to_string(q.ld) + ":int8", 0};
+    add_layer(std::move(l));
+    return Status::ok();
+  }
+
   // ---- per node ----
   Status lower_node(int i) {
     const Node& n = g_.nodes[i];
+    for (int v : n.inputs) QD_RETURN_IF_ERROR(resolve(v));
     if (fast_) {
       if (n.op == OpType::Conv) {
         bool lowered = false;
@@ -554,14 +661,22 @@ class Lowerer {
     if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !bias) return Status::ok();
     Shape out_shape;
     const ops::ConvGeom geo = QD_TRY(ops::conv_geom(n, g_.values[n.inputs[0]].shape, w.shape(), &out_shape));
-    if (geo.group != 1) return Status::ok();
+    if (geo.group != 1) {
+      if (int8_convs_.count(n.name)) {
+        return unsupported("grouped INT8 convolution is not implemented on CUDA yet; keep it in float with "
+                           "--fp16-layers '" + n.name + "'");
+      }
+      return Status::ok();
+    }
 
     std::string names = n.name;
     int cur = n.outputs[0];
-    // BatchNormalization with constant parameters folds into the weights.
+    const bool int8 = int8_convs_.count(n.name) != 0;
+    // BatchNormalization with constant parameters folds into the weights (not under INT8: the reference applies it
+    // after the quantized conv).
     BnFold bn;
     bool has_bn = false;
-    if (int c = sole_consumer(cur); c >= 0 && g_.nodes[c].op == OpType::BatchNormalization &&
+    if (int c = sole_consumer(cur); !int8 && c >= 0 && g_.nodes[c].op == OpType::BatchNormalization &&
                                     g_.nodes[c].inputs.size() == 5 && g_.nodes[c].inputs[0] == cur) {
       const Node& b = g_.nodes[c];
       const Tensor *gamma = g_.constant(b.inputs[1]), *beta = g_.constant(b.inputs[2]),
@@ -634,12 +749,24 @@ class Lowerer {
     }
 
     auto l = std::make_unique<ConvLayer>();
-    l->in = QD_TRY(ensure_fast(n.inputs[0]));
-    if (res_value >= 0) l->res = QD_TRY(ensure_fast(res_value));
-    const std::string key = n.name;
+    l->int8 = int8;
+    l->in = int8 ? q8_[n.inputs[0]] : QD_TRY(ensure_fast(n.inputs[0]));
+    if (res_value >= 0) {
+      QD_RETURN_IF_ERROR(resolve(res_value));
+      l->res = QD_TRY(ensure_fast(res_value));
+    }
+    const std::string key = n.name + (int8 ? ":int8" : "");
     auto it = in_.weights->find(key);
     if (it == in_.weights->end()) {
-      it = in_.weights->emplace(key, QD_TRY(pack_conv(w, bias, has_bn ? &bn : nullptr))).first;
+      std::shared_ptr<PackedConv> packed;
+      if (int8) {
+        auto ws = in_.int8->weight_scales.find(g_.values[n.inputs[1]].name);
+        packed = QD_TRY(pack_conv_int8(w, bias, qscale_[n.inputs[0]],
+                                       ws == in_.int8->weight_scales.end() ? nullptr : &ws->second));
+      } else {
+        packed = QD_TRY(pack_conv(w, bias, has_bn ? &bn : nullptr));
+      }
+      it = in_.weights->emplace(key, packed).first;
     }
     l->w = it->second;
     ConvParams& p = l->p;
@@ -681,8 +808,8 @@ class Lowerer {
     l->ins = {l->in};
     if (l->res >= 0) l->ins.push_back(l->res);
     l->outs = {l->out};
-    l->info = {names, "conv", "", "fp16", fmt_of(inst_->tensors[l->in]), fmt_of(inst_->tensors[l->out]),
-               static_cast<double>(node_macs(g_, n))};
+    l->info = {names, "conv", "", int8 ? "int8" : "fp16", fmt_of(inst_->tensors[l->in]),
+               fmt_of(inst_->tensors[l->out]), static_cast<double>(node_macs(g_, n))};
     conv_layers_.push_back(static_cast<int>(inst_->layers.size()));
     add_layer(std::move(l));
     *lowered = true;
@@ -818,10 +945,10 @@ class Lowerer {
   }
 
   // ---- kernel choice: time the candidates of each conv signature not chosen yet ----
-  static std::string signature(const ConvParams& p, bool res) {
+  static std::string signature(const ConvParams& p, bool res, bool int8) {
     char buf[200];
-    std::snprintf(buf, sizeof buf, "conv_f16:n%d:h%dw%dc%d:k%d:r%ds%d:st%dx%d:p%dx%d:d%dx%d:o%d:res%d", p.N, p.H, p.W,
-                  p.C, p.K, p.R, p.S, p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w,
+    std::snprintf(buf, sizeof buf, "%s:n%d:h%dw%dc%d:k%d:r%ds%d:st%dx%d:p%dx%d:d%dx%d:o%d:res%d",
+                  int8 ? "conv_i8" : "conv_f16", p.N, p.H, p.W, p.C, p.K, p.R, p.S, p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w,
                   static_cast<int>(p.out_format), res ? 1 : 0);
     return buf;
   }
@@ -833,20 +960,22 @@ class Lowerer {
   static std::string candidate_name(const Candidate& c) {
     return conv_igemm_config_name(c.config) + (c.splits > 1 ? "/splitk" + std::to_string(c.splits) : "");
   }
-  static std::vector<Candidate> candidates(const ConvParams& p) {
+  // INT8 layers take the INT8 configurations without split-K (partial sums in fp32 would not stay exact).
+  static std::vector<Candidate> candidates(const ConvLayer& c) {
+    const ConvParams& p = c.p;
     std::vector<Candidate> out;
     const int64_t mk = static_cast<int64_t>(p.N) * p.OH * p.OW * p.K;
     const int ktiles = p.Kp / 32;
     for (int k = 0; k < conv_igemm_configs(); ++k) {
-      if (conv_igemm_config_int8(k)) continue;  // fp16 layers
+      if (conv_igemm_config_int8(k) != c.int8) continue;
       for (int splits : {1, 2, 4, 8}) {
-        if (splits == 1 || (mk <= (int64_t{1} << 21) && ktiles >= 4 * splits)) out.push_back({k, splits});
+        if (splits == 1 || (!c.int8 && mk <= (int64_t{1} << 21) && ktiles >= 4 * splits)) out.push_back({k, splits});
       }
     }
     return out;
   }
   static bool apply(ConvLayer* c, const std::string& name) {
-    for (const Candidate& cand : candidates(c->p)) {
+    for (const Candidate& cand : candidates(*c)) {
       if (candidate_name(cand) == name) {
         c->config = cand.config;
         c->p.splits = cand.splits;
@@ -861,7 +990,7 @@ class Lowerer {
     std::vector<int> todo;
     for (int li : conv_layers_) {
       auto* c = static_cast<ConvLayer*>(inst_->layers[li].get());
-      auto it = in_.choices->find(signature(c->p, c->res >= 0));
+      auto it = in_.choices->find(signature(c->p, c->res >= 0, c->int8));
       if (it == in_.choices->end() || !apply(c, it->second)) todo.push_back(li);
     }
     if (!todo.empty()) QD_RETURN_IF_ERROR(time_kernels(todo));
@@ -880,7 +1009,7 @@ class Lowerer {
     size_t ws = 0;
     for (int li : todo) {
       auto* c = static_cast<ConvLayer*>(inst_->layers[li].get());
-      for (const Candidate& cand : candidates(c->p)) {
+      for (const Candidate& cand : candidates(*c)) {
         ConvParams q = c->p;
         q.splits = cand.splits;
         ws = std::max(ws, conv_igemm_workspace(q));
@@ -904,12 +1033,12 @@ class Lowerer {
     Status st;
     for (int li : todo) {
       auto* c = static_cast<ConvLayer*>(inst_->layers[li].get());
-      const std::string sig = signature(c->p, c->res >= 0);
+      const std::string sig = signature(c->p, c->res >= 0, c->int8);
       if (auto it = in_.choices->find(sig); it != in_.choices->end() && apply(c, it->second)) continue;
       c->workspace = static_cast<float*>(workspace.get());
       float best = 1e30f;
       Candidate best_c{0, 1};
-      for (const Candidate& cand : candidates(c->p)) {
+      for (const Candidate& cand : candidates(*c)) {
         c->config = cand.config;
         c->p.splits = cand.splits;
         std::vector<float> t;
@@ -951,6 +1080,9 @@ class Lowerer {
   std::vector<size_t> buffer_bytes_;
   std::vector<int> buffer_users_;  // tensors on each buffer (views share their source's)
   std::map<int, int> producer_;  // tensor -> layer writing it
+  std::set<std::string> int8_convs_;  // INT8 plans: the convs lower_int8 puts in INT8
+  std::vector<float> qscale_;         // per value: the scale it is quantized with (0: not quantized)
+  std::vector<int> q8_;               // per value: its int8 NHWC tensor, once quantized
   std::map<int, bool> aliased_;
   std::vector<int> conv_layers_;
 };

@@ -101,6 +101,44 @@ __global__ void copy_channels_kernel(const __half* x, int xld, __half* y, int yl
   }
 }
 
+__device__ __forceinline__ int8_t quantize_i8(float v, float scale) {
+  return static_cast<int8_t>(max(-128, min(127, __float2int_rn(__fdiv_rn(v, scale)))));
+}
+
+__global__ void quantize_from_nhwc_kernel(const __half* x, int xld, int8_t* q, int qld, __half* dq, int dqld, int C,
+                                          float scale, int64_t total) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t pix = i / qld;
+    const int c = static_cast<int>(i - pix * qld);
+    if (c >= C) {
+      q[i] = 0;
+      continue;
+    }
+    const int8_t v = quantize_i8(__half2float(x[pix * xld + c]), scale);
+    q[i] = v;
+    dq[pix * dqld + c] = __float2half_rn(__fmul_rn(static_cast<float>(v), scale));
+  }
+}
+
+__global__ void quantize_from_nchw_kernel(const float* x, int8_t* q, int qld, float* dq, int C, int HW, float scale,
+                                          int64_t pixels) {
+  for (int64_t pix = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; pix < pixels;
+       pix += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = pix / HW, hw = pix - n * HW;
+    for (int c = 0; c < qld; ++c) {
+      if (c >= C) {
+        q[pix * qld + c] = 0;
+        continue;
+      }
+      const int64_t idx = (n * C + c) * HW + hw;
+      const int8_t v = quantize_i8(x[idx], scale);
+      q[pix * qld + c] = v;
+      dq[idx] = __fmul_rn(static_cast<float>(v), scale);
+    }
+  }
+}
+
 Status even(const char* what, int C, const NhwcView& a, const NhwcView& b) {
   if (C % 2 || a.ld % 2 || a.coff % 2 || b.ld % 2 || b.coff % 2) {
     return internal(std::string(what) + ": NHWC channel counts and offsets must be even");
@@ -162,6 +200,25 @@ Status upsample_nearest_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W,
                                                                static_cast<__half*>(y.data) + y.coff, y.ld, C / 2, H,
                                                                W, fh, fw, total);
   return cuda_status(cudaGetLastError(), "upsample_nearest_nhwc");
+}
+
+Status quantize_nhwc_i8(const void* x, bool x_nhwc, NhwcView x_view, NhwcView q, void* dq, NhwcView dq_view, int N,
+                        int C, int H, int W, float scale, cudaStream_t s) {
+  if (q.coff != 0 || q.ld < C || q.ld % 16) return internal("quantize_nhwc_i8: q must be whole, ld a multiple of 16");
+  const int64_t pixels = static_cast<int64_t>(N) * H * W;
+  if (pixels == 0) return Status::ok();
+  auto* qp = static_cast<int8_t*>(q.data);
+  if (x_nhwc) {
+    const int64_t total = pixels * q.ld;
+    quantize_from_nhwc_kernel<<<blocks_for(total), kThreads, 0, s>>>(
+        static_cast<const __half*>(x_view.data) + x_view.coff, x_view.ld, qp, q.ld,
+        static_cast<__half*>(dq_view.data) + dq_view.coff, dq_view.ld, C, scale, total);
+  } else {
+    quantize_from_nchw_kernel<<<blocks_for(pixels), kThreads, 0, s>>>(static_cast<const float*>(x), qp, q.ld,
+                                                                       static_cast<float*>(dq), C, H * W, scale,
+                                                                       pixels);
+  }
+  return cuda_status(cudaGetLastError(), "quantize_nhwc_i8");
 }
 
 Status copy_channels_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W, cudaStream_t s) {

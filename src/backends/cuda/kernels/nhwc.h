@@ -30,4 +30,10 @@ Status upsample_nearest_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W,
 // Copies x's C channels into y's channel slice (a Concat input not written in place by its producer).
 Status copy_channels_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W, cudaStream_t s);
 
+// The INT8 contract's quantization of a conv input, done once per tensor: q = saturate(round_half_even(x / scale))
+// into an NHWC int8 tensor (C channels of q.ld, the rest zero), and dq = q * scale, what every other consumer of the
+// tensor reads, in x's own layout: NHWC fp16 (x_nhwc) or NCHW fp32.
+Status quantize_nhwc_i8(const void* x, bool x_nhwc, NhwcView x_view, NhwcView q, void* dq, NhwcView dq_view, int N,
+                        int C, int H, int W, float scale, cudaStream_t s);
+
 }  // namespace qd::cuda
