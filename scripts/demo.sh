@@ -2,9 +2,9 @@
 # The main job on the built-in default: the shipped YOLOv5n detector trained on FMNIST-Det, quantized to INT8 with
 # its shipped calibration cache, detecting objects in the shipped sample scenes. Prints the model summary, the
 # detections and timings, and writes annotated images to out/demo/.
-# With an NVIDIA GPU (nvidia-smi finds one) and a qdeploy built with CUDA, it runs the CUDA engine in fp16 with the
-# pre- and post-processing on the GPU too (INT8 on the GPU does not exist yet); otherwise the CPU reference backend in
-# exact INT8 arithmetic. It prints which one it used.
+# With an NVIDIA GPU (nvidia-smi finds one) and a qdeploy built with CUDA, it builds an INT8 plan for the GPU and
+# runs it with the pre- and post-processing on the GPU too; otherwise the CPU reference backend in exact INT8
+# arithmetic. It prints which one it used.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -17,8 +17,12 @@ $QD inspect "$MODEL"
 echo
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU' &&
    [[ "$($QD --version)" == *"CUDA backend"* ]]; then
-  echo "=== detect: fp16 on the GPU ($(nvidia-smi -L | head -n 1)): CUDA engine, GPU letterbox and NMS ==="
-  $QD detect "$MODEL" models/samples --out out/demo --device cuda --precision fp16
+  echo "=== build: INT8 plan for the GPU ($(nvidia-smi -L | head -n 1)) ==="
+  mkdir -p out/demo
+  $QD build "$MODEL" -o out/demo/yolov5n_fmnist_det_int8.plan --device cuda --precision int8 \
+    --calib-cache models/yolov5n_fmnist_det.cache
+  echo "=== detect: INT8 plan on the GPU: CUDA engine, GPU letterbox and NMS ==="
+  $QD detect out/demo/yolov5n_fmnist_det_int8.plan models/samples --out out/demo
 else
   why="no NVIDIA GPU found by nvidia-smi"
   command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU' &&

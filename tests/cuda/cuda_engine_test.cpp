@@ -281,6 +281,14 @@ TEST(CudaEngine, Int8MatchesReferenceInt8) {
   std::cout << "yolov5n int8: cuda vs reference INT8 SNR " << gpu_vs_ref << " dB; reference INT8 vs fp32 SNR "
             << ref_vs_fp32 << " dB\n";
   EXPECT_GT(gpu_vs_ref, ref_vs_fp32 + 10.0);
+  // The plan keeps the scales: loaded without the cache file, it gives the same bits.
+  const std::string plan = test::temp_dir("int8_plan") + "/y.plan";
+  ASSERT_TRUE((*gpu)->save(plan).is_ok());
+  auto loaded = load_engine(plan);
+  ASSERT_TRUE(loaded) << loaded.status().to_string();
+  auto c = (*loaded)->run(in);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(test::max_abs_diff((*b)[0], (*c)[0]), 0.0);
   auto layers = dynamic_cast<cuda::CudaEngine&>(**gpu).layer_info({{"images", {1, 3, 640, 640}}});
   ASSERT_TRUE(layers);
   int int8_convs = 0;

@@ -207,7 +207,8 @@ Status CudaEngine::save(const std::string& path) const {
   plan.header.cuda_runtime_version = static_cast<uint32_t>(rt);
   std::vector<PlanLayer> layers;
   for (const LayerInfo& l : QD_TRY(layer_info(build_shapes_))) {
-    if (l.macs > 0) layers.push_back({l.name, l.kind, static_cast<int64_t>(l.macs), l.precision + " " + l.kernel});
+    // `inspect` counts precisions by these words, so the kernel goes with the op.
+    if (l.macs > 0) layers.push_back({l.name, l.kind + " " + l.kernel, static_cast<int64_t>(l.macs), l.precision});
   }
   plan.add("layers", encode_plan_layers(layers));
   plan.add("graph", QD_TRY(encode_graph(graph_)));
