@@ -179,31 +179,43 @@ struct BnFold {
   std::vector<float> scale, shift;  // y = conv * scale + shift
 };
 
-Expected<std::shared_ptr<PackedConv>> pack_conv(const Tensor& w, const Tensor* bias, const BnFold* bn) {
-  const Shape& ws = w.shape();
+// The geometry of a packed weight: channels padded to 16 bytes' worth, rows to 64 bytes' worth (elem_bytes 2 or 1).
+std::shared_ptr<PackedConv> packed_geometry(const Shape& ws, int elem_bytes) {
   auto pc = std::make_shared<PackedConv>();
   pc->K = static_cast<int>(ws[0]);
-  const int cin = static_cast<int>(ws[1]);
   pc->R = static_cast<int>(ws[2]);
   pc->S = static_cast<int>(ws[3]);
-  pc->C = round_up(cin, 8);
-  pc->Kp = round_up(pc->R * pc->S * pc->C, 32);
-  std::vector<uint16_t> packed(static_cast<size_t>(pc->K) * pc->Kp, 0);
-  std::vector<float> b(pc->K, 0.f);
-  const float* wd = w.data<float>();
-  for (int k = 0; k < pc->K; ++k) {
-    const float sc = bn ? bn->scale[k] : 1.f;
+  pc->C = round_up(static_cast<int>(ws[1]), 16 / elem_bytes);
+  pc->Kp = round_up(pc->R * pc->S * pc->C, 64 / elem_bytes);
+  return pc;
+}
+
+// [K][Cin][R][S] -> [K][R][S][C] with rows of Kp (zero padding), converting each element with `cv`.
+template <typename T, typename Src, typename Cvt>
+std::vector<T> repack_krsc(const PackedConv& pc, int cin, const Src* src, Cvt cv) {
+  std::vector<T> packed(static_cast<size_t>(pc.K) * pc.Kp, T{});
+  for (int k = 0; k < pc.K; ++k)
     for (int c = 0; c < cin; ++c)
-      for (int r = 0; r < pc->R; ++r)
-        for (int s = 0; s < pc->S; ++s) {
-          const float v = wd[((static_cast<size_t>(k) * cin + c) * pc->R + r) * pc->S + s] * sc;
-          packed[static_cast<size_t>(k) * pc->Kp + (r * pc->S + s) * pc->C + c] = float_to_half(v);
+      for (int r = 0; r < pc.R; ++r)
+        for (int s = 0; s < pc.S; ++s) {
+          packed[static_cast<size_t>(k) * pc.Kp + (r * pc.S + s) * pc.C + c] =
+              cv(k, src[((static_cast<size_t>(k) * cin + c) * pc.R + r) * pc.S + s]);
         }
+  return packed;
+}
+
+Expected<std::shared_ptr<PackedConv>> pack_conv(const Tensor& w, const Tensor* bias, const BnFold* bn) {
+  auto pc = packed_geometry(w.shape(), 2);
+  const std::vector<uint16_t> packed = repack_krsc<uint16_t>(
+      *pc, static_cast<int>(w.shape()[1]), w.data<float>(),
+      [&](int k, float v) { return float_to_half(bn ? v * bn->scale[k] : v); });
+  std::vector<float> b(pc->K, 0.f);
+  for (int k = 0; k < pc->K; ++k) {
     const float b0 = bias ? bias->data<float>()[k] : 0.f;
-    b[k] = bn ? b0 * sc + bn->shift[k] : b0;
+    b[k] = bn ? b0 * bn->scale[k] + bn->shift[k] : b0;
   }
-  QD_RETURN_IF_ERROR(pc->w.upload(packed.data(), packed.size() * 2));
-  QD_RETURN_IF_ERROR(pc->bias.upload(b.data(), b.size() * 4));
+  QD_RETURN_IF_ERROR(pc->w.upload(packed));
+  QD_RETURN_IF_ERROR(pc->bias.upload(b));
   return pc;
 }
 
@@ -212,23 +224,11 @@ Expected<std::shared_ptr<PackedConv>> pack_conv(const Tensor& w, const Tensor* b
 Expected<std::shared_ptr<PackedConv>> pack_conv_int8(const Tensor& w, const Tensor* bias, float sx,
                                                     const std::vector<float>* qat_scales) {
   const WeightQuant wq = qat_scales ? quantize_weights_with(w, 0, *qat_scales) : quantize_weights(w, 0);
-  const Shape& ws = w.shape();
-  auto pc = std::make_shared<PackedConv>();
-  pc->K = static_cast<int>(ws[0]);
-  const int cin = static_cast<int>(ws[1]);
-  pc->R = static_cast<int>(ws[2]);
-  pc->S = static_cast<int>(ws[3]);
-  pc->C = round_up(cin, 16);
-  pc->Kp = round_up(pc->R * pc->S * pc->C, 64);
-  std::vector<int8_t> packed(static_cast<size_t>(pc->K) * pc->Kp, 0);
+  auto pc = packed_geometry(w.shape(), 1);
+  const std::vector<int8_t> packed = repack_krsc<int8_t>(*pc, static_cast<int>(w.shape()[1]),
+                                                         wq.q.data<int8_t>(), [](int, int8_t v) { return v; });
   std::vector<float> b(pc->K, 0.f), alpha(pc->K);
   for (int k = 0; k < pc->K; ++k) {
-    for (int c = 0; c < cin; ++c)
-      for (int r = 0; r < pc->R; ++r)
-        for (int s = 0; s < pc->S; ++s) {
-          packed[static_cast<size_t>(k) * pc->Kp + (r * pc->S + s) * pc->C + c] =
-              wq.q.data<int8_t>()[((static_cast<size_t>(k) * cin + c) * pc->R + r) * pc->S + s];
-        }
     alpha[k] = sx * wq.scales[k];
     b[k] = bias ? bias->data<float>()[k] : 0.f;
   }
