@@ -795,7 +795,27 @@ class Lowerer {
       const OpType op = g_.nodes[c].op;
       fast_consumer |= op == OpType::Conv || op == OpType::MaxPool || op == OpType::Resize || op == OpType::Concat;
     }
-    if (fast_consumer && p.K % 8 == 0) {
+    // INT8 straight from the epilogue when every consumer is an INT8 conv taking this tensor as its input: the value
+    // is quantized with its own scale from the fp32 result, as the reference does, and nothing reads the float value.
+    bool int8_out = !qscale_.empty() && qscale_[cur] != 0.f && !is_output_[cur] && p.K % 16 == 0 &&
+                    !consumers_[cur].empty();
+    for (int c : consumers_[cur]) {
+      const Node& cn = g_.nodes[c];
+      int8_out &= int8_convs_.count(cn.name) != 0 && std::count(cn.inputs.begin(), cn.inputs.end(), cur) == 1 &&
+                  cn.inputs[0] == cur;
+    }
+    if (int8_out) {
+      TensorRef q;
+      q.dtype = DType::kInt8;
+      q.shape = g_.values[cur].shape;
+      q.nhwc = true;
+      q.ld = p.K;
+      q.bytes = static_cast<size_t>(q.shape[0] * q.shape[2] * q.shape[3]) * q.ld;
+      l->out = add_tensor(q);
+      q8_[cur] = l->out;
+      p.out_format = OutFormat::kNhwcI8;
+      p.out_scale = qscale_[cur];
+    } else if (fast_consumer && p.K % 8 == 0) {
       l->out = nhwc_tensor(g_.values[cur].shape);
       fast_t_[cur] = l->out;
       p.out_format = OutFormat::kNhwcF16;
