@@ -25,40 +25,7 @@ class CpuEngine final : public Engine {
   CpuEngine(Graph g, BuildOptions opt) : graph_(std::move(g)), opt_(std::move(opt)) {}
 
   Status init() {
-    for (int v : graph_.inputs) {
-      const Value& val = graph_.values[v];
-      TensorDesc d{val.name, val.dtype, val.has_shape ? val.shape : Shape{}};
-      auto it = opt_.shapes.find(val.name);
-      auto opt_it = opt_.opt_shapes.find(val.name);
-      if (it != opt_.shapes.end()) {
-        d.shape = it->second;
-        if (!d.shape.empty() && !val.dim_names.empty() && !val.dim_names[0].empty()) d.shape[0] = -1;
-      } else if (opt_it != opt_.opt_shapes.end()) {
-        // A shape profile: prepared at opt; dims that may change between min and max are dynamic.
-        d.shape = opt_it->second;
-        const Shape& lo = opt_.min_shapes.at(val.name);
-        const Shape& hi = opt_.max_shapes.at(val.name);
-        for (size_t i = 0; i < d.shape.size(); ++i) {
-          if (lo[i] != hi[i]) d.shape[i] = -1;
-        }
-        init_shapes_[val.name] = opt_it->second;
-      }
-      inputs_.push_back(d);
-    }
-    for (const auto& [name, s] : opt_.opt_shapes) {
-      bool found = false;
-      for (const auto& d : inputs_) found |= d.name == name;
-      if (!found) return invalid("--min/--opt/--max name '" + name + "', which is not an input of the model");
-    }
-    // Prepare once with the declared/bound shapes (batch 1 where the batch is symbolic) to learn the outputs.
-    for (const auto& d : inputs_) {
-      if (init_shapes_.count(d.name)) continue;
-      Shape s = d.shape;
-      for (size_t i = 0; i < s.size(); ++i) {
-        if (s[i] < 0 && i == 0) s[i] = 1;
-      }
-      init_shapes_[d.name] = s;
-    }
+    inputs_ = QD_TRY(engine_inputs(graph_, opt_, &init_shapes_));
     auto g = prepared(init_shapes_);
     if (!g) return g.status();
     for (int o : (*g)->outputs) {
@@ -165,6 +132,40 @@ class CpuEngine final : public Engine {
 };
 
 }  // namespace
+
+Expected<std::vector<TensorDesc>> engine_inputs(const Graph& g, const BuildOptions& opt,
+                                                std::map<std::string, Shape>* build_shapes) {
+  std::vector<TensorDesc> inputs;
+  for (int v : g.inputs) {
+    const Value& val = g.values[v];
+    TensorDesc d{val.name, val.dtype, val.has_shape ? val.shape : Shape{}};
+    Shape build = d.shape;
+    auto it = opt.shapes.find(val.name);
+    auto opt_it = opt.opt_shapes.find(val.name);
+    if (it != opt.shapes.end()) {
+      d.shape = build = it->second;
+      if (!d.shape.empty() && !val.dim_names.empty() && !val.dim_names[0].empty()) d.shape[0] = -1;
+    } else if (opt_it != opt.opt_shapes.end()) {
+      // A shape profile: prepared at opt; dims that may change between min and max are dynamic.
+      d.shape = build = opt_it->second;
+      const Shape& lo = opt.min_shapes.at(val.name);
+      const Shape& hi = opt.max_shapes.at(val.name);
+      for (size_t i = 0; i < d.shape.size(); ++i) {
+        if (lo[i] != hi[i]) d.shape[i] = -1;
+      }
+    } else if (!build.empty() && build[0] < 0) {
+      build[0] = 1;  // a symbolic batch: prepared at 1
+    }
+    (*build_shapes)[val.name] = build;
+    inputs.push_back(d);
+  }
+  for (const auto& [name, s] : opt.opt_shapes) {
+    bool found = false;
+    for (const auto& d : inputs) found |= d.name == name;
+    if (!found) return invalid("--min/--opt/--max name '" + name + "', which is not an input of the model");
+  }
+  return inputs;
+}
 
 Status check_in_profile(const BuildOptions& opt, const std::map<std::string, Shape>& shapes) {
   for (const auto& [name, s] : shapes) {

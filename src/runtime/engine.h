@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ir/graph.h"
 
 namespace qd {
 
@@ -67,6 +68,11 @@ Expected<std::unique_ptr<Engine>> build_cuda_engine(const std::string& model_pat
 // Loads a plan whose header says target "cuda" (load_engine has checked its format and checksum).
 Expected<std::unique_ptr<Engine>> load_cuda_engine(const PlanFile& plan);
 
+// The inputs an engine built with `opt` takes (-1 where chosen at run time: a symbolic batch, dims that differ
+// between --min and --max) and the shapes it is prepared at (--shapes, --opt, else the declared ones with a symbolic
+// batch of 1). Errors for --min/--opt/--max names that are not inputs.
+Expected<std::vector<TensorDesc>> engine_inputs(const Graph& g, const BuildOptions& opt,
+                                                std::map<std::string, Shape>* build_shapes);
 // Inputs outside a --min/--max profile are refused (engines choose kernels and memory for the profile).
 Status check_in_profile(const BuildOptions& opt, const std::map<std::string, Shape>& shapes);
 

@@ -133,35 +133,9 @@ Status CudaEngine::init() {
   }
   QD_RETURN_IF_ERROR(cuda::conv_igemm_init());
   read_timing_cache(opt_.timing_cache, device_name_, &kernel_choice_);
-  // Input descriptors: bound dims from --shapes; the batch stays dynamic when the model declares it symbolic.
-  std::map<std::string, Shape> shapes;
-  for (int v : graph_.inputs) {
-    const Value& val = graph_.values[v];
-    TensorDesc desc{val.name, val.dtype, val.has_shape ? val.shape : Shape{}};
-    auto it = opt_.shapes.find(val.name);
-    auto opt_it = opt_.opt_shapes.find(val.name);
-    Shape build = desc.shape;
-    if (it != opt_.shapes.end()) {
-      desc.shape = build = it->second;
-      if (!desc.shape.empty() && !val.dim_names.empty() && !val.dim_names[0].empty()) desc.shape[0] = -1;
-    } else if (opt_it != opt_.opt_shapes.end()) {
-      // A profile: built (and timed) at opt; dims that differ between min and max are dynamic.
-      desc.shape = build = opt_it->second;
-      const Shape& lo = opt_.min_shapes.at(val.name);
-      const Shape& hi = opt_.max_shapes.at(val.name);
-      for (size_t i = 0; i < desc.shape.size(); ++i) {
-        if (lo[i] != hi[i]) desc.shape[i] = -1;
-      }
-    }
-    for (auto& dim : build) {
-      if (dim < 0) dim = 1;
-    }
-    shapes[val.name] = build;
-    inputs_.push_back(desc);
-  }
   // Lowering once at the build shapes times the kernels and learns the outputs.
-  build_shapes_ = shapes;
-  auto inst = instance(shapes);
+  inputs_ = QD_TRY(engine_inputs(graph_, opt_, &build_shapes_));
+  auto inst = instance(build_shapes_);
   if (!inst) return inst.status();
   for (const TensorDesc& o : (*inst)->outputs) {
     TensorDesc d = o;

@@ -328,13 +328,14 @@ class Lowerer {
     inst_->tensors.push_back(std::move(r));
     return static_cast<int>(inst_->tensors.size() - 1);
   }
-  int nhwc_tensor(const Shape& shape) {
+  // An NHWC tensor, fp16 or int8, its channels padded to 16 bytes' worth.
+  int nhwc_tensor(const Shape& shape, DType dtype = DType::kFloat16) {
     TensorRef r;
-    r.dtype = DType::kFloat16;
+    r.dtype = dtype;
     r.shape = shape;
     r.nhwc = true;
-    r.ld = round_up(static_cast<int>(shape[1]), 8);
-    r.bytes = static_cast<size_t>(shape[0] * shape[2] * shape[3]) * r.ld * 2;
+    r.ld = round_up(static_cast<int>(shape[1]), 16 / static_cast<int>(dtype_size(dtype)));
+    r.bytes = static_cast<size_t>(shape[0] * shape[2] * shape[3]) * r.ld * dtype_size(dtype);
     return add_tensor(r);
   }
   void add_layer(std::unique_ptr<Layer> l) {
@@ -417,12 +418,6 @@ class Lowerer {
       return unsupported("INT8 conv input '" + g_.values[v].name + "' is not a 4-d float tensor");
     }
     const Shape& sh = g_.values[v].shape;
-    TensorRef q;
-    q.dtype = DType::kInt8;
-    q.shape = sh;
-    q.nhwc = true;
-    q.ld = round_up(static_cast<int>(sh[1]), 16);
-    q.bytes = static_cast<size_t>(sh[0] * sh[2] * sh[3]) * q.ld;
     auto l = std::make_unique<QuantizeLayer>();
     l->scale = qscale_[v];
     int src, dq;
@@ -436,11 +431,11 @@ class Lowerer {
       dq = add_tensor(generic_ref(v));
       gen_[v] = dq;
     }
-    q8_[v] = add_tensor(q);
+    q8_[v] = nhwc_tensor(sh, DType::kInt8);
     l->ins = {src};
     l->outs = {q8_[v], dq};
     l->info = {g_.values[v].name + ":quantize", "quantize", "quantize_nhwc_i8", "int8",
-               fmt_of(inst_->tensors[src]), "nhwc" + std::to_string(q.ld) + ":int8", 0};
+               fmt_of(inst_->tensors[src]), fmt_of(inst_->tensors[q8_[v]]), 0};
     add_layer(std::move(l));
     return Status::ok();
   }
@@ -805,14 +800,7 @@ class Lowerer {
                   cn.inputs[0] == cur;
     }
     if (int8_out) {
-      TensorRef q;
-      q.dtype = DType::kInt8;
-      q.shape = g_.values[cur].shape;
-      q.nhwc = true;
-      q.ld = p.K;
-      q.bytes = static_cast<size_t>(q.shape[0] * q.shape[2] * q.shape[3]) * q.ld;
-      l->out = add_tensor(q);
-      q8_[cur] = l->out;
+      l->out = q8_[cur] = nhwc_tensor(g_.values[cur].shape, DType::kInt8);
       p.out_format = OutFormat::kNhwcI8;
       p.out_scale = qscale_[cur];
     } else if (fast_consumer && p.K % 8 == 0) {

@@ -11,6 +11,7 @@
 
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/kernels/generic_families.h"
+#include "ops/movement.h"
 
 namespace qd::cuda {
 
@@ -52,17 +53,8 @@ Status dispatch_float_storage(DType t, Fn&& fn) {
   return unsupported(std::string("element type ") + dtype_name(t) + " (float32/float16 only)");
 }
 
-// Calls fn(U{}) with U an unsigned integer as wide as one element: data movement copies bits, whatever the dtype.
-template <typename Fn>
-Status dispatch_width(DType t, Fn&& fn) {
-  switch (dtype_size(t)) {
-    case 1: return fn(uint8_t{});
-    case 2: return fn(uint16_t{});
-    case 4: return fn(uint32_t{});
-    case 8: return fn(uint64_t{});
-    default: return unsupported(std::string("element type ") + dtype_name(t));
-  }
-}
+// Data movement copies bits, whatever the dtype: the reference's per-width dispatch serves the kernels too.
+using ops::dispatch_width;
 
 template <typename T, int N>
 struct alignas(sizeof(T) * N) VecOf {
