@@ -52,7 +52,9 @@ def main():
     ap.add_argument("--work", default="/tmp/qdeploy-bench", help="scratch folder for the exported ONNX")
     ap.add_argument("--model", default="yolov5s")
     ap.add_argument("--batches", default="1,8,32")
-    ap.add_argument("--precisions", default="fp16", help="qdeploy precisions, comma-separated")
+    ap.add_argument("--precisions", default="fp16", help="qdeploy precisions, comma-separated (fp16, int8)")
+    ap.add_argument("--calib-images", help="int8: images for a minmax calibration of the random-weight model "
+                    "(the scales only have to be plausible for a speed measurement)")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (it takes minutes)")
@@ -101,6 +103,14 @@ def main():
         cmd = [args.qdeploy, "bench", onnx_path, "--device", "cuda", "--precision", prec, "--batch", args.batches,
                "--cuda-graph", "--warmup", str(args.warmup), "--iterations", str(args.iters), "--json", js,
                "--export-profile", os.path.join(args.out, f"profile_{prec}.json")]
+        if prec == "int8":
+            if not args.calib_images:
+                results.setdefault("errors", []).append("qdeploy int8: needs --calib-images")
+                continue
+            cache = os.path.join(args.work, f"{args.model}.cache")
+            subprocess.run([args.qdeploy, "calibrate", onnx_path, "--data", args.calib_images, "--algo", "minmax",
+                            "--batches", "2", "--batch-size", "4", "--cache", cache], check=True)
+            cmd += ["--calib-cache", cache]
         print(" ".join(cmd), flush=True)
         r = subprocess.run(cmd, capture_output=True, text=True)
         sys.stdout.write(r.stdout[-4000:])

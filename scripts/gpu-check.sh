@@ -2,7 +2,12 @@
 # GPU checks, run ON the GPU machine from the repository root: GPU unit tests, compute-sanitizer, conformance and
 # benchmarks. Results (logs, JSON, tables) go to OUTDIR. The binaries come prebuilt from the Debian machine
 # (scripts/build-gpu.sh, carried as build-gpu/) because the GPU machine has no package registry.
-# Usage: scripts/gpu-check.sh OUTDIR [STEP...]   steps: env tests sanitizer conformance bench (default: all)
+# Usage: scripts/gpu-check.sh OUTDIR [STEP...]
+#   steps: env tests sanitizer conformance bench (the default: all of these), and on demand:
+#   pipeline  the detection pipeline (decode -> GPU letterbox -> engine -> GPU NMS) at 672, batch 1 and 16, fp16 and
+#             INT8, on the FMNIST-Det val set: per-stage GPU times and mAP (docs/benchmarks.md)
+#   qat       QAT fine-tuning of the shipped detector (python -m qdeploy.qat, QD_QAT_ARGS adds flags), then INT8 GPU
+#             plans built from its Q/DQ model (all INT8, and with the stem conv in fp16) evaluated on the val set
 # QD_TEST_FILTER narrows the tests (a gtest filter); QD_BENCH_ARGS adds flags to bench/yolov5s_vs_pytorch.py.
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu-check.sh OUTDIR [STEP...]}
@@ -23,6 +28,17 @@ if [ -d .device/bin ]; then
     xz -dc "$f" > "$dst" && chmod +x "$dst"
   done
 fi
+# FMNIST-Det scenes for the pipeline and qat steps (generated here: the data sets are not carried).
+D=/tmp/qd-data
+fmnist_det() {  # fmnist_det DIR SPLIT COUNT SEED
+  [ -f "$D/$1/annotations/instances_$2.json" ] || "$B/qdeploy" dataset fmnist-det --split "$2" --count "$3" --seed "$4" \
+    --source-limit 30000 --out "$D/$1" --fmnist-dir .device/fashion-mnist --quiet > /dev/null
+}
+val_eval() {  # val_eval MODEL_OR_PLAN [FLAGS...]: qdeploy eval on the 1,000-scene val set
+  local m=$1
+  shift
+  "$B/qdeploy" eval "$m" --images "$D/val/images" --annotations "$D/val/annotations/instances_val.json" "$@"
+}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 rc=0
 for step in $STEPS; do
@@ -59,9 +75,53 @@ for step in $STEPS; do
       grep -v "^passed " "$OUT/conformance-cuda.log" | tail -40
       ;;
     bench)
+      fmnist_det calib train 8 1  # images for the int8 plan's (minmax) calibration
       PYTHONPATH=python python3 bench/yolov5s_vs_pytorch.py --qdeploy "$B/qdeploy" --out "$OUT/bench" \
-        ${QD_BENCH_ARGS:-} > "$OUT/bench.log" 2>&1 || rc=1
+        --precisions fp16,int8 --calib-images "$D/calib/images" ${QD_BENCH_ARGS:-} > "$OUT/bench.log" 2>&1 || rc=1
       tail -25 "$OUT/bench.log"
+      tar -C "$OUT" -cJf "$OUT/bench.tar.xz" bench && rm -rf "$OUT/bench"  # few files come back from the machine
+      ;;
+    pipeline)
+      fmnist_det val val 1000 0
+      {
+        PYTHONPATH=python python3 -m qdeploy.export --model yolov5n --nc 10 --weights models/yolov5n_fmnist_det.onnx \
+          --imgsz 672 --dynamic --out "$D/det672.onnx"
+        for prec in fp16 int8; do
+          "$B/qdeploy" build "$D/det672.onnx" --device cuda --precision $prec --calib-cache models/yolov5n_fmnist_det.cache \
+            --min images:1x3x672x672 --opt images:16x3x672x672 --max images:16x3x672x672 -o "$D/det672_$prec.plan"
+          for b in 1 16; do
+            for conf in 0.001 0.25; do
+              echo "--- $prec batch $b conf $conf"
+              val_eval "$D/det672_$prec.plan" --imgsz 672 --letterbox cudla --batch $b --conf $conf 2>&1 \
+                | grep -v "^eval:"
+            done
+          done
+        done
+      } > "$OUT/pipeline.log" 2>&1 || rc=1
+      grep -E "^---|pre- \+|per image|Average Precision  \(AP\) @\[ IoU=0.50:0.95 \| area=   all" "$OUT/pipeline.log"
+      ;;
+    qat)
+      fmnist_det val val 1000 0
+      fmnist_det train train 8000 1
+      rm -rf "$D/qat" && mkdir -p "$D/qat/train"
+      ln -s "$D/train/images" "$D/qat/train/images" && ln -s "$D/train/annotations" "$D/qat/train/annotations"
+      {
+        PYTHONPATH=python python3 -m qdeploy.qat --model yolov5n --nc 10 --weights models/yolov5n_fmnist_det.onnx \
+          --data "$D/qat" --placement 1 --calib-batches 16 --batch 32 --workers 12 --out "$D/qat/run" \
+          ${QD_QAT_ARGS:---epochs 2 --max-batches 250 --mosaic 0}
+        echo "--- fp16"
+        val_eval models/yolov5n_fmnist_det.onnx --device cuda --precision fp16 --quiet
+        # Fallback sets (share of the conv MACs: /model.0 8.5%, /model.1 5.7%, the Detect head /model.24 1.5%).
+        for fb in none /model.0/conv/Conv '/model.24/.*' '/model.1/conv/Conv,/model.24/.*' \
+                  '/model.0/conv/Conv,/model.24/.*'; do
+          echo "--- qat int8, fp16 layers: $fb"
+          [ "$fb" = none ] && fl=() || fl=(--fp16-layers "$fb")
+          val_eval "$D/qat/run/qat.onnx" --device cuda --precision int8 "${fl[@]}" --quiet
+        done
+      } > "$OUT/qat.log" 2>&1 || rc=1
+      cp "$D/qat/run/qat.onnx" "$OUT/qat.onnx" 2>/dev/null
+      grep -E "^---|val loss|IoU=0.50:0.95 \| area=   all \| maxDets=100 \] = |IoU=0.50      \|" "$OUT/qat.log" \
+        | grep -v "Recall"
       ;;
     *) echo "unknown step $step"; rc=2 ;;
   esac

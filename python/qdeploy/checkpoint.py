@@ -37,9 +37,35 @@ def read_state_dict(path):
     raise ValueError(f"{path}: not a state dict checkpoint (expected a dict of tensors or {{'model': state_dict}})")
 
 
+def read_onnx_weights(path, model):
+    """The initializers of an ONNX file this package exported whose names are ``model``'s state-dict keys (the
+    exporter keeps them): the conv weights and biases, BatchNorm already folded. Buffers the export turned into
+    constants (Detect's anchors and strides) keep the model's own values."""
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(path)).graph
+    own = model.state_dict()
+    sd = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in graph.initializer if t.name in own}
+    if not sd:
+        raise ValueError(f"{path}: no initializer is named like this model's parameters; was it exported by qdeploy?")
+    for name, tensor in own.items():
+        if name not in sd and name not in dict(model.named_parameters()):
+            sd[name] = tensor
+    return sd
+
+
 def load_weights(model, path):
-    """Load a checkpoint into ``model``; mismatched keys are an error that names them."""
-    missing, unexpected = model.load_state_dict(read_state_dict(path), strict=False)
+    """Load a checkpoint into ``model``; mismatched keys are an error that names them. An ``.onnx`` file exported by
+    this package (BatchNorm folded) is read too: ``model`` is folded first (models.fuse), so that a shipped model can
+    be fine-tuned or exported again at another size or with a dynamic batch."""
+    if str(path).endswith(".onnx"):
+        from .models.fuse import fuse_conv_bn
+
+        state = read_onnx_weights(path, fuse_conv_bn(model))
+    else:
+        state = read_state_dict(path)
+    missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise ValueError(
             f"{path} does not fit this model: missing {missing[:5]}{'...' if len(missing) > 5 else ''}, "

@@ -1,6 +1,8 @@
 #include "tasks/detector.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "core/file_io.h"
 #include "tasks/fmnist.h"
@@ -72,8 +74,43 @@ Expected<std::vector<std::vector<Detection>>> Detector::detect(const std::vector
     timings->preprocess_ms += pre;
     timings->infer_ms += infer;
     timings->postprocess_ms += ms_since(t0);
+    timings->images += static_cast<int64_t>(images.size());
+    timings->batches += 1;
   }
   return dets;
+}
+
+std::string format_timings(const DetectTimings& t, double decode_ms) {
+  const bool copies = t.upload_ms > 0 || t.download_ms > 0;  // the GPU pipeline times them apart
+  std::string out;
+  char buf[320];
+  auto line = [&](const std::string& what, double k) {
+    if (copies) {
+      std::snprintf(buf, sizeof buf, "%s: decode %.3f ms, upload %.3f ms, preprocess %.3f ms, inference %.3f ms, "
+                    "postprocess %.3f ms, download %.3f ms\n", what.c_str(), decode_ms / k, t.upload_ms / k,
+                    t.preprocess_ms / k, t.infer_ms / k, t.postprocess_ms / k, t.download_ms / k);
+    } else {
+      std::snprintf(buf, sizeof buf, "%s: decode %.3f ms, preprocess %.3f ms, inference %.3f ms, postprocess %.3f ms\n",
+                    what.c_str(), decode_ms / k, t.preprocess_ms / k, t.infer_ms / k, t.postprocess_ms / k);
+    }
+    out += buf;
+  };
+  const double n = static_cast<double>(std::max<int64_t>(t.images, 1));
+  const double nb = static_cast<double>(std::max<int64_t>(t.batches, 1));
+  line("per image (" + std::to_string(t.images) + ")", n);
+  std::snprintf(buf, sizeof buf, "per batch (%lld, %.1f images each)", static_cast<long long>(t.batches), n / nb);
+  line(buf, nb);
+  if (t.infer_ms > 0) {
+    const double share = 100 * (t.preprocess_ms + t.postprocess_ms) / t.infer_ms;
+    if (copies) {
+      std::snprintf(buf, sizeof buf, "pre- + post-processing: %.1f%% of inference (%.1f%% with the copies)\n", share,
+                    100 * (t.preprocess_ms + t.postprocess_ms + t.upload_ms + t.download_ms) / t.infer_ms);
+    } else {
+      std::snprintf(buf, sizeof buf, "pre- + post-processing: %.1f%% of inference\n", share);
+    }
+    out += buf;
+  }
+  return out;
 }
 
 Expected<std::vector<std::vector<Detection>>> Detector::postprocess(const std::vector<Tensor>& outputs,

@@ -18,9 +18,19 @@ struct DetectorOptions {
   YoloPostprocessOptions post;
 };
 
+// Sums over detect() calls. On the CPU path every stage is wall time on the host (the engine's copies count as
+// inference). The GPU pipeline times its stages with events on its stream: preprocess and postprocess are then the
+// letterbox kernel and the NMS kernels alone, and the host<->device copies around them (decoded pixels up,
+// detections down) are upload_ms and download_ms.
 struct DetectTimings {
   double preprocess_ms = 0, infer_ms = 0, postprocess_ms = 0;
+  double upload_ms = 0, download_ms = 0;
+  int64_t images = 0, batches = 0;
 };
+
+// Per-image and per-batch lines for `detect` and `eval`: decode (wall, host threads) then every stage, and the share
+// of pre- plus post-processing in the inference time.
+std::string format_timings(const DetectTimings& t, double decode_ms);
 
 // Another implementation of Detector::detect() (same contract: detections per image in its own pixels, timings
 // added to), e.g. cuda::DetectPipeline::detect_fn() (backends/cuda/detect_pipeline.h): letterbox and NMS on the GPU

@@ -160,6 +160,12 @@ TEST_P(FusedConv, MatchesReference) {
   }
   EXPECT_EQ(fused, cc.chain ? 2 : 1);
   EXPECT_EQ(generic, 0) << "an op of the fused pattern was left as a separate layer";
+  // Stride-2 stems with even kernels and pads over an input of <= 4 channels (even H, W) run on its space-to-depth.
+  const bool s2d = cc.c <= 4 && cc.h % 2 == 0 && cc.w % 2 == 0 && cc.stride == 2 && cc.r % 2 == 0 && cc.pad % 2 == 0;
+  const bool has_s2d = std::any_of(layers->begin(), layers->end(), [](const auto& l) {
+    return l.kernel == "nchw_to_s2d";
+  });
+  EXPECT_EQ(has_s2d, s2d);
   auto out = engine->run(in);
   ASSERT_TRUE(out) << out.status().to_string();
   // Inputs and weights are fp16-exact, so what remains is fp32 accumulation order and fp16 storage in between.
@@ -172,6 +178,8 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, FusedConv,
     ::testing::Values(ConvCase{1, 8, 16, 16, 16, 3, 3, 1, 1, 1, "none", false, false},
                       ConvCase{1, 3, 17, 23, 32, 6, 6, 2, 2, 1, "silu", false, true},  // YOLOv5 stem, C padded
+                      ConvCase{2, 3, 18, 22, 32, 6, 6, 2, 2, 1, "silu", false, true},  // the stem on its s2d
+                      ConvCase{1, 4, 10, 8, 16, 2, 2, 2, 0, 1, "relu", false, false},  // s2d, 2x2 kernel, no pad
                       ConvCase{2, 16, 20, 20, 32, 1, 1, 1, 0, 1, "silu", false, true},
                       ConvCase{1, 32, 13, 9, 32, 3, 3, 1, 1, 1, "silu", true, true},   // bottleneck + residual
                       ConvCase{3, 64, 10, 10, 128, 3, 3, 2, 1, 1, "relu", false, false},
@@ -294,6 +302,44 @@ TEST(CudaEngine, Int8MatchesReferenceInt8) {
   int int8_convs = 0;
   for (const auto& l : *layers) int8_convs += l.kind == "conv" && l.precision == "int8";
   EXPECT_EQ(int8_convs, 60);
+}
+
+// With a shape profile the build times the kernels at --min and --max (and --opt); a batch size in between takes the
+// nearest timed batch's kernels (the larger on a tie) instead of timing at run time.
+TEST(CudaEngine, ProfileBatchesBetweenTheTimedOnesTakeTheNearestKernels) {
+  SKIP_WITHOUT_GPU();
+  Graph g = conv_graph({1, 64, 20, 20, 64, 3, 3, 1, 1, 1, "silu", false, true}, 6);
+  Value& x = g.values[g.inputs[0]];
+  x.shape[0] = -1;
+  x.dim_names = {"batch", "", "", ""};
+  BuildOptions opt;
+  opt.device = "cuda";
+  opt.precision = "fp16";
+  opt.min_shapes = {{"x", {1, 64, 20, 20}}};
+  opt.opt_shapes = {{"x", {16, 64, 20, 20}}};
+  opt.max_shapes = {{"x", {16, 64, 20, 20}}};
+  auto e = cuda::CudaEngine::create(std::move(g), opt);
+  ASSERT_TRUE(e) << e.status().to_string();
+  auto kernels = [&](int batch) {
+    std::vector<std::string> k;
+    auto layers = (*e)->layer_info({{"x", {batch, 64, 20, 20}}});
+    EXPECT_TRUE(layers) << layers.status().to_string();
+    if (layers) {
+      for (const auto& l : *layers) {
+        if (l.kind == "conv") k.push_back(l.kernel);
+      }
+    }
+    return k;
+  };
+  const auto k1 = kernels(1), k16 = kernels(16);
+  ASSERT_EQ(k1.size(), 2u);
+  EXPECT_EQ(kernels(3), k1);
+  EXPECT_EQ(kernels(12), k16);
+  // And runs.
+  std::map<std::string, Tensor> in{{"x", test::random_f32({5, 64, 20, 20}, 5)}};
+  auto out = (*e)->run(in);
+  ASSERT_TRUE(out) << out.status().to_string();
+  EXPECT_EQ((*out)[0].shape()[0], 5);
 }
 
 TEST(CudaEngine, DynamicBatchGraphsAndContexts) {

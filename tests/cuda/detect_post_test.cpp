@@ -293,6 +293,34 @@ TEST_F(GpuYoloPost, MapsBoxesThroughTheLetterbox) {
   check(pred, o, DType::kFloat16, "letterbox fp16", &infos);
 }
 
+TEST_F(GpuYoloPost, ImagesBeyondTheInBlockSortTakeTheSortedPath) {
+  // Up to 16,384 candidates an image is sorted in shared memory; beyond, CUB sorts it in a second round trip. Image 0
+  // has ~20,000 candidates at conf 0.001 (12,000 rows x 3 classes, objectness >= 0.3 everywhere), image 1 about a
+  // thousand, image 2 none: all three paths in one batch, with fp16 ties, multi-label and best-class.
+  PredSpec s;
+  s.n = 3;
+  s.boxes = 12000;
+  s.nc = 3;
+  s.p_object = 1.f;
+  Tensor pred = make_pred(s, 21);
+  float* p = pred.data<float>();
+  const int64_t row = 5 + s.nc;
+  int64_t image0 = 0;
+  for (int64_t b = 0; b < s.boxes; ++b) {
+    for (int c = 0; c < s.nc; ++c) image0 += p[b * row + 4] * p[b * row + 5 + c] > 0.001f;
+    if (b % 20) p[(s.boxes + b) * row + 4] = 0.f;  // image 1: one row in 20 left
+    p[(2 * s.boxes + b) * row + 4] = 0.f;          // image 2: nothing
+  }
+  ASSERT_GT(image0, 16384) << "the test needs image 0 beyond the in-block sort";
+  YoloPostprocessOptions o;
+  o.conf_thres = 0.001f;
+  o.multi_label = true;
+  check(pred, o, DType::kFloat16, "mixed paths, multi-label");
+  o.multi_label = false;
+  o.max_nms = 20000;
+  check(pred, o, DType::kFloat32, "best-class");
+}
+
 TEST_F(GpuYoloPost, CandidateCapOverflowFallsBackToTheCpu) {
   PredSpec s;
   s.n = 3;

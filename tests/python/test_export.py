@@ -51,6 +51,40 @@ def test_weights_round_trip(tmp_path):
         load_weights(build_model("gn", 10), tmp_path / "w.pt")
 
 
+def test_weights_from_an_exported_onnx(tmp_path):
+    """A shipped detector's ONNX gives its weights back: re-exported at another size with a dynamic batch, the
+    conv weights are the same tensors and the model computes the same thing."""
+    from qdeploy.checkpoint import load_weights, save_checkpoint
+    from onnx import numpy_helper
+
+    torch.manual_seed(3)
+    trained = build_model("yolov5n", 10)
+    for m in trained.modules():  # BatchNorm statistics as training leaves them (fresh ones fold to equal biases)
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.bias.data.uniform_(-0.2, 0.2)
+    save_checkpoint(tmp_path / "w.pt", trained)
+    first = tmp_path / "a.onnx"
+    export.main(["--model", "yolov5n", "--nc", "10", "--weights", str(tmp_path / "w.pt"), "--imgsz", "320",
+                 "--out", str(first)])
+    again = tmp_path / "b.onnx"
+    export.main(["--model", "yolov5n", "--nc", "10", "--weights", str(first), "--imgsz", "352", "--dynamic",
+                 "--out", str(again)])
+    a = {t.name: numpy_helper.to_array(t) for t in load_checked(first).graph.initializer}
+    g = load_checked(again).graph
+    b = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    convs = [k for k in a if k.endswith(".conv.weight") or k.endswith(".conv.bias")]
+    assert len(convs) > 100 and all((a[k] == b[k]).all() for k in convs)
+    assert dims(g.input[0]) == ["batch", 3, 352, 352]
+    model = load_weights(build_model("yolov5n", 10), first).eval()
+    x = torch.rand(1, 3, 64, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x)[0], trained.eval()(x)[0], rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="no initializer"):
+        load_weights(build_model("bn", 10), first)
+
+
 @pytest.mark.parametrize("name", ["bn", "gn"])
 def test_classifier_export(tmp_path, name):
     path = tmp_path / f"{name}.onnx"

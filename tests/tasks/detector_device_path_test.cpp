@@ -71,3 +71,30 @@ TEST(DetectorDevicePath, RoutesDetectThroughTheHook) {
 
 }  // namespace
 }  // namespace qd
+
+namespace qd {
+namespace {
+
+TEST(DetectTimings, FormatsPerImageAndPerBatchWithTheShare) {
+  DetectTimings t;
+  t.images = 32;
+  t.batches = 2;
+  t.preprocess_ms = 3.2;  // 0.1 ms per image
+  t.infer_ms = 64;
+  t.postprocess_ms = 3.2;
+  std::string s = format_timings(t, 16);
+  EXPECT_NE(s.find("per image (32): decode 0.500 ms, preprocess 0.100 ms, inference 2.000 ms, postprocess 0.100 ms"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("per batch (2, 16.0 images each): decode 8.000 ms"), std::string::npos) << s;
+  EXPECT_NE(s.find("pre- + post-processing: 10.0% of inference\n"), std::string::npos) << s;
+  EXPECT_EQ(s.find("upload"), std::string::npos) << "the CPU path times no copies apart";
+  t.upload_ms = 6.4;
+  t.download_ms = 0.32;
+  s = format_timings(t, 16);
+  EXPECT_NE(s.find("upload 0.200 ms, preprocess 0.100 ms, inference 2.000 ms, postprocess 0.100 ms, download 0.010 ms"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("10.0% of inference (20.5% with the copies)"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace qd

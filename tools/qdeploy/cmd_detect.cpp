@@ -79,7 +79,7 @@ int run_detect(const DetectArgs& a) {
   nlohmann::json all = nlohmann::json::array();
   DetectTimings total;
   double decode_ms = 0;
-  size_t n_images = 0, n_batches = 0;
+  size_t n_images = 0;
   for (size_t start = 0; start < files->size(); start += batch) {
     const size_t end = std::min(files->size(), start + batch);
     const auto t0 = std::chrono::steady_clock::now();
@@ -111,16 +111,9 @@ int run_detect(const DetectArgs& a) {
       if (Status s = write_image(a.out + "/" + stem + ".jpg", imgs[k], 90); !s) return report(s);
     }
     n_images += imgs.size();
-    ++n_batches;
   }
   if (Status s = write_file_atomic(a.out + "/detections.json", all.dump(1) + "\n"); !s) return report(s);
-  const double n = static_cast<double>(n_images);
-  std::printf("%zu images, batch %d: per image decode %.2f ms, preprocess %.2f ms, inference %.2f ms, "
-              "postprocess %.2f ms\n",
-              n_images, batch, decode_ms / n, total.preprocess_ms / n, total.infer_ms / n, total.postprocess_ms / n);
-  const double nb = static_cast<double>(std::max<size_t>(n_batches, 1));
-  std::printf("%zu batches: per batch decode %.2f ms, preprocess %.2f ms, inference %.2f ms, postprocess %.2f ms\n",
-              n_batches, decode_ms / nb, total.preprocess_ms / nb, total.infer_ms / nb, total.postprocess_ms / nb);
+  std::printf("%s", format_timings(total, decode_ms).c_str());
   std::printf("wrote %zu annotated images and detections.json to %s\n", n_images, a.out.c_str());
   return 0;
 }

@@ -248,13 +248,7 @@ int run_eval_model(const EvalArgs& a) {
     }
   }
   if (!a.quiet) {
-    const double k = static_cast<double>(std::max<size_t>(n, 1));
-    std::fprintf(stderr, "per image: decode %.2f ms, preprocess %.2f ms, inference %.2f ms, postprocess %.2f ms (%s)\n",
-                 decode_ms / k, t.preprocess_ms / k, t.infer_ms / k, t.postprocess_ms / k, (*engine)->describe().c_str());
-    const double nb = static_cast<double>(std::max<size_t>((n + batch - 1) / batch, 1));
-    std::fprintf(stderr, "per batch of %zu (%.0f batches): decode %.2f ms, preprocess %.2f ms, inference %.2f ms, "
-                 "postprocess %.2f ms\n", batch, nb, decode_ms / nb, t.preprocess_ms / nb, t.infer_ms / nb,
-                 t.postprocess_ms / nb);
+    std::fprintf(stderr, "%s\n%s", (*engine)->describe().c_str(), format_timings(t, decode_ms).c_str());
   }
   auto coco = to_coco_detections(all, image_ids, *cat_ids);
   if (!coco) return report(coco.status());

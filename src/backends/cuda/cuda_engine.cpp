@@ -135,8 +135,15 @@ Status CudaEngine::init() {
   read_timing_cache(opt_.timing_cache, device_name_, &kernel_choice_);
   // Lowering once at the build shapes times the kernels and learns the outputs.
   inputs_ = QD_TRY(engine_inputs(graph_, opt_, &build_shapes_));
-  auto inst = instance(build_shapes_);
+  auto inst = instance(build_shapes_, true);
   if (!inst) return inst.status();
+  // A shape profile's smallest and largest shapes are timed too; other shapes in the profile take the nearest timed
+  // batch's kernels (lower.cpp) rather than timing at run time.
+  for (const auto* bound : {&opt_.min_shapes, &opt_.max_shapes}) {
+    std::map<std::string, Shape> shapes = build_shapes_;
+    for (const auto& [name, s] : *bound) shapes[name] = s;
+    if (shapes != build_shapes_) QD_RETURN_IF_ERROR(instance(shapes, true).status());
+  }
   for (const TensorDesc& o : (*inst)->outputs) {
     TensorDesc d = o;
     if (!d.shape.empty() && !inputs_.empty() && !inputs_[0].shape.empty() && inputs_[0].shape[0] < 0) d.shape[0] = -1;
@@ -145,12 +152,13 @@ Status CudaEngine::init() {
   return write_timing_cache(opt_.timing_cache, device_name_, kernel_choice_);
 }
 
-Expected<std::shared_ptr<const Instance>> CudaEngine::instance(const std::map<std::string, Shape>& shapes) const {
+Expected<std::shared_ptr<const Instance>> CudaEngine::instance(const std::map<std::string, Shape>& shapes,
+                                                               bool tune) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = instances_.find(shapes);
   if (it != instances_.end()) return it->second;
   if (instances_.size() >= 16) instances_.clear();  // bounded: a few batch sizes are typical
-  LowerInput in{&graph_, &opt_, shapes, &kernel_choice_, &weights_, &int8_};
+  LowerInput in{&graph_, &opt_, shapes, &kernel_choice_, &weights_, &int8_, tune};
   std::shared_ptr<Instance> inst = QD_TRY(lower(in));
   instances_[shapes] = inst;
   return std::shared_ptr<const Instance>(inst);

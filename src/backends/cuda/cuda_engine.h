@@ -70,8 +70,11 @@ class CudaEngine final : public Engine {
   const BuildOptions& options() const { return opt_; }
   const std::string& device_name() const { return device_name_; }
 
-  // Internal: the lowered model for one set of input shapes (cached; thread-safe).
-  Expected<std::shared_ptr<const Instance>> instance(const std::map<std::string, Shape>& shapes) const;
+  // Internal: the lowered model for one set of input shapes (cached; thread-safe). tune: time the kernels of conv
+  // shapes without a choice (the build does); else, inside a shape profile, an untimed batch size takes the nearest
+  // timed one's kernels (LowerInput::tune).
+  Expected<std::shared_ptr<const Instance>> instance(const std::map<std::string, Shape>& shapes,
+                                                     bool tune = false) const;
 
  private:
   CudaEngine(Graph g, BuildOptions opt) : graph_(std::move(g)), opt_(std::move(opt)) {}

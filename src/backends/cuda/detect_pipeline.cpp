@@ -59,25 +59,28 @@ Expected<std::vector<std::vector<Detection>>> DetectPipeline::detect(const std::
                                           images.begin() + static_cast<std::ptrdiff_t>(std::min(images.size(), start + step)));
     const int n = static_cast<int>(batch.size());
     std::vector<LetterboxInfo> infos;
-    QD_CUDA_TRY(cudaEventRecord(ev_[0], stream_));
-    QD_RETURN_IF_ERROR(pre_->run(batch, input_, stream_, &infos));
-    QD_CUDA_TRY(cudaEventRecord(ev_[1], stream_));
-    const void* pred = QD_TRY(infer_(input_, n, stream_));
+    QD_RETURN_IF_ERROR(pre_->run(batch, input_, stream_, &infos, ev_));
     QD_CUDA_TRY(cudaEventRecord(ev_[2], stream_));
-    QD_RETURN_IF_ERROR(post_->enqueue(pred, n, infos.data(), stream_));
+    const void* pred = QD_TRY(infer_(input_, n, stream_));
     QD_CUDA_TRY(cudaEventRecord(ev_[3], stream_));
+    QD_RETURN_IF_ERROR(post_->enqueue(pred, n, infos.data(), stream_, ev_[4]));
+    QD_CUDA_TRY(cudaEventRecord(ev_[5], stream_));
     auto dets = QD_TRY(post_->collect());
     for (size_t i = 0; i < dets.size(); ++i) {
       for (Detection& d : dets[i]) d.image = static_cast<int64_t>(start + i);
       all.push_back(std::move(dets[i]));
     }
     if (timings) {
-      float ms[3] = {0, 0, 0};
-      QD_CUDA_TRY(cudaEventSynchronize(ev_[3]));  // collect() waited for the copy, not for this later event
-      for (int k = 0; k < 3; ++k) QD_CUDA_TRY(cudaEventElapsedTime(&ms[k], ev_[k], ev_[k + 1]));
-      timings->preprocess_ms += ms[0];
-      timings->infer_ms += ms[1];
-      timings->postprocess_ms += ms[2];
+      float ms[5] = {};
+      QD_CUDA_TRY(cudaEventSynchronize(ev_[5]));  // collect() waited for the copy, not for this later event
+      for (int k = 0; k < 5; ++k) QD_CUDA_TRY(cudaEventElapsedTime(&ms[k], ev_[k], ev_[k + 1]));
+      timings->upload_ms += ms[0];
+      timings->preprocess_ms += ms[1];
+      timings->infer_ms += ms[2];
+      timings->postprocess_ms += ms[3];
+      timings->download_ms += ms[4];
+      timings->images += n;
+      timings->batches += 1;
     }
   }
   return all;

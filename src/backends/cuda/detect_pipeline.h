@@ -58,8 +58,9 @@ class DetectPipeline {
   DetectPipeline(const DetectPipeline&) = delete;
   DetectPipeline& operator=(const DetectPipeline&) = delete;
 
-  // Detections per image (in its own pixels, best first); batches larger than max_batch are split. Timings: wall
-  // time per stage measured with events on the stream (preprocess includes packing the pinned staging memory).
+  // Detections per image (in its own pixels, best first); batches larger than max_batch are split. Timings: GPU time
+  // per stage from events on the stream (DetectTimings: the copies apart from the kernels; packing the pinned
+  // staging memory on the host is not counted).
   Expected<std::vector<std::vector<Detection>>> detect(const std::vector<const Image*>& images,
                                                        DetectTimings* timings = nullptr);
   // detect() as a Detector device path (captures `this`).
@@ -75,7 +76,8 @@ class DetectPipeline {
   std::unique_ptr<ImagePreprocessor> pre_;
   std::unique_ptr<YoloPostprocessor> post_;
   void* input_ = nullptr;
-  cudaEvent_t ev_[4] = {nullptr, nullptr, nullptr, nullptr};
+  // Upload start/end, preprocessed, inferred, NMS done, results copied.
+  cudaEvent_t ev_[6] = {};
 };
 
 }  // namespace qd::cuda

@@ -32,6 +32,7 @@ struct YoloPostprocessor::Impl {
   const void* pred = nullptr;
   int n = 0;
   bool mapped = false;
+  cudaStream_t stream = nullptr;
 
   ~Impl() {
     if (pending && done) cudaEventSynchronize(done);
@@ -125,7 +126,8 @@ Status YoloPostprocessor::init() {
 
 YoloPostprocessor::~YoloPostprocessor() = default;
 
-Status YoloPostprocessor::enqueue(const void* d_pred, int n, const LetterboxInfo* infos, cudaStream_t stream) {
+Status YoloPostprocessor::enqueue(const void* d_pred, int n, const LetterboxInfo* infos, cudaStream_t stream,
+                                  cudaEvent_t before_download) {
   Impl& im = *impl_;
   if (im.pending) return internal("YoloPostprocessor: collect() the previous batch before enqueuing another");
   if (n < 1 || n > cfg_.max_batch) {
@@ -143,13 +145,20 @@ Status YoloPostprocessor::enqueue(const void* d_pred, int n, const LetterboxInfo
                                 cudaMemcpyHostToDevice, stream));
   }
   QD_RETURN_IF_ERROR(launch_yolo_nms(im.plan, d_pred, n, infos ? im.d_infos : nullptr, stream));
-  const size_t bytes = im.counts_bytes + sizeof(GpuDetection) * static_cast<size_t>(n) * im.plan.max_det;
-  QD_CUDA_TRY(cudaMemcpyAsync(im.h_results, im.d_results, bytes, cudaMemcpyDeviceToHost, stream));
-  QD_CUDA_TRY(cudaEventRecord(im.done, stream));
+  if (before_download) QD_CUDA_TRY(cudaEventRecord(before_download, stream));
   im.pending = true;
   im.pred = d_pred;
   im.n = n;
   im.mapped = infos != nullptr;
+  im.stream = stream;
+  return download();
+}
+
+Status YoloPostprocessor::download() {
+  Impl& im = *impl_;
+  const size_t bytes = im.counts_bytes + sizeof(GpuDetection) * static_cast<size_t>(im.n) * im.plan.max_det;
+  QD_CUDA_TRY(cudaMemcpyAsync(im.h_results, im.d_results, bytes, cudaMemcpyDeviceToHost, im.stream));
+  QD_CUDA_TRY(cudaEventRecord(im.done, im.stream));
   return Status::ok();
 }
 
@@ -159,6 +168,12 @@ Expected<std::vector<std::vector<Detection>>> YoloPostprocessor::collect() {
   im.pending = false;
   QD_CUDA_TRY(cudaEventSynchronize(im.done));
   const int* counts = reinterpret_cast<const int*>(im.h_results);
+  if (std::find(counts, counts + im.n, kNmsPending) != counts + im.n) {
+    // Images with more candidates than the in-block sort takes: finish them on the device (a second round trip).
+    QD_RETURN_IF_ERROR(launch_yolo_nms_pending(im.plan, im.pred, im.n, im.mapped ? im.d_infos : nullptr, im.stream));
+    QD_RETURN_IF_ERROR(download());
+    QD_CUDA_TRY(cudaEventSynchronize(im.done));
+  }
   const GpuDetection* dets = reinterpret_cast<const GpuDetection*>(im.h_results + im.counts_bytes);
   std::vector<std::vector<Detection>> out(static_cast<size_t>(im.n));
   for (int i = 0; i < im.n; ++i) {

@@ -1,7 +1,8 @@
 // Batched YOLOv5 post-processing on the GPU: from the decoded output [N, boxes, 5+nc] (fp32 or fp16, on the device)
 // to each image's detections in its own pixels, copied back to the host. Per image: confidence filter (obj * cls,
 // best-class or multi-label), candidate compaction, sort by score, the max_nms cap, class-aware NMS, max_det, mapping
-// through the letterbox. The detections are the CPU path's (yolov5_postprocess + unletterbox_detections in
+// through the letterbox. Two kernels when every image has at most 16,384 candidates (sorted in shared memory);
+// images with more are finished by a CUB sort in a second round trip inside collect() (kernels/yolo_nms.h). The detections are the CPU path's (yolov5_postprocess + unletterbox_detections in
 // tasks/yolo_decode.h), same boxes, scores, classes and order: the options are the same YoloPostprocessOptions.
 //
 // Use:
@@ -54,7 +55,9 @@ class YoloPostprocessor {
   // copy of the results into pinned memory. infos: n letterbox geometries (the ImagePreprocessor's) to map boxes to
   // original pixels and clip them, or nullptr to keep them in network-input pixels. Does not wait for the device.
   // collect() must come before the next enqueue().
-  Status enqueue(const void* d_pred, int n, const LetterboxInfo* infos, cudaStream_t stream);
+  // before_download (optional): recorded on `stream` after the kernels, before the copy of the results.
+  Status enqueue(const void* d_pred, int n, const LetterboxInfo* infos, cudaStream_t stream,
+                 cudaEvent_t before_download = nullptr);
   // Waits for the last enqueue(); one list per image, best first, Detection::image = index in the batch.
   // d_pred must still hold that batch: an image with more candidates than max_candidates is redone from it.
   Expected<std::vector<std::vector<Detection>>> collect();
@@ -65,6 +68,7 @@ class YoloPostprocessor {
  private:
   YoloPostprocessor() = default;
   Status init();
+  Status download();  // enqueues the copy of the results to pinned memory and records `done`
   Expected<std::vector<Detection>> cpu_fallback(int image) const;
 
   YoloGpuConfig cfg_;

@@ -85,6 +85,41 @@ class ReformatLayer final : public Layer {
   }
 };
 
+// Space-to-depth of a stem conv's input (see Lowerer::plan_s2d): NCHW -> NHWC fp16, or int8 quantized with `scale`.
+class SpaceToDepthLayer final : public Layer {
+ public:
+  float scale = 1.f;
+  Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
+    const TensorRef& x = inst.tensors[ins[0]];
+    const TensorRef& y = inst.tensors[outs[0]];
+    const Shape& sh = x.shape;
+    return nchw_to_s2d(inst.ptr(ins[0], ptrs), x.dtype, inst.view(outs[0], ptrs), y.dtype, scale,
+                       static_cast<int>(sh[0]), static_cast<int>(sh[1]), static_cast<int>(sh[2]),
+                       static_cast<int>(sh[3]), s);
+  }
+};
+
+// [K, C, R, S] -> [K, 4C, R/2, S/2] with w'[k][(dy * 2 + dx) * C + c][i][j] = w[k][c][2i + dy][2j + dx]: the weights of
+// the stride-1 conv over the space-to-depth input that computes the stride-2 conv (R and S even).
+Tensor space_to_depth_weights(const Tensor& w) {
+  const Shape& s = w.shape();
+  const int64_t K = s[0], C = s[1], R = s[2], S = s[3];
+  Tensor out(DType::kFloat32, {K, 4 * C, R / 2, S / 2});
+  const float* src = w.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t k = 0; k < K; ++k) {
+    for (int64_t c = 0; c < C; ++c) {
+      for (int64_t r = 0; r < R; ++r) {
+        for (int64_t q = 0; q < S; ++q) {
+          const int64_t c2 = ((r % 2) * 2 + q % 2) * C + c;
+          dst[((k * 4 * C + c2) * (R / 2) + r / 2) * (S / 2) + q / 2] = src[((k * C + c) * R + r) * S + q];
+        }
+      }
+    }
+  }
+  return out;
+}
+
 // A conv input's quantization (once per tensor): the int8 NHWC copy for the INT8 convs, and the dequantized value
 // every other consumer reads.
 class QuantizeLayer final : public Layer {
@@ -93,8 +128,10 @@ class QuantizeLayer final : public Layer {
   Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
     const TensorRef& x = inst.tensors[ins[0]];
     const Shape& sh = x.shape;
+    const bool dq = outs.size() > 1;  // the dequantized value, when a consumer other than the INT8 convs reads it
     return quantize_nhwc_i8(inst.ptr(ins[0], ptrs), x.nhwc, inst.view(ins[0], ptrs), inst.view(outs[0], ptrs),
-                            inst.ptr(outs[1], ptrs), inst.view(outs[1], ptrs), static_cast<int>(sh[0]),
+                            dq ? inst.ptr(outs[1], ptrs) : nullptr, dq ? inst.view(outs[1], ptrs) : NhwcView{},
+                            static_cast<int>(sh[0]),
                             static_cast<int>(sh[1]), static_cast<int>(sh[2]), static_cast<int>(sh[3]), scale, s);
   }
 };
@@ -260,6 +297,7 @@ class Lowerer {
     is_output_.assign(nv, false);
     for (int o : g_.outputs) is_output_[o] = true;
     if (in_.opt->precision == "int8") QD_RETURN_IF_ERROR(choose_int8());
+    QD_RETURN_IF_ERROR(plan_s2d());
     // I/O slots: inputs first, then outputs.
     for (int v : g_.inputs) {
       TensorRef r = generic_ref(v);
@@ -382,6 +420,59 @@ class Lowerer {
     add_layer(std::move(l));
     return fast_t_[v] = t;
   }
+  // Stem convs (a graph input with at most 4 channels, even H and W, read only by stride-2 convs with even kernels and
+  // pads) run as stride-1 convs with half the kernel over the input's space-to-depth [N, 4C, H/2, W/2]: 4C channels
+  // pad to 16 instead of C to 8 (fp16) or 16 (int8), so the conv does 2x (fp16) or 4x (int8) less padded work and the
+  // reformat or quantize pass writes a quarter of the pixels. Same products, summed in another order.
+  Status plan_s2d() {
+    s2d_.assign(g_.values.size(), false);
+    s2d_t_.assign(g_.values.size(), -1);
+    if (!fast_) return Status::ok();
+    for (int v : g_.inputs) {
+      if (!is_float4d(v) || is_output_[v] || consumers_[v].empty()) continue;
+      const Shape& x = g_.values[v].shape;
+      if (x[1] > 4 || x[2] % 2 || x[3] % 2) continue;
+      bool ok = true;
+      int int8 = -1;
+      for (int c : consumers_[v]) {
+        const Node& n = g_.nodes[c];
+        ok = ok && n.op == OpType::Conv && n.inputs.size() >= 2 && n.inputs[0] == v &&
+             std::count(n.inputs.begin(), n.inputs.end(), v) == 1 && g_.is_constant(n.inputs[1]) &&
+             (n.inputs.size() < 3 || n.inputs[2] < 0 || g_.is_constant(n.inputs[2])) &&
+             (int8 < 0 || int8 == static_cast<int>(int8_convs_.count(n.name)));
+        if (!ok) break;
+        int8 = static_cast<int>(int8_convs_.count(n.name));
+        const Tensor& w = *g_.constant(n.inputs[1]);
+        if (w.dtype() != DType::kFloat32 || w.shape().size() != 4) {
+          ok = false;
+          break;
+        }
+        Shape out;
+        auto geo = ops::conv_geom(n, x, w.shape(), &out);
+        ok = geo && geo->group == 1 && geo->sh == 2 && geo->sw == 2 && geo->dh == 1 && geo->dw == 1 &&
+             geo->kh % 2 == 0 && geo->kw % 2 == 0 && geo->ph % 2 == 0 && geo->pw % 2 == 0 &&
+             geo->oh == (geo->h + 2 * geo->ph - geo->kh) / 2 + 1 && geo->ow == (geo->w + 2 * geo->pw - geo->kw) / 2 + 1;
+      }
+      s2d_[v] = ok;
+    }
+    return Status::ok();
+  }
+  static Shape s2d_shape(const Shape& x) { return {x[0], 4 * x[1], x[2] / 2, x[3] / 2}; }
+  // The space-to-depth copy of graph input v: fp16 (int8 false) or int8 with v's scale.
+  Expected<int> ensure_s2d(int v, bool int8) {
+    int& t = int8 ? q8_[v] : s2d_t_[v];
+    if (t >= 0) return t;
+    const int src = QD_TRY(ensure_generic(v));
+    t = nhwc_tensor(s2d_shape(g_.values[v].shape), int8 ? DType::kInt8 : DType::kFloat16);
+    auto l = std::make_unique<SpaceToDepthLayer>();
+    if (int8) l->scale = qscale_[v];
+    l->info = {g_.values[v].name + (int8 ? ":quantize_s2d" : ":to_nhwc_s2d"), int8 ? "quantize" : "reformat",
+               "nchw_to_s2d", int8 ? "int8" : "fp32->fp16", fmt_of(inst_->tensors[src]), fmt_of(inst_->tensors[t]), 0};
+    l->ins = {src};
+    l->outs = {t};
+    add_layer(std::move(l));
+    return t;
+  }
   bool is_float4d(int v) const {
     return v >= 0 && g_.values[v].dtype == DType::kFloat32 && g_.values[v].shape.size() == 4 && !g_.is_constant(v);
   }
@@ -414,14 +505,25 @@ class Lowerer {
   // value for every other consumer (the reference's rule), which then replaces v.
   Status resolve(int v) {
     if (v < 0 || qscale_.empty() || qscale_[v] == 0.f || q8_[v] >= 0) return Status::ok();
+    if (s2d_[v]) return ensure_s2d(v, true).status();
     if (g_.values[v].shape.size() != 4 || g_.values[v].dtype != DType::kFloat32) {
       return unsupported("INT8 conv input '" + g_.values[v].name + "' is not a 4-d float tensor");
     }
     const Shape& sh = g_.values[v].shape;
     auto l = std::make_unique<QuantizeLayer>();
     l->scale = qscale_[v];
-    int src, dq;
-    if (fast_t_[v] >= 0) {
+    q8_[v] = nhwc_tensor(sh, DType::kInt8);
+    // Only INT8 convs read v (e.g. the network input feeding the stem): no dequantized copy.
+    bool others = is_output_[v];
+    for (int c : consumers_[v]) {
+      const Node& cn = g_.nodes[c];
+      others = others || !(cn.op == OpType::Conv && int8_convs_.count(cn.name) && cn.inputs[0] == v &&
+                           std::count(cn.inputs.begin(), cn.inputs.end(), v) == 1);
+    }
+    int src, dq = -1;
+    if (!others) {
+      src = fast_t_[v] >= 0 ? fast_t_[v] : QD_TRY(ensure_generic(v));
+    } else if (fast_t_[v] >= 0) {
       src = fast_t_[v];
       dq = nhwc_tensor(sh);
       fast_t_[v] = dq;
@@ -431,9 +533,9 @@ class Lowerer {
       dq = add_tensor(generic_ref(v));
       gen_[v] = dq;
     }
-    q8_[v] = nhwc_tensor(sh, DType::kInt8);
     l->ins = {src};
-    l->outs = {q8_[v], dq};
+    l->outs = {q8_[v]};
+    if (dq >= 0) l->outs.push_back(dq);
     l->info = {g_.values[v].name + ":quantize", "quantize", "quantize_nhwc_i8", "int8",
                fmt_of(inst_->tensors[src]), fmt_of(inst_->tensors[q8_[v]]), 0};
     add_layer(std::move(l));
@@ -745,37 +847,40 @@ class Lowerer {
 
     auto l = std::make_unique<ConvLayer>();
     l->int8 = int8;
-    l->in = int8 ? q8_[n.inputs[0]] : QD_TRY(ensure_fast(n.inputs[0]));
+    const bool s2d = s2d_[n.inputs[0]];
+    l->in = s2d ? QD_TRY(ensure_s2d(n.inputs[0], int8)) : int8 ? q8_[n.inputs[0]] : QD_TRY(ensure_fast(n.inputs[0]));
     if (res_value >= 0) {
       QD_RETURN_IF_ERROR(resolve(res_value));
       l->res = QD_TRY(ensure_fast(res_value));
     }
-    const std::string key = n.name + (int8 ? ":int8" : "");
+    const std::string key = n.name + (int8 ? ":int8" : "") + (s2d ? ":s2d" : "");
     auto it = in_.weights->find(key);
     if (it == in_.weights->end()) {
       std::shared_ptr<PackedConv> packed;
+      const Tensor w2 = s2d ? space_to_depth_weights(w) : w;
       if (int8) {
         auto ws = in_.int8->weight_scales.find(g_.values[n.inputs[1]].name);
-        packed = QD_TRY(pack_conv_int8(w, bias, qscale_[n.inputs[0]],
+        packed = QD_TRY(pack_conv_int8(w2, bias, qscale_[n.inputs[0]],
                                        ws == in_.int8->weight_scales.end() ? nullptr : &ws->second));
       } else {
-        packed = QD_TRY(pack_conv(w, bias, has_bn ? &bn : nullptr));
+        packed = QD_TRY(pack_conv(w2, bias, has_bn ? &bn : nullptr));
       }
       it = in_.weights->emplace(key, packed).first;
     }
     l->w = it->second;
     ConvParams& p = l->p;
+    const int f = s2d ? 2 : 1;  // the space-to-depth conv: half the input, kernel and pads, stride 1
     p.N = static_cast<int>(geo.n);
-    p.H = static_cast<int>(geo.h);
-    p.W = static_cast<int>(geo.w);
+    p.H = static_cast<int>(geo.h) / f;
+    p.W = static_cast<int>(geo.w) / f;
     p.C = l->w->C;
     p.K = static_cast<int>(geo.m);
-    p.R = static_cast<int>(geo.kh);
-    p.S = static_cast<int>(geo.kw);
-    p.stride_h = static_cast<int>(geo.sh);
-    p.stride_w = static_cast<int>(geo.sw);
-    p.pad_h = static_cast<int>(geo.ph);
-    p.pad_w = static_cast<int>(geo.pw);
+    p.R = static_cast<int>(geo.kh) / f;
+    p.S = static_cast<int>(geo.kw) / f;
+    p.stride_h = static_cast<int>(geo.sh) / f;
+    p.stride_w = static_cast<int>(geo.sw) / f;
+    p.pad_h = static_cast<int>(geo.ph) / f;
+    p.pad_w = static_cast<int>(geo.pw) / f;
     p.dil_h = static_cast<int>(geo.dh);
     p.dil_w = static_cast<int>(geo.dw);
     p.OH = static_cast<int>(geo.oh);
@@ -953,12 +1058,35 @@ class Lowerer {
   }
 
   // ---- kernel choice: time the candidates of each conv signature not chosen yet ----
+  // A signature is "<kind>:n<N>:<the rest>"; the batch sits alone in the second field (see nearest_batch_choice).
   static std::string signature(const ConvParams& p, bool res, bool int8) {
     char buf[200];
     std::snprintf(buf, sizeof buf, "%s:n%d:h%dw%dc%d:k%d:r%ds%d:st%dx%d:p%dx%d:d%dx%d:o%d:res%d",
                   int8 ? "conv_i8" : "conv_f16", p.N, p.H, p.W, p.C, p.K, p.R, p.S, p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w,
                   static_cast<int>(p.out_format), res ? 1 : 0);
     return buf;
+  }
+  // Batch sizes inside a plan's profile that the builder did not time (a last, partial batch) take the choice made
+  // for the nearest timed batch of the same layer (the larger one on a tie) instead of timing at run time, as an
+  // engine must not stall for seconds when a new batch size comes in.
+  static const std::string* nearest_batch_choice(const std::map<std::string, std::string>& choices,
+                                                 const std::string& sig) {
+    const size_t a = sig.find(":n"), b = sig.find(':', a + 2);
+    if (a == std::string::npos || b == std::string::npos) return nullptr;
+    const std::string kind = sig.substr(0, a), rest = sig.substr(b);
+    const long n = std::strtol(sig.c_str() + a + 2, nullptr, 10);
+    const std::string* best = nullptr;
+    long best_d = 0, best_n = 0;
+    for (auto it = choices.lower_bound(kind + ":n"); it != choices.end() && it->first.compare(0, a + 2, kind + ":n") == 0;
+         ++it) {
+      const std::string& k = it->first;
+      const size_t kb = k.find(':', a + 2);
+      if (kb == std::string::npos || k.compare(kb, std::string::npos, rest) != 0) continue;
+      const long kn = std::strtol(k.c_str() + a + 2, nullptr, 10);
+      const long d = std::labs(kn - n);
+      if (!best || d < best_d || (d == best_d && kn > best_n)) best = &it->second, best_d = d, best_n = kn;
+    }
+    return best;
   }
 
   // Candidates: every tile configuration, and split-K over 2..8 ranges for layers too small to fill the GPU.
@@ -998,8 +1126,15 @@ class Lowerer {
     std::vector<int> todo;
     for (int li : conv_layers_) {
       auto* c = static_cast<ConvLayer*>(inst_->layers[li].get());
-      auto it = in_.choices->find(signature(c->p, c->res >= 0, c->int8));
-      if (it == in_.choices->end() || !apply(c, it->second)) todo.push_back(li);
+      const std::string sig = signature(c->p, c->res >= 0, c->int8);
+      auto it = in_.choices->find(sig);
+      if (it != in_.choices->end() && apply(c, it->second)) continue;
+      if (in_.tune || in_.opt->max_shapes.empty() || it != in_.choices->end()) {
+        todo.push_back(li);
+        continue;
+      }
+      const std::string* near = nearest_batch_choice(*in_.choices, sig);
+      if (!near || !apply(c, *near)) todo.push_back(li);
     }
     if (!todo.empty()) QD_RETURN_IF_ERROR(time_kernels(todo));
     // One split-K workspace for the instance, after the planned activations (layers run one at a time).
@@ -1090,7 +1225,9 @@ class Lowerer {
   std::map<int, int> producer_;  // tensor -> layer writing it
   std::set<std::string> int8_convs_;  // INT8 plans: the convs lower_int8 puts in INT8
   std::vector<float> qscale_;         // per value: the scale it is quantized with (0: not quantized)
-  std::vector<int> q8_;               // per value: its int8 NHWC tensor, once quantized
+  std::vector<int> q8_;               // per value: its int8 NHWC tensor, once quantized (s2d layout for s2d_ values)
+  std::vector<bool> s2d_;             // per value: a graph input the stem convs read as its space-to-depth
+  std::vector<int> s2d_t_;            // its fp16 space-to-depth tensor, once made
   std::map<int, bool> aliased_;
   std::vector<int> conv_layers_;
 };

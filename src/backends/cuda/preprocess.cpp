@@ -113,7 +113,7 @@ size_t ImagePreprocessor::output_bytes(int n) const {
 }
 
 Status ImagePreprocessor::run(const std::vector<const Image*>& images, void* d_out, cudaStream_t stream,
-                              std::vector<LetterboxInfo>* infos) {
+                              std::vector<LetterboxInfo>* infos, const cudaEvent_t* upload_events) {
   const size_t n = images.size();
   if (n < 1 || n > 65535) return invalid("GPU preprocessing: a batch holds 1..65535 images, got " + std::to_string(n));
   if (!d_out) return invalid("GPU preprocessing: no output buffer");
@@ -130,7 +130,9 @@ Status ImagePreprocessor::run(const std::vector<const Image*>& images, void* d_o
   uint8_t* host = QD_TRY(staging_.begin(layout.bytes));
   std::memcpy(host, jobs.data(), header);
   QD_RETURN_IF_ERROR(pack_images(images, header, host).status());
+  if (upload_events) QD_CUDA_TRY(cudaEventRecord(upload_events[0], stream));
   const uint8_t* dev = QD_TRY(staging_.upload(layout.bytes, stream));
+  if (upload_events) QD_CUDA_TRY(cudaEventRecord(upload_events[1], stream));
 
   PackLaunch launch;
   launch.staging = dev;

@@ -83,8 +83,10 @@ class ImagePreprocessor {
   // enqueues one upload and one kernel on `stream`, writing output_bytes(images.size()) bytes at d_out (device).
   // Returns once enqueued; `infos` (optional) receives each image's letterbox geometry for mapping boxes back.
   // The images may be freed as soon as run() returns. Blocks only while the previous batch still uses the staging.
+  // upload_events (optional, two events): recorded on `stream` right before and after the upload, so that the caller
+  // can time the copy and the kernel apart from the host-side packing.
   Status run(const std::vector<const Image*>& images, void* d_out, cudaStream_t stream,
-             std::vector<LetterboxInfo>* infos = nullptr);
+             std::vector<LetterboxInfo>* infos = nullptr, const cudaEvent_t* upload_events = nullptr);
 
  private:
   ImagePreprocessor(const LetterboxOptions& l, const TensorOptions& t) : letterbox_(l), tensor_(t) {}

@@ -117,7 +117,7 @@ __global__ void quantize_from_nhwc_kernel(const __half* x, int xld, int8_t* q, i
     }
     const int8_t v = quantize_i8(__half2float(x[pix * xld + c]), scale);
     q[i] = v;
-    dq[pix * dqld + c] = __float2half_rn(__fmul_rn(static_cast<float>(v), scale));
+    if (dq) dq[pix * dqld + c] = __float2half_rn(__fmul_rn(static_cast<float>(v), scale));
   }
 }
 
@@ -126,15 +126,48 @@ __global__ void quantize_from_nchw_kernel(const float* x, int8_t* q, int qld, fl
   for (int64_t pix = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; pix < pixels;
        pix += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t n = pix / HW, hw = pix - n * HW;
-    for (int c = 0; c < qld; ++c) {
-      if (c >= C) {
-        q[pix * qld + c] = 0;
-        continue;
+    // 16 channels per 16-byte store (qld is a multiple of 16); reads are coalesced across the threads of a plane.
+    for (int c0 = 0; c0 < qld; c0 += 16) {
+      alignas(16) int8_t v[16];
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const int c = c0 + j;
+        v[j] = 0;
+        if (c < C) {
+          const int64_t idx = (n * C + c) * HW + hw;
+          v[j] = quantize_i8(x[idx], scale);
+          if (dq) dq[idx] = __fmul_rn(static_cast<float>(v[j]), scale);
+        }
       }
-      const int64_t idx = (n * C + c) * HW + hw;
-      const int8_t v = quantize_i8(x[idx], scale);
-      q[pix * qld + c] = v;
-      dq[idx] = __fmul_rn(static_cast<float>(v), scale);
+      *reinterpret_cast<int4*>(q + pix * qld + c0) = *reinterpret_cast<const int4*>(v);
+    }
+  }
+}
+
+// One thread per output pixel, 16-byte stores (8 fp16 or 16 int8 channels).
+template <typename T, typename Y>
+__global__ void nchw_to_s2d_kernel(const T* x, Y* y, int ld, int C, int H, int W, float scale, int64_t pixels) {
+  constexpr int kVec = 16 / sizeof(Y);
+  const int OH = H / 2, OW = W / 2;
+  for (int64_t pix = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; pix < pixels;
+       pix += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = pix / (static_cast<int64_t>(OH) * OW);
+    const int rem = static_cast<int>(pix - n * OH * OW), oy = rem / OW, ox = rem - oy * OW;
+    const T* src = x + n * C * H * W;
+    for (int c0 = 0; c0 < ld; c0 += kVec) {
+      alignas(16) Y v[kVec];
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const int k = c0 + j, blk = k / C, c = k - blk * C;
+        float f = 0.f;
+        if (blk < 4) f = to_f(src[(static_cast<int64_t>(c) * H + 2 * oy + (blk >> 1)) * W + 2 * ox + (blk & 1)]);
+        if constexpr (sizeof(Y) == 1) {
+          v[j] = blk < 4 ? quantize_i8(f, scale) : int8_t{0};
+        } else {
+          v[j] = __float2half_rn(f);
+        }
+      }
+      *reinterpret_cast<uint4*>(y + pix * ld + c0) = *reinterpret_cast<const uint4*>(v);
     }
   }
 }
@@ -165,6 +198,32 @@ Status nchw_to_nhwc(const void* x, DType x_type, NhwcView y, int N, int C, int H
     return internal("nchw_to_nhwc: input must be float32 or float16");
   }
   return cuda_status(cudaGetLastError(), "nchw_to_nhwc");
+}
+
+Status nchw_to_s2d(const void* x, DType x_type, NhwcView y, DType y_type, float scale, int N, int C, int H, int W,
+                   cudaStream_t s) {
+  const int vec = y_type == DType::kInt8 ? 16 : 8;
+  if (y.coff != 0 || y.ld < 4 * C || y.ld % vec || H % 2 || W % 2 || C < 1) {
+    return internal("nchw_to_s2d: whole tensors, even H and W, ld >= 4C and a multiple of the 16-byte vector");
+  }
+  const int64_t pixels = static_cast<int64_t>(N) * (H / 2) * (W / 2);
+  if (pixels == 0) return Status::ok();
+  if (y_type == DType::kInt8 && x_type == DType::kFloat32) {
+    nchw_to_s2d_kernel<<<blocks_for(pixels), kThreads, 0, s>>>(static_cast<const float*>(x),
+                                                                 static_cast<int8_t*>(y.data), y.ld, C, H, W, scale,
+                                                                 pixels);
+  } else if (y_type == DType::kFloat16 && x_type == DType::kFloat32) {
+    nchw_to_s2d_kernel<<<blocks_for(pixels), kThreads, 0, s>>>(static_cast<const float*>(x),
+                                                                 static_cast<__half*>(y.data), y.ld, C, H, W, 0.f,
+                                                                 pixels);
+  } else if (y_type == DType::kFloat16 && x_type == DType::kFloat16) {
+    nchw_to_s2d_kernel<<<blocks_for(pixels), kThreads, 0, s>>>(static_cast<const __half*>(x),
+                                                                 static_cast<__half*>(y.data), y.ld, C, H, W, 0.f,
+                                                                 pixels);
+  } else {
+    return internal("nchw_to_s2d: fp32 or fp16 to fp16, or fp32 to int8");
+  }
+  return cuda_status(cudaGetLastError(), "nchw_to_s2d");
 }
 
 Status nhwc_to_nchw(NhwcView x, void* y, DType y_type, int N, int C, int H, int W, cudaStream_t s) {

@@ -18,6 +18,11 @@ struct NhwcView {
 
 // NCHW fp32 or fp16 -> NHWC fp16 with channels C..ld-1 of each pixel set to zero.
 Status nchw_to_nhwc(const void* x, DType x_type, NhwcView y, int N, int C, int H, int W, cudaStream_t s);
+// Space-to-depth for a stride-2 stem conv (lower.cpp): NCHW [N, C, H, W] (H, W even) -> NHWC [N, H/2, W/2, ld] whose
+// channel (dy * 2 + dx) * C + c is x[n, c, 2y + dy, 2x + dx], channels 4C..ld-1 zero. fp16 (x fp32 or fp16), or int8
+// quantized with `scale` as quantize_nhwc_i8 does (x fp32, y.ld a multiple of 16).
+Status nchw_to_s2d(const void* x, DType x_type, NhwcView y, DType y_type, float scale, int N, int C, int H, int W,
+                   cudaStream_t s);
 // NHWC fp16 -> NCHW fp32 or fp16.
 Status nhwc_to_nchw(NhwcView x, void* y, DType y_type, int N, int C, int H, int W, cudaStream_t s);
 
@@ -32,7 +37,7 @@ Status copy_channels_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W, cu
 
 // The INT8 contract's quantization of a conv input, done once per tensor: q = saturate(round_half_even(x / scale))
 // into an NHWC int8 tensor (C channels of q.ld, the rest zero), and dq = q * scale, what every other consumer of the
-// tensor reads, in x's own layout: NHWC fp16 (x_nhwc) or NCHW fp32.
+// tensor reads, in x's own layout: NHWC fp16 (x_nhwc) or NCHW fp32; dq nullptr: not written (no such reader).
 Status quantize_nhwc_i8(const void* x, bool x_nhwc, NhwcView x_view, NhwcView q, void* dq, NhwcView dq_view, int N,
                         int C, int H, int W, float scale, cudaStream_t s);
 

@@ -9,6 +9,10 @@
 //  - NMS is the CPU's greedy loop, run by one block per image: the next unsuppressed candidate (in score order) is
 //    kept, then the block's threads test it against every later candidate. Suppression flags are a bit mask in
 //    shared memory.
+//  - Two paths. An image with at most kSmallSort candidates (the common case) is sorted by a bitonic sort in shared
+//    memory inside its NMS block: candidates + one NMS kernel, whatever the batch. An image with more is marked
+//    pending (out_counts = kNmsPending) and finished by launch_yolo_nms_pending(): CUB's segmented radix sort over the
+//    pending images' keys, then the NMS kernel on the sorted keys in global memory.
 #include "backends/cuda/kernels/yolo_nms.h"
 
 #include <cuda_fp16.h>
@@ -22,7 +26,12 @@ namespace qd::cuda {
 namespace {
 
 constexpr int kNmsThreads = 256;
+constexpr int kSmallThreads = 1024;
 constexpr size_t kMaxSharedBytes = 48 * 1024;  // without opting in to more
+// Keys sorted in shared memory by the small path: 128 KiB of keys + the mask (opt-in shared memory: sm_80+ has 163 KiB
+// per block or more).
+constexpr int kSmallSort = 16384;
+constexpr size_t kSmallSharedBytes = sizeof(uint64_t) * kSmallSort + sizeof(uint32_t) * (kSmallSort / 32);
 
 __device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
 __device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
@@ -88,14 +97,14 @@ __global__ void candidates_kernel(const T* __restrict__ pred, int64_t boxes, int
 
 // ---------------------------------------------------------------- 2. segments
 
-// Image i sorts keys [i * cap, i * cap + min(count, cap)); images n..max_batch-1 are empty segments, so that the sort
-// always runs with the sizes its scratch memory was measured for.
-__global__ void segments_kernel(const int* __restrict__ counts, int n, int max_batch, int64_t cap,
-                                int* __restrict__ begin, int* __restrict__ end) {
+// A pending image i sorts keys [i * cap, i * cap + count); every other image (done by the small path, or n..max_batch-1)
+// is an empty segment, so that the sort always runs with the sizes its scratch memory was measured for.
+__global__ void segments_kernel(const int* __restrict__ counts, const int* __restrict__ status, int n, int max_batch,
+                                int64_t cap, int* __restrict__ begin, int* __restrict__ end) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= max_batch) return;
   const int64_t b = static_cast<int64_t>(i) * cap;
-  const int64_t c = i < n ? min(static_cast<int64_t>(counts[i]), cap) : 0;
+  const int64_t c = i < n && status[i] == kNmsPending ? min(static_cast<int64_t>(counts[i]), cap) : 0;
   begin[i] = static_cast<int>(b);
   end[i] = static_cast<int>(b + c);
 }
@@ -120,6 +129,7 @@ struct NmsArgs {
   int nc, kmax, max_det;
   float iou_thres, max_wh;
   bool agnostic;
+  const uint64_t* keys;  // in slot order
   const uint64_t* keys_sorted;
   const int* counts;
   float* nms_boxes;
@@ -134,20 +144,14 @@ __device__ __forceinline__ float unletterbox(float v, float pad, float scale, fl
   return std_min(std_max(__fdiv_rn(__fsub_rn(v, pad), scale), 0.f), hi);
 }
 
+// Greedy NMS of image `img` over its k best candidates, `keys` sorted ascending (best first); mask: (k + 31) / 32
+// words of shared memory. Writes out_counts[img] and its detections. Called by every thread of the block.
 template <typename T>
-__global__ void __launch_bounds__(kNmsThreads) nms_kernel(const T* __restrict__ pred, NmsArgs a) {
-  extern __shared__ uint32_t mask[];
-  const int img = blockIdx.x;
+__device__ void greedy_nms(const T* __restrict__ pred, const NmsArgs& a, int img, const uint64_t* keys, int k,
+                           uint32_t* mask) {
   const int tid = threadIdx.x;
-  const int count = a.counts[img];
-  if (count > a.cap) {  // did not fit: the host redoes this image on the CPU
-    if (tid == 0) a.out_counts[img] = -1;
-    return;
-  }
-  const int k = min(count, a.kmax);  // the top-k cap (max_nms)
   const int64_t row_len = 5 + a.nc;
   const T* image = pred + static_cast<int64_t>(img) * a.boxes * row_len;
-  const uint64_t* keys = a.keys_sorted + static_cast<int64_t>(img) * a.cap;
   float4* boxes = reinterpret_cast<float4*>(a.nms_boxes) + static_cast<int64_t>(img) * a.kmax;
   float* area = a.nms_area + static_cast<int64_t>(img) * a.kmax;
 
@@ -170,21 +174,10 @@ __global__ void __launch_bounds__(kNmsThreads) nms_kernel(const T* __restrict__ 
   int kept = 0;
   // Every thread walks the same sequence (the mask is only read after a barrier), so the loop and its barriers are
   // uniform across the block.
+  // The loop only records which candidates are kept (in out[].class_id); the detections are written afterwards, in
+  // parallel.
   for (int i = next_unsuppressed(mask, 0, k); i < k && kept < a.max_det; i = next_unsuppressed(mask, i + 1, k)) {
-    if (tid == 0) {
-      const uint64_t key = keys[i];
-      const uint32_t idx = static_cast<uint32_t>(key);
-      float b[4];
-      row_box(image + static_cast<int64_t>(idx / static_cast<uint32_t>(a.nc)) * row_len, b);
-      if (lb) {
-        const float w = static_cast<float>(lb->orig_w), h = static_cast<float>(lb->orig_h);
-        b[0] = unletterbox(b[0], lb->pad_x, lb->scale, w);
-        b[1] = unletterbox(b[1], lb->pad_y, lb->scale, h);
-        b[2] = unletterbox(b[2], lb->pad_x, lb->scale, w);
-        b[3] = unletterbox(b[3], lb->pad_y, lb->scale, h);
-      }
-      out[kept] = GpuDetection{b[0], b[1], b[2], b[3], key_score(key), static_cast<int32_t>(idx % a.nc)};
-    }
+    if (tid == 0) out[kept].class_id = i;
     ++kept;
     const float4 bi = boxes[i];
     const float ai = area[i];
@@ -200,7 +193,64 @@ __global__ void __launch_bounds__(kNmsThreads) nms_kernel(const T* __restrict__ 
     }
     __syncthreads();
   }
+  for (int r = tid; r < kept; r += blockDim.x) {  // thread 0's writes above are visible after the last barrier
+    const uint64_t key = keys[out[r].class_id];
+    const uint32_t idx = static_cast<uint32_t>(key);
+    float b[4];
+    row_box(image + static_cast<int64_t>(idx / static_cast<uint32_t>(a.nc)) * row_len, b);
+    if (lb) {
+      const float w = static_cast<float>(lb->orig_w), h = static_cast<float>(lb->orig_h);
+      b[0] = unletterbox(b[0], lb->pad_x, lb->scale, w);
+      b[1] = unletterbox(b[1], lb->pad_y, lb->scale, h);
+      b[2] = unletterbox(b[2], lb->pad_x, lb->scale, w);
+      b[3] = unletterbox(b[3], lb->pad_y, lb->scale, h);
+    }
+    out[r] = GpuDetection{b[0], b[1], b[2], b[3], key_score(key), static_cast<int32_t>(idx % a.nc)};
+  }
   if (tid == 0) a.out_counts[img] = kept;
+}
+
+// The pending images' NMS on keys sorted by CUB (global memory); every other image is done already.
+template <typename T>
+__global__ void __launch_bounds__(kNmsThreads) nms_kernel(const T* __restrict__ pred, NmsArgs a) {
+  extern __shared__ uint32_t mask[];
+  const int img = blockIdx.x;
+  if (a.out_counts[img] != kNmsPending) return;
+  const int k = min(a.counts[img], a.kmax);  // the top-k cap (max_nms)
+  greedy_nms(pred, a, img, a.keys_sorted + static_cast<int64_t>(img) * a.cap, k, mask);
+}
+
+// The small path: an image's keys (in slot order) sorted in shared memory by a bitonic sort over the next power of
+// two (padding keys sort last), then NMS. An image with more than kSmallSort candidates is left pending, one with
+// more than cap is flagged for the CPU (-1).
+template <typename T>
+__global__ void __launch_bounds__(kSmallThreads) nms_small_kernel(const T* __restrict__ pred, NmsArgs a) {
+  extern __shared__ uint64_t sorted[];  // [kSmallSort], then the mask
+  const int img = blockIdx.x;
+  const int tid = threadIdx.x;
+  const int count = a.counts[img];
+  if (count > a.cap || count > kSmallSort) {
+    if (tid == 0) a.out_counts[img] = count > a.cap ? -1 : kNmsPending;
+    return;
+  }
+  int p = 1;
+  while (p < count) p <<= 1;
+  const uint64_t* keys = a.keys + static_cast<int64_t>(img) * a.cap;
+  for (int i = tid; i < p; i += blockDim.x) sorted[i] = i < count ? keys[i] : ~uint64_t{0};
+  __syncthreads();
+  for (int size = 2; size <= p; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int i = tid; i < p; i += blockDim.x) {
+        const int j = i ^ stride;
+        if (j > i) {
+          const uint64_t x = sorted[i], y = sorted[j];
+          if ((x > y) == ((i & size) == 0)) sorted[i] = y, sorted[j] = x;
+        }
+      }
+      __syncthreads();
+    }
+  }
+  greedy_nms(pred, a, img, sorted, min(count, a.kmax), reinterpret_cast<uint32_t*>(sorted + kSmallSort));
 }
 
 template <typename T>
@@ -213,15 +263,27 @@ Status launch_typed(const YoloNmsPlan& p, const T* pred, int n, const LetterboxI
                                                         p.counts, p.keys);
     QD_CUDA_TRY(cudaGetLastError());
   }
+  NmsArgs a{p.boxes,     p.cap,         p.nc,   p.kmax,       p.max_det,   p.iou_thres, p.max_wh, p.agnostic,
+            p.keys, p.keys_sorted, p.counts,    p.nms_boxes, p.nms_area, infos, p.out_counts, p.out_dets};
+  QD_CUDA_TRY(cudaFuncSetAttribute(nms_small_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(kSmallSharedBytes)));
+  nms_small_kernel<T><<<static_cast<unsigned>(n), kSmallThreads, kSmallSharedBytes, stream>>>(pred, a);
+  QD_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+template <typename T>
+Status launch_pending_typed(const YoloNmsPlan& p, const T* pred, int n, const LetterboxInfo* infos,
+                            cudaStream_t stream) {
   segments_kernel<<<static_cast<unsigned>(ceil_div(p.max_batch, 128)), 128, 0, stream>>>(
-      p.counts, n, p.max_batch, p.cap, p.seg_begin, p.seg_end);
+      p.counts, p.out_counts, n, p.max_batch, p.cap, p.seg_begin, p.seg_end);
   QD_CUDA_TRY(cudaGetLastError());
   size_t temp_bytes = p.sort_temp_bytes;
   QD_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeys(p.sort_temp, temp_bytes, p.keys, p.keys_sorted,
                                                       static_cast<int>(p.max_batch * p.cap), p.max_batch, p.seg_begin,
                                                       p.seg_end, 0, 64, stream));
   NmsArgs a{p.boxes,     p.cap,         p.nc,   p.kmax,       p.max_det,   p.iou_thres, p.max_wh, p.agnostic,
-            p.keys_sorted, p.counts,    p.nms_boxes, p.nms_area, infos, p.out_counts, p.out_dets};
+            p.keys, p.keys_sorted, p.counts,    p.nms_boxes, p.nms_area, infos, p.out_counts, p.out_dets};
   const size_t shared = sizeof(uint32_t) * static_cast<size_t>((p.kmax + 31) / 32);
   nms_kernel<T><<<static_cast<unsigned>(n), kNmsThreads, shared, stream>>>(pred, a);
   QD_CUDA_TRY(cudaGetLastError());
@@ -242,18 +304,30 @@ Expected<size_t> yolo_sort_temp_bytes(int max_batch, int64_t cap) {
 
 int yolo_nms_max_kmax(int /*max_det*/) { return static_cast<int>(kMaxSharedBytes / sizeof(uint32_t) * 32); }
 
-Status launch_yolo_nms(const YoloNmsPlan& p, const void* pred, int n, const LetterboxInfo* infos,
-                       cudaStream_t stream) {
+namespace {
+template <class Launch>
+Status dispatch(const YoloNmsPlan& p, const void* pred, int n, Launch&& launch) {
   if (n < 1 || n > p.max_batch) {
     return invalid("GPU YOLO post-processing: batch " + std::to_string(n) + " outside 1.." +
                    std::to_string(p.max_batch));
   }
   if (!pred) return invalid("GPU YOLO post-processing: no prediction tensor");
   switch (p.dtype) {
-    case DType::kFloat32: return launch_typed(p, static_cast<const float*>(pred), n, infos, stream);
-    case DType::kFloat16: return launch_typed(p, static_cast<const __half*>(pred), n, infos, stream);
+    case DType::kFloat32: return launch(static_cast<const float*>(pred));
+    case DType::kFloat16: return launch(static_cast<const __half*>(pred));
     default: return unsupported(std::string("GPU YOLO post-processing: prediction type ") + dtype_name(p.dtype));
   }
+}
+}  // namespace
+
+Status launch_yolo_nms(const YoloNmsPlan& p, const void* pred, int n, const LetterboxInfo* infos,
+                       cudaStream_t stream) {
+  return dispatch(p, pred, n, [&](auto* typed) { return launch_typed(p, typed, n, infos, stream); });
+}
+
+Status launch_yolo_nms_pending(const YoloNmsPlan& p, const void* pred, int n, const LetterboxInfo* infos,
+                               cudaStream_t stream) {
+  return dispatch(p, pred, n, [&](auto* typed) { return launch_pending_typed(p, typed, n, infos, stream); });
 }
 
 }  // namespace qd::cuda

@@ -40,9 +40,12 @@ struct YoloNmsPlan {
   size_t sort_temp_bytes = 0;
   float* nms_boxes = nullptr;         // [max_batch * kmax * 4] class-shifted corners
   float* nms_area = nullptr;          // [max_batch * kmax]
-  int* out_counts = nullptr;          // [max_batch] kept per image; -1: more candidates than cap
+  int* out_counts = nullptr;          // [max_batch] kept per image; -1: more candidates than cap; kNmsPending
   GpuDetection* out_dets = nullptr;   // [max_batch * max_det]
 };
+
+// out_counts value of an image left for launch_yolo_nms_pending() (more candidates than the in-block sort takes).
+constexpr int kNmsPending = -2;
 
 // CUB's scratch size for the segmented sort of max_batch segments of cap keys.
 Expected<size_t> yolo_sort_temp_bytes(int max_batch, int64_t cap);
@@ -52,7 +55,11 @@ int yolo_nms_max_kmax(int max_det);
 // Enqueues candidate filtering, the per-image sort, NMS and the mapping back for pred [n, boxes, 5 + nc] (device,
 // plan.dtype) on `stream`. infos: device [n] letterbox geometries (validated by the caller), or nullptr to keep boxes
 // in network-input pixels. Writes out_counts / out_dets for images 0..n-1. Does not synchronize or allocate.
+// Images with too many candidates for the in-block sort are left with out_counts = kNmsPending: the caller then runs
+// launch_yolo_nms_pending() with the same arguments (after reading the counts back), which finishes them.
 Status launch_yolo_nms(const YoloNmsPlan& plan, const void* pred, int n, const LetterboxInfo* infos,
                        cudaStream_t stream);
+Status launch_yolo_nms_pending(const YoloNmsPlan& plan, const void* pred, int n, const LetterboxInfo* infos,
+                               cudaStream_t stream);
 
 }  // namespace qd::cuda
