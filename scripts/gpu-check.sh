@@ -6,6 +6,7 @@
 #   steps: env tests sanitizer conformance bench (the default: all of these), and on demand:
 #   pipeline  the detection pipeline (decode -> GPU letterbox -> engine -> GPU NMS) at 672, batch 1 and 16, fp16 and
 #             INT8, on the FMNIST-Det val set: per-stage GPU times and mAP (docs/benchmarks.md)
+#   precision the precision / speed table and chart of the shipped detector (scripts/precision-speed.py) at 640
 #   qat       QAT fine-tuning of the shipped detector (python -m qdeploy.qat, QD_QAT_ARGS adds flags), then INT8 GPU
 #             plans built from its Q/DQ model (all INT8, and with the stem conv in fp16) evaluated on the val set
 # QD_TEST_FILTER narrows the tests (a gtest filter); QD_BENCH_ARGS adds flags to bench/yolov5s_vs_pytorch.py.
@@ -99,6 +100,18 @@ for step in $STEPS; do
         done
       } > "$OUT/pipeline.log" 2>&1 || rc=1
       grep -E "^---|pre- \+|per image|Average Precision  \(AP\) @\[ IoU=0.50:0.95 \| area=   all" "$OUT/pipeline.log"
+      ;;
+    precision)
+      fmnist_det val val 1000 0
+      {
+        PYTHONPATH=python python3 -m qdeploy.export --model yolov5n --nc 10 --weights models/yolov5n_fmnist_det.onnx \
+          --imgsz 640 --dynamic --out "$D/det640.onnx"
+        python3 scripts/precision-speed.py --qdeploy "$B/qdeploy" --model "$D/det640.onnx" \
+          --cache models/yolov5n_fmnist_det.cache --qat models/yolov5n_fmnist_det_qat.onnx --images "$D/val/images" \
+          --annotations "$D/val/annotations/instances_val.json" --batches 1,16 --out "$D/precision"
+      } > "$OUT/precision.log" 2>&1 || rc=1
+      tar -C "$D/precision" -cJf "$OUT/precision.tar.xz" results.json table.md tradeoff.svg chart.json
+      grep "^|" "$OUT/precision.log"
       ;;
     qat)
       fmnist_det val val 1000 0

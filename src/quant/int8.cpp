@@ -56,6 +56,16 @@ bool matches_any(const std::string& name, const std::vector<std::string>& patter
   return false;
 }
 
+Int8Options resolve_float_nodes(const Graph& g, const Int8Options& opt) {
+  Int8Options r = opt;
+  r.float_nodes.clear();
+  if (opt.float_nodes.empty()) return r;
+  for (const Node& n : g.nodes) {
+    if (matches_any(n.name, opt.float_nodes)) r.float_node_names.insert(n.name);
+  }
+  return r;
+}
+
 namespace {
 
 class Rewriter {

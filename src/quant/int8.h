@@ -61,6 +61,10 @@ struct Int8Report {
 // True when `name` equals one of `patterns` or fully matches one read as an ECMAScript regex.
 bool matches_any(const std::string& name, const std::vector<std::string>& patterns);
 
+// opt with its float_nodes patterns resolved into the exact names of g's nodes they match (float_node_names), as a
+// plan stores them.
+Int8Options resolve_float_nodes(const Graph& g, const Int8Options& opt);
+
 // Rewrites a prepared graph (shapes inferred) for INT8 and re-infers its shapes.
 Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt);
 

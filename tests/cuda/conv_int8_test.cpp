@@ -11,6 +11,7 @@
 #include "backends/cuda/device.h"
 #include "backends/cuda/device_buffer.h"
 #include "backends/cuda/kernels/conv.h"
+#include "core/half.h"
 #include "ops/op.h"
 #include "ops/quantize.h"
 #include "test_util.h"
@@ -91,25 +92,45 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
   for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) {
     if (!cuda::conv_igemm_config_int8(cfg)) continue;
     ++tested;
-    // fp32 NCHW output: the same float operations as the reference's Mul and Add, so bit-exact.
-    p.out_format = cuda::OutFormat::kNchwF32;
-    ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
-    std::vector<float> yf(m_total * cs.k);
-    ASSERT_EQ(cudaMemcpy(yf.data(), dy.get(), yf.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-    int64_t exact = 0;
-    for (int64_t i = 0; i < acc.numel(); ++i) {
-      const int k = static_cast<int>((i / (static_cast<int64_t>(oh) * ow)) % cs.k);
-      const float want = static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
-      exact += yf[i] == want;
+    // fp32 NCHW output: the same float operations as the reference's Mul and Add, so bit-exact; with split-K too
+    // (int32 partial sums add up to the same accumulator).
+    for (int splits : {1, 2, 3}) {
+      p.out_format = cuda::OutFormat::kNchwF32;
+      p.splits = splits;
+      cuda::DeviceBuffer ws;
+      if (splits > 1) ASSERT_TRUE(ws.alloc(cuda::conv_igemm_workspace(p)).is_ok());
+      a.workspace = static_cast<float*>(ws.get());
+      ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
+      std::vector<float> yf(m_total * cs.k);
+      ASSERT_EQ(cudaMemcpy(yf.data(), dy.get(), yf.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      int64_t exact = 0;
+      for (int64_t i = 0; i < acc.numel(); ++i) {
+        const int k = static_cast<int>((i / (static_cast<int64_t>(oh) * ow)) % cs.k);
+        const float want = static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
+        exact += yf[i] == want;
+      }
+      EXPECT_EQ(exact, acc.numel()) << cuda::conv_igemm_config_name(cfg) << " split-K " << splits
+                                    << ": fp32 output not bit-exact";
     }
-    EXPECT_EQ(exact, acc.numel()) << cuda::conv_igemm_config_name(cfg) << ": fp32 output not bit-exact";
-    // int8 NHWC output, requantized with scale sy: within +-1 LSB everywhere (exact unless a tie rounds otherwise).
+    p.splits = 1;
+    a.workspace = nullptr;
+    // int8 NHWC output, requantized with scale sy: within +-1 LSB everywhere (exact unless a tie rounds otherwise),
+    // with the dequantized copy q * sy in fp16 beside it (what the tensor's non-INT8 readers take).
     p.out_format = cuda::OutFormat::kNhwcI8;
-    p.out_ld = cs.k;
+    p.out_ld = p.out2_ld = cs.k;
     p.out_scale = sy;
+    cuda::DeviceBuffer dy2;
+    ASSERT_TRUE(dy2.alloc(m_total * cs.k * 2).is_ok());
+    a.y2 = static_cast<__half*>(dy2.get());
     ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
+    a.y2 = nullptr;
     std::vector<int8_t> yq(m_total * cs.k);
+    std::vector<uint16_t> ydq(m_total * cs.k);
     ASSERT_EQ(cudaMemcpy(yq.data(), dy.get(), yq.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(ydq.data(), dy2.get(), ydq.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    int64_t dq_ok = 0;
+    for (size_t i = 0; i < yq.size(); ++i) dq_ok += ydq[i] == float_to_half(static_cast<float>(yq[i]) * sy);
+    EXPECT_EQ(dq_ok, static_cast<int64_t>(yq.size())) << "the dequantized copy is q * scale in fp16";
     int64_t within = 0, same = 0;
     for (int n = 0; n < cs.n; ++n)
       for (int k = 0; k < cs.k; ++k)

@@ -302,6 +302,29 @@ TEST(CudaEngine, Int8MatchesReferenceInt8) {
   int int8_convs = 0;
   for (const auto& l : *layers) int8_convs += l.kind == "conv" && l.precision == "int8";
   EXPECT_EQ(int8_convs, 60);
+
+  // Layers asked in fp16 (a pattern) stay in fp16 in the plan as built, and once saved and loaded.
+  opt.fp16_layers = {"/model.24/.*"};
+  auto mixed = build_engine(model, opt);
+  ASSERT_TRUE(mixed) << mixed.status().to_string();
+  ASSERT_TRUE((*mixed)->save(plan).is_ok());
+  auto mixed_loaded = load_engine(plan);
+  ASSERT_TRUE(mixed_loaded) << mixed_loaded.status().to_string();
+  for (Engine* e : {mixed->get(), mixed_loaded->get()}) {
+    auto ls = dynamic_cast<cuda::CudaEngine&>(*e).layer_info({{"images", {1, 3, 640, 640}}});
+    ASSERT_TRUE(ls);
+    int fp16_head = 0, int8 = 0;
+    for (const auto& l : *ls) {
+      fp16_head += l.kind == "conv" && l.precision == "fp16" && l.name.rfind("/model.24/", 0) == 0;
+      int8 += l.kind == "conv" && l.precision == "int8";
+    }
+    EXPECT_EQ(fp16_head, 3);
+    EXPECT_EQ(int8, 57);
+  }
+  auto m1 = (*mixed)->run(in), m2 = (*mixed_loaded)->run(in);
+  ASSERT_TRUE(m1 && m2);
+  EXPECT_EQ(test::max_abs_diff((*m1)[0], (*m2)[0]), 0.0);
+  EXPECT_GT(test::max_abs_diff((*b)[0], (*m1)[0]), 0.0) << "the fp16 head changes the output";
 }
 
 // With a shape profile the build times the kernels at --min and --max (and --opt); a batch size in between takes the

@@ -195,7 +195,7 @@ Status CudaEngine::save(const std::string& path) const {
   plan.add("layers", encode_plan_layers(layers));
   plan.add("graph", QD_TRY(encode_graph(graph_)));
   plan.add("build_options", encode_build_options(opt_));
-  if (opt_.precision == "int8") plan.add("int8", encode_int8_options(int8_));
+  if (opt_.precision == "int8") plan.add("int8", encode_int8_options(resolve_float_nodes(graph_, int8_)));
   {
     std::lock_guard<std::mutex> lock(mu_);
     plan.add("cuda.kernels", nlohmann::json(kernel_choice_).dump(1));

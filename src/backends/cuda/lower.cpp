@@ -39,6 +39,7 @@ class ConvLayer final : public Layer {
   bool int8 = false;
   float* workspace = nullptr;  // set while timing; otherwise the instance's split-K region of the arena
   int in = -1, res = -1, out = -1;
+  int out2 = -1;  // an int8 output's dequantized fp16 copy (ConvArgs::y2), or -1
 
   // The pointer/stride fields depend on where tensors ended up (Concat slices), so they are filled at launch.
   ConvArgs args(const Instance& inst, const Pointers& ptrs, ConvParams* q) const {
@@ -62,6 +63,11 @@ class ConvLayer final : public Layer {
     if (y.nhwc) {
       q->out_ld = y.ld;
       q->out_coff = y.coff;
+    }
+    if (out2 >= 0) {
+      a.y2 = static_cast<__half*>(inst.ptr(out2, ptrs));
+      q->out2_ld = inst.tensors[out2].ld;
+      q->out2_coff = inst.tensors[out2].coff;
     }
     return a;
   }
@@ -553,6 +559,10 @@ class Lowerer {
         if (lowered) return Status::ok();
       } else if (n.op == OpType::MaxPool || n.op == OpType::Resize || n.op == OpType::Concat) {
         bool lowered = false;
+        if (n.op == OpType::Concat && !qscale_.empty()) {
+          QD_RETURN_IF_ERROR(try_int8_concat(i, &lowered));
+          if (lowered) return Status::ok();
+        }
         QD_RETURN_IF_ERROR(try_nhwc_movement(i, &lowered));
         if (lowered) return Status::ok();
       }
@@ -895,19 +905,32 @@ class Lowerer {
       const OpType op = g_.nodes[c].op;
       fast_consumer |= op == OpType::Conv || op == OpType::MaxPool || op == OpType::Resize || op == OpType::Concat;
     }
-    // INT8 straight from the epilogue when every consumer is an INT8 conv taking this tensor as its input: the value
-    // is quantized with its own scale from the fp32 result, as the reference does, and nothing reads the float value.
+    // INT8 straight from the epilogue when an INT8 conv takes this tensor as its input: the value is quantized with
+    // its own scale from the fp32 result, as the reference does. When other ops read it too (a residual Add, a
+    // Concat, a MaxPool), the epilogue also writes the dequantized value they read (NHWC fp16), which a quantize pass
+    // would otherwise make.
     bool int8_out = !qscale_.empty() && qscale_[cur] != 0.f && !is_output_[cur] && p.K % 16 == 0 &&
                     !consumers_[cur].empty();
+    bool others = false;
     for (int c : consumers_[cur]) {
       const Node& cn = g_.nodes[c];
-      int8_out &= int8_convs_.count(cn.name) != 0 && std::count(cn.inputs.begin(), cn.inputs.end(), cur) == 1 &&
-                  cn.inputs[0] == cur;
+      others |= !(int8_convs_.count(cn.name) != 0 && std::count(cn.inputs.begin(), cn.inputs.end(), cur) == 1 &&
+                  cn.inputs[0] == cur);
     }
+    bool fast_other = true;  // the other readers are on the NHWC fp16 path, as a quantize pass would leave them
+    for (int c : consumers_[cur]) {
+      const OpType op = g_.nodes[c].op;
+      if (!int8_convs_.count(g_.nodes[c].name)) {
+        fast_other &= op == OpType::Conv || op == OpType::MaxPool || op == OpType::Resize || op == OpType::Concat ||
+                      op == OpType::Add;
+      }
+    }
+    int8_out &= !others || (fast_other && p.K % 8 == 0);
     if (int8_out) {
       l->out = q8_[cur] = nhwc_tensor(g_.values[cur].shape, DType::kInt8);
       p.out_format = OutFormat::kNhwcI8;
       p.out_scale = qscale_[cur];
+      if (others) l->out2 = fast_t_[cur] = nhwc_tensor(g_.values[cur].shape);
     } else if (fast_consumer && p.K % 8 == 0) {
       l->out = nhwc_tensor(g_.values[cur].shape);
       fast_t_[cur] = l->out;
@@ -921,10 +944,67 @@ class Lowerer {
     l->ins = {l->in};
     if (l->res >= 0) l->ins.push_back(l->res);
     l->outs = {l->out};
+    if (l->out2 >= 0) l->outs.push_back(l->out2);
     l->info = {names, "conv", "", int8 ? "int8" : "fp16", fmt_of(inst_->tensors[l->in]),
                fmt_of(inst_->tensors[l->out]), static_cast<double>(node_macs(g_, n))};
     conv_layers_.push_back(static_cast<int>(inst_->layers.size()));
     add_layer(std::move(l));
+    *lowered = true;
+    return Status::ok();
+  }
+
+  // A channel Concat read only by INT8 convs, whose inputs are INT8 convs' outputs read only by the Concat (YOLOv5's
+  // C3 blocks): the convs quantize their results with the Concat output's scale straight into its int8 tensor's
+  // channel slices. No Concat layer and no quantize pass; the same values as quantizing the concatenated floats.
+  Status try_int8_concat(int i, bool* lowered) {
+    const Node& n = g_.nodes[i];
+    if (n.outputs.size() != 1 || n.outputs[0] < 0) return Status::ok();
+    const int out_v = n.outputs[0];
+    if (qscale_[out_v] == 0.f || is_output_[out_v] || !is_float4d(out_v)) return Status::ok();
+    if (QD_TRY(n.attrs.get_int("axis", 0)) % 4 != 1) return Status::ok();
+    for (int c : consumers_[out_v]) {
+      const Node& cn = g_.nodes[c];
+      if (!int8_convs_.count(cn.name) || cn.inputs[0] != out_v ||
+          std::count(cn.inputs.begin(), cn.inputs.end(), out_v) != 1) {
+        return Status::ok();
+      }
+    }
+    std::vector<ConvLayer*> convs;
+    for (int v : n.inputs) {
+      if (v < 0 || sole_consumer(v) != i || fast_t_[v] < 0 || g_.values[v].shape[1] % 16) return Status::ok();
+      const auto pit = producer_.find(fast_t_[v]);
+      auto* c = pit == producer_.end() ? nullptr : dynamic_cast<ConvLayer*>(inst_->layers[pit->second].get());
+      if (!c || !c->int8 || c->out != fast_t_[v] || c->p.out_format != OutFormat::kNhwcF16 || aliased_[c->out]) {
+        return Status::ok();
+      }
+      convs.push_back(c);
+    }
+    const int y = q8_[out_v] = nhwc_tensor(g_.values[out_v].shape, DType::kInt8);
+    int coff = 0;
+    for (size_t k = 0; k < convs.size(); ++k) {
+      ConvLayer* c = convs[k];
+      const int v = n.inputs[k];
+      const int t = nhwc_tensor(g_.values[v].shape, DType::kInt8);
+      TensorRef& x = inst_->tensors[t];
+      buffer_bytes_[x.buffer] = 0;  // lives in y's buffer
+      x.buffer = inst_->tensors[y].buffer;
+      x.ld = inst_->tensors[y].ld;
+      x.coff = coff;
+      aliased_[t] = true;
+      coff += static_cast<int>(g_.values[v].shape[1]);
+      if (const int old = inst_->tensors[c->out].buffer; old >= 0) buffer_bytes_[old] = 0;  // the fp16 output, unused
+      producer_.erase(c->out);
+      producer_[t] = static_cast<int>(std::find_if(inst_->layers.begin(), inst_->layers.end(),
+                                                   [c](const auto& l) { return l.get() == c; }) -
+                                      inst_->layers.begin());
+      c->out = t;
+      c->outs = {t};
+      c->p.out_format = OutFormat::kNhwcI8;
+      c->p.out_scale = qscale_[out_v];
+      c->info.out_format = fmt_of(x);
+      c->info.name += "+" + n.name;
+      fast_t_[v] = -1;  // no fp16 copy exists: the Concat was its only reader
+    }
     *lowered = true;
     return Status::ok();
   }
@@ -1096,16 +1176,16 @@ class Lowerer {
   static std::string candidate_name(const Candidate& c) {
     return conv_igemm_config_name(c.config) + (c.splits > 1 ? "/splitk" + std::to_string(c.splits) : "");
   }
-  // INT8 layers take the INT8 configurations without split-K (partial sums in fp32 would not stay exact).
+  // INT8 layers take the INT8 configurations; their split-K partial sums are int32, so the result stays exact.
   static std::vector<Candidate> candidates(const ConvLayer& c) {
     const ConvParams& p = c.p;
     std::vector<Candidate> out;
     const int64_t mk = static_cast<int64_t>(p.N) * p.OH * p.OW * p.K;
-    const int ktiles = p.Kp / 32;
+    const int ktiles = p.Kp / (c.int8 ? 64 : 32);  // the K loop's steps: 64 int8 or 32 fp16 elements
     for (int k = 0; k < conv_igemm_configs(); ++k) {
       if (conv_igemm_config_int8(k) != c.int8) continue;
       for (int splits : {1, 2, 4, 8}) {
-        if (splits == 1 || (!c.int8 && mk <= (int64_t{1} << 21) && ktiles >= 4 * splits)) out.push_back({k, splits});
+        if (splits == 1 || (mk <= (int64_t{1} << 21) && ktiles >= 4 * splits)) out.push_back({k, splits});
       }
     }
     return out;

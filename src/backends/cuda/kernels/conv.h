@@ -28,6 +28,7 @@ struct ConvParams {
   int Kp = 0;                      // weight row length: R*S*C rounded up to 32
   int in_ld = 0;                   // elements between input pixels (>= C)
   int out_ld = 0, out_coff = 0;    // NHWC output: elements between pixels, first channel
+  int out2_ld = 0, out2_coff = 0;  // the same for ConvArgs::y2
   int res_ld = 0;                  // residual (NHWC fp16) elements between pixels
   OutFormat out_format = OutFormat::kNhwcF16;
   Act act = Act::kNone;
@@ -46,6 +47,7 @@ struct ConvArgs {
   const float* alpha = nullptr;    // INT8: [K] s_x * s_w[k]
   const __half* residual = nullptr;  // NHWC, added after the activation; may be null
   void* y = nullptr;
+  __half* y2 = nullptr;            // kNhwcI8 only, optional: also q * out_scale, NHWC fp16 (the dequantized value)
   float* workspace = nullptr;        // splits x M x K floats when splits > 1
 };
 

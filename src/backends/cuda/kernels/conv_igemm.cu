@@ -69,11 +69,19 @@ __device__ __forceinline__ void mma_16832_s8(int (&d)[4], const uint32_t (&a)[4]
 // ldmatrix phase reads over all 32 banks.
 __device__ __forceinline__ uint32_t tile_offset(int r, int c) { return r * 64 + ((c ^ ((r >> 1) & 3)) << 4); }
 
+// The INT8 contract's requantization: round half to even, saturate.
+__device__ __forceinline__ int requantize(float v, float scale) {
+  return max(-128, min(127, __float2int_rn(__fdiv_rn(v, scale))));
+}
+
 __device__ __forceinline__ void store_out(const ConvParams& p, const ConvArgs& a, int m, int k, float v) {
-  if (p.out_format == OutFormat::kNhwcI8) {  // the INT8 contract: round half to even, saturate
-    const int q = __float2int_rn(__fdiv_rn(v, p.out_scale));
-    static_cast<int8_t*>(a.y)[static_cast<int64_t>(m) * p.out_ld + p.out_coff + k] =
-        static_cast<int8_t>(max(-128, min(127, q)));
+  if (p.out_format == OutFormat::kNhwcI8) {
+    const int q = requantize(v, p.out_scale);
+    static_cast<int8_t*>(a.y)[static_cast<int64_t>(m) * p.out_ld + p.out_coff + k] = static_cast<int8_t>(q);
+    if (a.y2) {  // what the tensor's other readers take: the dequantized value, as a quantize pass would write it
+      a.y2[static_cast<int64_t>(m) * p.out2_ld + p.out2_coff + k] =
+          __float2half_rn(__fmul_rn(static_cast<float>(q), p.out_scale));
+    }
     return;
   }
   if (p.out_format == OutFormat::kNhwcF16) {
@@ -215,8 +223,8 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
   }
   cp_async_wait<0>();
 
-  if (!kI8 && p.splits > 1) {  // partial sums (fp16 only); conv_splitk_epilogue finishes
-    float* ws = a.workspace + static_cast<int64_t>(blockIdx.z) * M * p.K;
+  if (p.splits > 1) {  // partial sums (int32 for INT8: their sum is the exact accumulator); conv_splitk_epilogue finishes
+    Acc* ws = reinterpret_cast<Acc*>(a.workspace) + static_cast<int64_t>(blockIdx.z) * M * p.K;
 #pragma unroll
     for (int i = 0; i < kMT; ++i)
 #pragma unroll
@@ -226,16 +234,19 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
         for (int h = 0; h < 2; ++h) {
           const int m = block_m + warp_m * WM + i * 16 + (lane >> 2) + h * 8;
           if (m >= M) continue;
-          if (k0 < p.K) ws[static_cast<int64_t>(m) * p.K + k0] = static_cast<float>(acc[i][j][2 * h]);
-          if (k0 + 1 < p.K) ws[static_cast<int64_t>(m) * p.K + k0 + 1] = static_cast<float>(acc[i][j][2 * h + 1]);
+          if (k0 < p.K) ws[static_cast<int64_t>(m) * p.K + k0] = acc[i][j][2 * h];
+          if (k0 + 1 < p.K) ws[static_cast<int64_t>(m) * p.K + k0 + 1] = acc[i][j][2 * h + 1];
         }
       }
     return;
   }
 
   // Epilogue: bias, activation, residual, store. Each thread holds rows g and g+8, columns 2t and 2t+1 of each tile.
-  const bool paired = p.out_format == OutFormat::kNhwcF16 && (p.out_ld % 2 == 0) && (p.out_coff % 2 == 0) &&
-                      (p.K % 2 == 0) && (a.residual == nullptr || p.res_ld % 2 == 0);
+  // Two channels per store (half2, or two int8 and the dequantized half2) when every address is even.
+  const bool i8 = p.out_format == OutFormat::kNhwcI8;
+  const bool paired = (p.out_format == OutFormat::kNhwcF16 || i8) && (p.out_ld % 2 == 0) && (p.out_coff % 2 == 0) &&
+                      (p.K % 2 == 0) && (a.residual == nullptr || p.res_ld % 2 == 0) &&
+                      (a.y2 == nullptr || (p.out2_ld % 2 == 0 && p.out2_coff % 2 == 0));
 #pragma unroll
   for (int i = 0; i < kMT; ++i) {
 #pragma unroll
@@ -259,8 +270,19 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
             v0 += __low2float(r);
             v1 += __high2float(r);
           }
-          *reinterpret_cast<__half2*>(static_cast<__half*>(a.y) + static_cast<int64_t>(m) * p.out_ld + p.out_coff +
-                                      k0) = __floats2half2_rn(v0, v1);
+          const int64_t at = static_cast<int64_t>(m) * p.out_ld + p.out_coff + k0;
+          if (i8) {
+            const int q0 = requantize(v0, p.out_scale), q1 = requantize(v1, p.out_scale);
+            *reinterpret_cast<char2*>(static_cast<int8_t*>(a.y) + at) =
+                make_char2(static_cast<signed char>(q0), static_cast<signed char>(q1));
+            if (a.y2) {
+              *reinterpret_cast<__half2*>(a.y2 + static_cast<int64_t>(m) * p.out2_ld + p.out2_coff + k0) =
+                  __floats2half2_rn(__fmul_rn(static_cast<float>(q0), p.out_scale),
+                                    __fmul_rn(static_cast<float>(q1), p.out_scale));
+            }
+          } else {
+            *reinterpret_cast<__half2*>(static_cast<__half*>(a.y) + at) = __floats2half2_rn(v0, v1);
+          }
           continue;
         }
         if (a.residual) v0 += __half2float(a.residual[static_cast<int64_t>(m) * p.res_ld + k0]);
@@ -274,15 +296,25 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
   }
 }
 
-// Split-K second pass: one thread per output element sums the partials and runs the epilogue.
+// Split-K second pass: one thread per output element sums the partials and runs the epilogue (INT8: the int32 sum
+// is the accumulator, then the main kernel's epilogue arithmetic).
+template <bool kI8>
 __global__ void conv_splitk_epilogue(const ConvParams p, const ConvArgs a, int64_t total) {
+  using Acc = std::conditional_t<kI8, int, float>;
+  const Acc* ws = reinterpret_cast<const Acc*>(a.workspace);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int k = static_cast<int>(i % p.K);
     const int m = static_cast<int>(i / p.K);
-    float v = 0.f;
-    for (int z = 0; z < p.splits; ++z) v += a.workspace[z * total + i];
-    v = apply_act(v + a.bias[k], p.act, p.act_a, p.act_b);
+    Acc sum = 0;
+    for (int z = 0; z < p.splits; ++z) sum += ws[z * total + i];
+    float v;
+    if constexpr (kI8) {
+      v = __fadd_rn(__fmul_rn(static_cast<float>(sum), a.alpha[k]), a.bias[k]);
+    } else {
+      v = sum + a.bias[k];
+    }
+    v = apply_act(v, p.act, p.act_a, p.act_b);
     if (a.residual) v += __half2float(a.residual[static_cast<int64_t>(m) * p.res_ld + k]);
     store_out(p, a, m, k, v);
   }
@@ -336,7 +368,7 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
     return internal(std::string("conv_igemm: ") + c.name + " needs channels padded to " + std::to_string(chunk) +
                     " and weight rows to " + std::to_string(4 * chunk));
   }
-  if (c.int8 && (p.splits != 1 || !a.alpha)) return internal("conv_igemm: INT8 needs alpha and no split-K");
+  if (c.int8 && !a.alpha) return internal("conv_igemm: INT8 needs alpha");
   const int64_t M = static_cast<int64_t>(p.N) * p.OH * p.OW;
   if (M == 0 || p.K == 0) return Status::ok();
   if (p.splits < 1 || (p.splits > 1 && !a.workspace)) return internal("conv_igemm: split-K needs a workspace");
@@ -348,7 +380,11 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
   if (p.splits > 1) {
     const int64_t total = M * p.K;
     const int64_t blocks = std::min<int64_t>(ceil_div(total, 256), 65535 * 16);
-    conv_splitk_epilogue<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p, a, total);
+    if (c.int8) {
+      conv_splitk_epilogue<true><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p, a, total);
+    } else {
+      conv_splitk_epilogue<false><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p, a, total);
+    }
     QD_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "conv_splitk_epilogue"));
   }
   return Status::ok();
@@ -363,7 +399,7 @@ Status conv_igemm_init() {
 }
 
 size_t conv_igemm_workspace(const ConvParams& p) {
-  return p.splits > 1 ? static_cast<size_t>(p.splits) * p.N * p.OH * p.OW * p.K * sizeof(float) : 0;
+  return p.splits > 1 ? static_cast<size_t>(p.splits) * p.N * p.OH * p.OW * p.K * 4 : 0;  // fp32 or int32 partials
 }
 
 }  // namespace qd::cuda
