@@ -3,6 +3,8 @@
     python3 -m qdeploy.export --model yolov5n --nc 10 --weights CKPT.pt --imgsz 640 --out model.onnx [--head-only]
     python3 -m qdeploy.export --model yolov5n --nc 10 --weights qat.pt --placement 1 --out qat.onnx
     python3 -m qdeploy.export --model bn --nc 10 --out model_bn.onnx --dynamic
+    python3 -m qdeploy.export --model yolov5n --nc 10 --weights models/yolov5n_fmnist_det.onnx --imgsz 672 --dynamic \
+        --out det672.onnx      (weights read back from an ONNX this package exported)
 
 Graph layouts (input/output names and shapes) are described in qdeploy.onnx_export.
 """
@@ -21,7 +23,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m qdeploy.export", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, choices=MODEL_NAMES)
     ap.add_argument("--nc", type=int, default=None, help="number of classes (default: 80 for YOLO, 10 for bn/gn)")
-    ap.add_argument("--weights", help="state-dict checkpoint; random initialization when omitted")
+    ap.add_argument("--weights", help="state-dict checkpoint, or an ONNX file this package exported (its folded weights); "
+                    "random initialization when omitted")
     ap.add_argument("--imgsz", type=int, default=640)
     ap.add_argument("--batch", type=int, default=1, help="batch size of the traced input")
     ap.add_argument("--head-only", action="store_true", help="export the three raw head outputs s8/s16/s32")

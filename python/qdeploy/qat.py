@@ -140,7 +140,7 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m qdeploy.qat", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, choices=MODEL_NAMES)
     ap.add_argument("--nc", type=int, default=None, help="number of classes (default: from the data)")
-    ap.add_argument("--weights", required=True, help="FP32 state-dict checkpoint")
+    ap.add_argument("--weights", required=True, help="FP32 state-dict checkpoint, or an ONNX file this package exported")
     ap.add_argument("--data", default=None, help="detection data folder; Fashion-MNIST folder for bn/gn")
     ap.add_argument("--placement", type=int, choices=(1, 2), default=1)
     ap.add_argument("--calib-method", choices=METHODS, default="mse")

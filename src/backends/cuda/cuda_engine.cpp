@@ -158,7 +158,7 @@ Expected<std::shared_ptr<const Instance>> CudaEngine::instance(const std::map<st
   auto it = instances_.find(shapes);
   if (it != instances_.end()) return it->second;
   if (instances_.size() >= 16) instances_.clear();  // bounded: a few batch sizes are typical
-  LowerInput in{&graph_, &opt_, shapes, &kernel_choice_, &weights_, &int8_, tune};
+  LowerInput in{&graph_, &opt_, shapes, &kernel_choice_, &weights_, &int8_, &int8_convs_, tune};
   std::shared_ptr<Instance> inst = QD_TRY(lower(in));
   instances_[shapes] = inst;
   return std::shared_ptr<const Instance>(inst);

@@ -491,12 +491,17 @@ class Lowerer {
   // ---- INT8 ----
   // The convs the reference runs in INT8 (lower_int8 decides, on a copy) and the scale of each one's input.
   Status choose_int8() {
-    Graph copy = g_;
-    Int8Options opt = *in_.int8;
-    opt.mode = Int8Mode::kFake;  // cheaper; the choice of layers is the same
-    const Int8Report rep = QD_TRY(lower_int8(copy, opt));
-    for (const LayerPrecision& l : rep.layers) {
-      if (l.precision == "int8" && l.op == "Conv") int8_convs_.insert(l.node);
+    if (in_.int8_convs && *in_.int8_convs) {
+      int8_convs_ = **in_.int8_convs;
+    } else {
+      Graph copy = g_;
+      Int8Options opt = *in_.int8;
+      opt.mode = Int8Mode::kFake;  // cheaper; the choice of layers is the same
+      const Int8Report rep = QD_TRY(lower_int8(copy, opt));
+      for (const LayerPrecision& l : rep.layers) {
+        if (l.precision == "int8" && l.op == "Conv") int8_convs_.insert(l.node);
+      }
+      if (in_.int8_convs) *in_.int8_convs = int8_convs_;
     }
     qscale_.assign(g_.values.size(), 0.f);
     q8_.assign(g_.values.size(), -1);
