@@ -98,7 +98,9 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
       p.out_format = cuda::OutFormat::kNchwF32;
       p.splits = splits;
       cuda::DeviceBuffer ws;
-      if (splits > 1) ASSERT_TRUE(ws.alloc(cuda::conv_igemm_workspace(p)).is_ok());
+      if (splits > 1) {
+        ASSERT_TRUE(ws.alloc(cuda::conv_igemm_workspace(p)).is_ok());
+      }
       a.workspace = static_cast<float*>(ws.get());
       ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
       std::vector<float> yf(m_total * cs.k);

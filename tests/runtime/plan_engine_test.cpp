@@ -136,7 +136,9 @@ TEST_F(PlanEngine, Int8ExactAndFakeWithoutTheCacheFile) {
     int int8 = 0;
     for (const auto& l : *layers) {
       int8 += l.precision == "int8";
-      if (l.name == "/linear/Gemm") EXPECT_EQ(l.precision, "float (asked)");
+      if (l.name == "/linear/Gemm") {
+        EXPECT_EQ(l.precision, "float (asked)");
+      }
     }
     EXPECT_EQ(int8, 4);
     EXPECT_NE(plan->find("int8")->data.find("/linear/Gemm"), std::string::npos);

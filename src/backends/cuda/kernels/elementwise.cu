@@ -430,7 +430,9 @@ __device__ __forceinline__ T binary_int(BOp op, T x, T y) {
       }
       return static_cast<T>(x / y);
     case BOp::kPow: {  // exact, by squaring (device pow(double) of a negative base is not exact)
-      if (y < 0) return x == 1 ? T(1) : x == T(-1) ? (y % 2 ? T(-1) : T(1)) : T(0);
+      if constexpr (std::is_signed_v<T>) {
+        if (y < 0) return x == 1 ? T(1) : x == T(-1) ? (y % 2 ? T(-1) : T(1)) : T(0);
+      }
       W r = 1, b = static_cast<W>(x);
       for (auto e = y; e > 0; e /= 2) {
         if (e % 2) r = r * b;

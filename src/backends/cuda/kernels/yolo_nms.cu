@@ -32,6 +32,8 @@ constexpr size_t kMaxSharedBytes = 48 * 1024;  // without opting in to more
 // per block or more).
 constexpr int kSmallSort = 16384;
 constexpr size_t kSmallSharedBytes = sizeof(uint64_t) * kSmallSort + sizeof(uint32_t) * (kSmallSort / 32);
+// Candidates whose boxes and areas (20 bytes each) NMS keeps in shared memory, over the keys' space once sorted.
+constexpr int kSmallBoxes = static_cast<int>(sizeof(uint64_t) * kSmallSort / (sizeof(float4) + sizeof(float)));
 
 __device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
 __device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
@@ -130,7 +132,7 @@ struct NmsArgs {
   float iou_thres, max_wh;
   bool agnostic;
   const uint64_t* keys;  // in slot order
-  const uint64_t* keys_sorted;
+  uint64_t* keys_sorted;  // CUB's output; the small path parks its sorted keys there too
   const int* counts;
   float* nms_boxes;
   float* nms_area;
@@ -145,15 +147,15 @@ __device__ __forceinline__ float unletterbox(float v, float pad, float scale, fl
 }
 
 // Greedy NMS of image `img` over its k best candidates, `keys` sorted ascending (best first); mask: (k + 31) / 32
-// words of shared memory. Writes out_counts[img] and its detections. Called by every thread of the block.
+// words of shared memory; boxes / area: k slots for the candidates' shifted corners and areas (shared memory when
+// they fit, else the image's global scratch). Writes out_counts[img] and its detections. Called by every thread of
+// the block.
 template <typename T>
 __device__ void greedy_nms(const T* __restrict__ pred, const NmsArgs& a, int img, const uint64_t* keys, int k,
-                           uint32_t* mask) {
+                           uint32_t* mask, float4* boxes, float* area) {
   const int tid = threadIdx.x;
   const int64_t row_len = 5 + a.nc;
   const T* image = pred + static_cast<int64_t>(img) * a.boxes * row_len;
-  float4* boxes = reinterpret_cast<float4*>(a.nms_boxes) + static_cast<int64_t>(img) * a.kmax;
-  float* area = a.nms_area + static_cast<int64_t>(img) * a.kmax;
 
   // Gather the candidates in score order, shifted by class * max_wh (batched_nms), with their areas (nms).
   for (int r = tid; r < k; r += blockDim.x) {
@@ -217,7 +219,9 @@ __global__ void __launch_bounds__(kNmsThreads) nms_kernel(const T* __restrict__ 
   const int img = blockIdx.x;
   if (a.out_counts[img] != kNmsPending) return;
   const int k = min(a.counts[img], a.kmax);  // the top-k cap (max_nms)
-  greedy_nms(pred, a, img, a.keys_sorted + static_cast<int64_t>(img) * a.cap, k, mask);
+  greedy_nms(pred, a, img, a.keys_sorted + static_cast<int64_t>(img) * a.cap, k, mask,
+             reinterpret_cast<float4*>(a.nms_boxes) + static_cast<int64_t>(img) * a.kmax,
+             a.nms_area + static_cast<int64_t>(img) * a.kmax);
 }
 
 // The small path: an image's keys (in slot order) sorted in shared memory by a bitonic sort over the next power of
@@ -225,7 +229,7 @@ __global__ void __launch_bounds__(kNmsThreads) nms_kernel(const T* __restrict__ 
 // more than cap is flagged for the CPU (-1).
 template <typename T>
 __global__ void __launch_bounds__(kSmallThreads) nms_small_kernel(const T* __restrict__ pred, NmsArgs a) {
-  extern __shared__ uint64_t sorted[];  // [kSmallSort], then the mask
+  extern __shared__ __align__(16) uint64_t sorted[];  // [kSmallSort], then the mask
   const int img = blockIdx.x;
   const int tid = threadIdx.x;
   const int count = a.counts[img];
@@ -250,7 +254,21 @@ __global__ void __launch_bounds__(kSmallThreads) nms_small_kernel(const T* __res
       __syncthreads();
     }
   }
-  greedy_nms(pred, a, img, sorted, min(count, a.kmax), reinterpret_cast<uint32_t*>(sorted + kSmallSort));
+  const int k = min(count, a.kmax);
+  uint32_t* mask = reinterpret_cast<uint32_t*>(sorted + kSmallSort);
+  if (k > kSmallBoxes) {
+    greedy_nms(pred, a, img, sorted, k, mask,
+               reinterpret_cast<float4*>(a.nms_boxes) + static_cast<int64_t>(img) * a.kmax,
+               a.nms_area + static_cast<int64_t>(img) * a.kmax);
+    return;
+  }
+  // The boxes fit where the keys are: the sorted keys move to the image's global slots first (the loop reads boxes
+  // for every candidate it tests, keys only for the kept ones).
+  uint64_t* moved = a.keys_sorted + static_cast<int64_t>(img) * a.cap;
+  for (int i = tid; i < k; i += blockDim.x) moved[i] = sorted[i];
+  __syncthreads();
+  float4* boxes = reinterpret_cast<float4*>(sorted);
+  greedy_nms(pred, a, img, moved, k, mask, boxes, reinterpret_cast<float*>(boxes + k));
 }
 
 template <typename T>
