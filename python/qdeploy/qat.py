@@ -27,7 +27,7 @@ from .loss import YoloLoss
 from .models import MODEL_NAMES, build_model, is_classifier
 from .models.fuse import fuse_conv_bn
 from .optim import apply_lr, autocast, default_device, grad_scaler, lr_factor
-from .quant import METHODS, calibrate, export_qat_classifier, export_qat_detector, quantize_model
+from .quant import METHODS, TensorQuantizer, calibrate, export_qat_classifier, export_qat_detector, quantize_model
 from .train import images_to_float, make_loaders, validation_loss
 from .train_cls import top1
 
@@ -45,6 +45,10 @@ def make_student_teacher(args, nc, device, example_input):
 def finetune(student, steps_per_epoch, batches, task_and_distill, args, device):
     """Shared loop: ``batches()`` yields per-epoch iterables; ``task_and_distill(batch)`` returns the two losses."""
     student.train().requires_grad_(True)  # it was copied from the frozen teacher; amax values are buffers and stay
+    quantizers = [m for m in student.modules() if isinstance(m, TensorQuantizer) and m.enabled and m.calibrated]
+    if args.learn_ranges:  # LSQ: the quantizers' scales train with the weights, then go back into amax for export
+        for q in quantizers:
+            q.learn_range()
     optimizer = torch.optim.Adam(student.parameters(), lr=args.lr)
     scaler = grad_scaler(device)
     total, it = args.epochs * steps_per_epoch, 0
@@ -64,6 +68,8 @@ def finetune(student, steps_per_epoch, batches, task_and_distill, args, device):
             if (k + 1) % args.log_interval == 0 or k == steps_per_epoch - 1:
                 print(f"qat epoch {epoch + 1}/{args.epochs} batch {k + 1}/{steps_per_epoch} task {task.item():.4f} "
                       f"distill {distill.item():.5f} lr {optimizer.param_groups[0]['lr']:.2e}", flush=True)
+    for q in quantizers:
+        q.freeze_range()
 
 
 def run_detector(args, device):
@@ -152,6 +158,8 @@ def parse_args(argv=None):
     ap.add_argument("--imgsz", type=int, default=640)
     ap.add_argument("--lr", type=float, default=1e-4, help="Adam learning rate, decayed to a tenth (cosine)")
     ap.add_argument("--distill", type=float, default=1.0, help="weight of the L2 distillation term")
+    ap.add_argument("--learn-ranges", action="store_true",
+                    help="train the quantizers' scales too (LSQ) instead of keeping the calibrated ranges")
     ap.add_argument("--mosaic", type=float, default=0.5)
     ap.add_argument("--head-only", action="store_true", help="export s8/s16/s32 raw heads instead of output0")
     ap.add_argument("--dynamic", action="store_true", help="dynamic batch axis in the ONNX export")

@@ -83,9 +83,10 @@ def test_train_export_and_qat_commands(synth_data, tmp_path):
     assert (out / "best.pt").is_file() and (out / "last.pt").is_file()
     export.main(["--model", "yolov5n", "--nc", "10", "--weights", str(out / "best.pt"), "--imgsz", "64",
                  "--out", str(tmp_path / "fp32.onnx")])
-    qat.main(["--model", "yolov5n", "--weights", str(out / "best.pt"), "--data", str(synth_data), "--imgsz", "64",
-              "--batch", "4", "--calib-batches", "1", "--epochs", "1", "--max-batches", "1", "--workers", "0",
-              "--calib-method", "percentile", "--out", str(tmp_path / "qat")])
+    # From the exported ONNX's weights, with learned quantizer ranges (LSQ).
+    qat.main(["--model", "yolov5n", "--weights", str(tmp_path / "fp32.onnx"), "--data", str(synth_data), "--imgsz",
+              "64", "--batch", "4", "--calib-batches", "1", "--epochs", "1", "--max-batches", "2", "--workers", "0",
+              "--calib-method", "percentile", "--learn-ranges", "--out", str(tmp_path / "qat")])
     assert (tmp_path / "qat" / "qat.onnx").is_file() and (tmp_path / "qat" / "qat.pt").is_file()
     export.main(["--model", "yolov5n", "--nc", "10", "--weights", str(tmp_path / "qat" / "qat.pt"), "--placement", "1",
                  "--imgsz", "64", "--head-only", "--out", str(tmp_path / "qat_heads.onnx")])

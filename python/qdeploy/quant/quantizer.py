@@ -5,11 +5,15 @@ axis 0) and simulates int8 as ``clamp(round_half_even(x / s), qmin, 127) * s`` w
 0, the contract of docs' INT8 semantics. Weights use the narrow range [-127, 127]; activations [-128, 127].
 
 The rounding runs through torch's fake_quantize ops, which give the straight-through gradient (identity inside the
-clipping range, zero outside) and which torch's ONNX exporter writes as QuantizeLinear + DequantizeLinear. ONNX int8
+clipping range, zero outside) and which torch's ONNX exporter writes as QuantizeLinear + DequantizeLinear.
+``learn_range()`` makes the scale a parameter trained with the rest (LSQ: Esser et al., "Learned Step Size
+Quantization", 2020, through torch's learnable fake-quantize ops, gradient scaled by 1 / sqrt(numel * 127));
+``freeze_range()`` writes the learned scale back into ``amax`` for export. ONNX int8
 allows only [-128, 127], so during export weights use that range too; ``quant.export`` clamps the weights to
 [-amax, amax] first, which makes the two ranges give identical results.
 """
 
+import math
 import warnings
 
 import torch
@@ -36,6 +40,7 @@ class TensorQuantizer(nn.Module):
         self.export_mode = False
         self._calibrator = None
         self.register_buffer("amax", torch.full((channels,) if channels else (), float("nan")))
+        self.learned_scale = None  # nn.Parameter while learn_range() is on
 
     @property
     def calibrated(self):
@@ -70,6 +75,18 @@ class TensorQuantizer(nn.Module):
         with torch.no_grad():
             self.amax.copy_(torch.as_tensor(amax, dtype=self.amax.dtype).clamp(min=MIN_AMAX).reshape(self.amax.shape))
 
+    def learn_range(self):
+        """From now on the scale is a trainable parameter (initialised from the calibrated amax)."""
+        if not self.calibrated:
+            raise RuntimeError("learn_range needs a calibrated quantizer")
+        self.learned_scale = nn.Parameter(self.scale.detach().clone().reshape(-1))
+
+    def freeze_range(self):
+        """Back to a fixed amax: the learned scale x 127."""
+        if self.learned_scale is not None:
+            self.set_amax(self.learned_scale.detach().abs() * 127)
+            self.learned_scale = None
+
     def forward(self, x):
         if self._calibrator is not None:
             self._calibrator.collect(x)
@@ -83,6 +100,17 @@ class TensorQuantizer(nn.Module):
     def _fake_quant(self, x):
         qmin = -128 if self.export_mode or not self.narrow else -127
         y = x if x.dtype == torch.float32 else x.float()  # fake_quantize wants fp32 (AMP feeds fp16)
+        if self.learned_scale is not None and not self.export_mode:
+            scale = self.learned_scale.abs().clamp(min=MIN_AMAX / 127)
+            zero = torch.zeros_like(scale)
+            # LSQ's gradient scale 1 / sqrt(N * Qp), N the elements one scale covers per sample (activations) or per
+            # output channel (weights along axis 0): y[0] either way.
+            grad_factor = 1.0 / math.sqrt(y[0].numel() * 127)
+            if self.axis is None:
+                y = torch._fake_quantize_learnable_per_tensor_affine(y, scale, zero, qmin, 127, grad_factor)
+            else:
+                y = torch._fake_quantize_learnable_per_channel_affine(y, scale, zero, self.axis, qmin, 127, grad_factor)
+            return y if y.dtype == x.dtype else y.to(x.dtype)
         scale = self.scale.to(y.device)
         if self.export_mode:  # fresh tensors are constants to the tracer: the graph gets plain scale initializers
             scale = torch.tensor(scale.tolist(), dtype=torch.float32)
