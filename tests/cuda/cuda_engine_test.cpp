@@ -9,7 +9,10 @@
 #include "backends/cuda/cuda_engine.h"
 #include "backends/cuda/device.h"
 #include "core/half.h"
+#include "onnx/exporter.h"
 #include "onnx/importer.h"
+#include "ops/quantize.h"
+#include "quant/calib_cache.h"
 #include "passes/passes.h"
 #include "plan/plan_file.h"
 #include "test_util.h"
@@ -325,6 +328,77 @@ TEST(CudaEngine, Int8MatchesReferenceInt8) {
   ASSERT_TRUE(m1 && m2);
   EXPECT_EQ(test::max_abs_diff((*m1)[0], (*m2)[0]), 0.0);
   EXPECT_GT(test::max_abs_diff((*b)[0], (*m1)[0]), 0.0) << "the fp16 head changes the output";
+}
+
+// Every tensor the INT8 plan quantizes (the conv inputs: written by quantize passes, by conv epilogues, into Concat
+// slices, or as the stem input's space-to-depth) against the same tensor of the reference's exact INT8 mode run end
+// to end on the same input, quantized with the same scale. The first stages (/model.0 to /model.3, before
+// differences can pile up) agree within 1 LSB on >= 99.9% of the elements; deeper tensors drift, because a code one
+// LSB off (SiLU's exp is not bit-identical across implementations; fp16 storage between the non-INT8 ops) changes
+// every later layer that reads it, so the whole model is held to >= 95%. (Each conv alone is exact: conv_int8_test.)
+TEST(CudaEngine, Int8TensorsWithinOneLsbOfTheReference) {
+  SKIP_WITHOUT_GPU();
+  const std::string model = test::source_dir() + "/models/yolov5n_fmnist_det.onnx";
+  const std::string cache_path = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
+  BuildOptions opt;
+  opt.device = "cuda";
+  opt.precision = "int8";
+  opt.calib_cache = cache_path;
+  auto gpu = build_engine(model, opt);
+  ASSERT_TRUE(gpu) << gpu.status().to_string();
+  std::map<std::string, Tensor> in{{"images", test::random_f32({1, 3, 640, 640}, 33, 0.f, 1.f)}};
+  auto ctx = dynamic_cast<cuda::CudaEngine&>(**gpu).create_context();
+  auto q = ctx->read_int8_tensors(in);
+  ASSERT_TRUE(q) << q.status().to_string();
+  ASSERT_GE(q->size(), 40u) << "one int8 copy per quantized tensor (60 convs; C3's cv1 and cv2 share theirs)";
+
+  // The reference, with the same tensors as extra outputs (their float values before quantization).
+  auto g = import_onnx_file(model);
+  ASSERT_TRUE(g);
+  std::vector<std::string> names;  // the probed values other than graph inputs, in output order
+  for (const auto& [name, t] : *q) {
+    if (in.count(name)) continue;
+    names.push_back(name);
+    g->outputs.push_back(g->find_value(name));
+  }
+  const std::string probe_model = test::temp_dir("int8_lsb") + "/probes.onnx";
+  ASSERT_TRUE(export_onnx_file(*g, probe_model).is_ok());
+  opt.device = "cpu";
+  auto cpu = build_engine(probe_model, opt);
+  ASSERT_TRUE(cpu) << cpu.status().to_string();
+  auto ref = (*cpu)->run(in);
+  ASSERT_TRUE(ref) << ref.status().to_string();
+  auto cache = read_calib_cache(cache_path);
+  ASSERT_TRUE(cache);
+  std::map<std::string, float> scale(cache->scales.begin(), cache->scales.end());
+  int64_t total = 0, exact = 0, within = 0, early_total = 0, early_within = 0;
+  names.insert(names.begin(), "images");  // the input's space-to-depth, quantized from the input itself
+  for (size_t k = 0; k < names.size(); ++k) {
+    const Tensor& want = k == 0 ? in.at("images") : (*ref)[k];  // the model's own output comes first
+    const Tensor& got = q->at(names[k]);
+    ASSERT_EQ(want.shape(), got.shape()) << names[k];
+    const float s = scale.at(names[k]);
+    int64_t e = 0, w1 = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      const int w = ops::quantize_value(want.data<float>()[i], s, 0, -128, 127), v = got.data<int8_t>()[i];
+      e += w == v;
+      w1 += std::abs(w - v) <= 1;
+    }
+    std::cout << "  " << names[k] << ": " << 100.0 * e / want.numel() << "% identical, " << 100.0 * w1 / want.numel()
+              << "% within 1 LSB\n";
+    if (names[k] == "images" || std::atoi(names[k].c_str() + std::string("/model.").size()) <= 3) {
+      early_total += want.numel();
+      early_within += w1;
+    }
+    exact += e;
+    within += w1;
+    total += want.numel();
+  }
+  std::cout << "yolov5n int8 tensors: " << names.size() << " tensors, " << total << " elements: "
+            << 100.0 * exact / total << "% identical, " << 100.0 * within / total << "% within 1 LSB\n";
+  std::cout << "  /model.0-3: " << 100.0 * early_within / early_total << "% within 1 LSB\n";
+  EXPECT_GE(early_within, early_total - early_total / 1000);
+  EXPECT_GE(within, total - total / 20);
 }
 
 // With a shape profile the build times the kernels at --min and --max (and --opt); a batch size in between takes the

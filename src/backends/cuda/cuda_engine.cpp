@@ -327,10 +327,12 @@ Expected<std::vector<Tensor>> CudaContext::download(cudaStream_t stream) {
   return out;
 }
 
-Status CudaContext::enqueue_layers(cudaStream_t stream, std::vector<cudaEvent_t>* marks) {
+Status CudaContext::enqueue_layers(cudaStream_t stream, std::vector<cudaEvent_t>* marks,
+                                   const std::function<Status(size_t l)>& before_layer) {
   Pointers ptrs{static_cast<char*>(arena_), &io_ptrs_, &inst_->buffer_offsets};
   for (size_t l = 0; l < inst_->layers.size(); ++l) {
     const Layer& L = *inst_->layers[l];
+    if (before_layer) QD_RETURN_IF_ERROR(before_layer(l));
     if (marks) QD_CUDA_TRY(cudaEventRecord((*marks)[l], stream));
     const bool ranges = !use_graph_;
     if (ranges) nvtxRangePushA(L.info.name.c_str());
@@ -399,6 +401,47 @@ Expected<std::vector<LayerTime>> CudaContext::profile(int iterations, cudaStream
     std::sort(ms[l].begin(), ms[l].end());
     out.push_back({i.name, i.kind, i.kernel, i.precision, ms[l].empty() ? 0.0 : ms[l][ms[l].size() / 2], i.macs});
   }
+  return out;
+}
+
+Expected<std::map<std::string, Tensor>> CudaContext::read_int8_tensors(const std::map<std::string, Tensor>& inputs) {
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, t] : inputs) shapes[name] = t.shape();
+  QD_RETURN_IF_ERROR(set_input_shapes(shapes));
+  QD_RETURN_IF_ERROR(upload(inputs, nullptr));
+  QD_CUDA_TRY(cudaDeviceSynchronize());
+  const Instance& inst = *inst_;
+  Pointers ptrs{static_cast<char*>(arena_), &io_ptrs_, &inst.buffer_offsets};
+  std::map<std::string, Tensor> out;
+  auto grab = [&](size_t l) -> Status {
+    for (const Instance::Int8Probe& p : inst.int8_probes) {
+      if (p.first_reader != static_cast<int>(l)) continue;
+      QD_CUDA_TRY(cudaDeviceSynchronize());
+      const TensorRef& r = inst.tensors[p.tensor];
+      std::vector<int8_t> raw(r.bytes);
+      QD_CUDA_TRY(cudaMemcpy(raw.data(), inst.ptr(p.tensor, ptrs), r.bytes, cudaMemcpyDeviceToHost));
+      // r.shape is the stored NCHW view: [N, C, H, W], or [N, 4C, H/2, W/2] for a space-to-depth copy.
+      const int64_t N = r.shape[0], C = r.shape[1] / (p.s2d ? 4 : 1), H = r.shape[2] * (p.s2d ? 2 : 1),
+                    W = r.shape[3] * (p.s2d ? 2 : 1);
+      Tensor t(DType::kInt8, {N, C, H, W});
+      int8_t* d = t.data<int8_t>();
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t y = 0; y < H; ++y)
+            for (int64_t x = 0; x < W; ++x) {
+              int64_t pix = (n * r.shape[2] + y) * r.shape[3] + x, ch = c;
+              if (p.s2d) {
+                pix = (n * r.shape[2] + y / 2) * r.shape[3] + x / 2;
+                ch = ((y % 2) * 2 + x % 2) * C + c;
+              }
+              d[((n * C + c) * H + y) * W + x] = raw[static_cast<size_t>(pix * r.ld + r.coff + ch)];
+            }
+      out[p.value] = std::move(t);
+    }
+    return Status::ok();
+  };
+  QD_RETURN_IF_ERROR(enqueue_layers(nullptr, nullptr, grab));
+  QD_CUDA_TRY(cudaDeviceSynchronize());
   return out;
 }
 

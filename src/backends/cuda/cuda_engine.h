@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -122,9 +123,15 @@ class CudaContext {
   Expected<std::vector<Tensor>> download(cudaStream_t stream);
   // Runs the layers one by one `iterations` times with events between them; median per layer.
   Expected<std::vector<LayerTime>> profile(int iterations, cudaStream_t stream);
+  // INT8 plans, for checking them against the reference: runs the layers once on `inputs` (synchronously) and
+  // returns every quantized tensor's int8 values by graph value name, NCHW int8, copied before their first reader
+  // runs (the memory plan reuses their buffers later).
+  Expected<std::map<std::string, Tensor>> read_int8_tensors(const std::map<std::string, Tensor>& inputs);
 
  private:
-  Status enqueue_layers(cudaStream_t stream, std::vector<cudaEvent_t>* marks);
+  // before_layer (optional): called before layer l is enqueued.
+  Status enqueue_layers(cudaStream_t stream, std::vector<cudaEvent_t>* marks,
+                        const std::function<Status(size_t l)>& before_layer = nullptr);
   void reset_graph();
 
   const CudaEngine& engine_;

@@ -63,6 +63,15 @@ class Instance {
   size_t num_inputs = 0;
   std::vector<TensorDesc> outputs;
   std::vector<std::unique_ptr<DeviceBuffer>> constants;
+  // INT8 plans: each quantized tensor (a graph value's int8 copy) and the first layer reading it, for
+  // CudaContext::read_int8_tensors.
+  struct Int8Probe {
+    std::string value;
+    int tensor = -1;
+    int first_reader = -1;
+    bool s2d = false;  // stored as its space-to-depth
+  };
+  std::vector<Int8Probe> int8_probes;
 
   void* ptr(int t, const Pointers& p) const {
     const TensorRef& r = tensors[t];

@@ -349,6 +349,15 @@ class Lowerer {
       inst_->slot_tensor[slot] = t;
     }
     concat_in_place();
+    for (size_t v = 0; v < q8_.size(); ++v) {
+      if (q8_[v] < 0) continue;
+      Instance::Int8Probe p{g_.values[v].name, q8_[v], -1, s2d_[v]};
+      for (size_t l = 0; l < inst_->layers.size() && p.first_reader < 0; ++l) {
+        const auto& ins = inst_->layers[l]->ins;
+        if (std::find(ins.begin(), ins.end(), p.tensor) != ins.end()) p.first_reader = static_cast<int>(l);
+      }
+      if (p.first_reader >= 0) inst_->int8_probes.push_back(p);
+    }
     QD_RETURN_IF_ERROR(plan());
     QD_RETURN_IF_ERROR(choose_kernels());
     return inst_;

@@ -349,6 +349,11 @@ const Config kConfigs[] = {
     {"igemm_i8_128x64_w64x32_s4", 128, 64, 128, 4, conv_igemm_kernel<128, 64, 64, 32, 4, true>, true},
     {"igemm_i8_64x64_w32x32_s3", 64, 64, 128, 3, conv_igemm_kernel<64, 64, 32, 32, 3, true>, true},
     {"igemm_i8_128x32_w32x32_s3", 128, 32, 128, 3, conv_igemm_kernel<128, 32, 32, 32, 3, true>, true},
+    // Small tiles for batch-1 layers (more blocks on the SMs), and the wide / deep ones the fp16 side has.
+    {"igemm_i8_32x64_w32x16_s3", 32, 64, 128, 3, conv_igemm_kernel<32, 64, 32, 16, 3, true>, true},
+    {"igemm_i8_64x32_w32x32_s3", 64, 32, 64, 3, conv_igemm_kernel<64, 32, 32, 32, 3, true>, true},
+    {"igemm_i8_64x128_w32x64_s3", 64, 128, 128, 3, conv_igemm_kernel<64, 128, 32, 64, 3, true>, true},
+    {"igemm_i8_128x128_w64x32_s4", 128, 128, 256, 4, conv_igemm_kernel<128, 128, 64, 32, 4, true>, true},
 };
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
