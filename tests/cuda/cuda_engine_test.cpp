@@ -401,14 +401,19 @@ TEST(CudaEngine, Int8TensorsWithinOneLsbOfTheReference) {
   EXPECT_GE(within, total - total / 20);
 }
 
+// g with its input's batch symbolic ("batch", -1).
+Graph dynamic_batch(Graph g) {
+  Value& x = g.values[g.inputs[0]];
+  x.shape[0] = -1;
+  x.dim_names = {"batch", "", "", ""};
+  return g;
+}
+
 // With a shape profile the build times the kernels at --min and --max (and --opt); a batch size in between takes the
 // nearest timed batch's kernels (the larger on a tie) instead of timing at run time.
 TEST(CudaEngine, ProfileBatchesBetweenTheTimedOnesTakeTheNearestKernels) {
   SKIP_WITHOUT_GPU();
-  Graph g = conv_graph({1, 64, 20, 20, 64, 3, 3, 1, 1, 1, "silu", false, true}, 6);
-  Value& x = g.values[g.inputs[0]];
-  x.shape[0] = -1;
-  x.dim_names = {"batch", "", "", ""};
+  Graph g = dynamic_batch(conv_graph({1, 64, 20, 20, 64, 3, 3, 1, 1, 1, "silu", false, true}, 6));
   BuildOptions opt;
   opt.device = "cuda";
   opt.precision = "fp16";
@@ -441,10 +446,7 @@ TEST(CudaEngine, ProfileBatchesBetweenTheTimedOnesTakeTheNearestKernels) {
 
 TEST(CudaEngine, DynamicBatchGraphsAndContexts) {
   SKIP_WITHOUT_GPU();
-  Graph g = conv_graph({1, 16, 12, 12, 32, 3, 3, 1, 1, 1, "silu", false, true}, 4);
-  Value& x = g.values[g.inputs[0]];
-  x.shape[0] = -1;
-  x.dim_names = {"batch", "", "", ""};
+  Graph g = dynamic_batch(conv_graph({1, 16, 12, 12, 32, 3, 3, 1, 1, 1, "silu", false, true}, 4));
   auto engine = make_engine(g, "fp16");
   ASSERT_TRUE(engine);
   const std::string name = "x";

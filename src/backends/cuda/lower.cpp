@@ -925,21 +925,18 @@ class Lowerer {
     // would otherwise make.
     bool int8_out = !qscale_.empty() && qscale_[cur] != 0.f && !is_output_[cur] && p.K % 16 == 0 &&
                     !consumers_[cur].empty();
-    bool others = false;
+    bool others = false;  // readers other than INT8 convs taking it as their input
     for (int c : consumers_[cur]) {
       const Node& cn = g_.nodes[c];
-      others |= !(int8_convs_.count(cn.name) != 0 && std::count(cn.inputs.begin(), cn.inputs.end(), cur) == 1 &&
-                  cn.inputs[0] == cur);
-    }
-    bool fast_other = true;  // the other readers are on the NHWC fp16 path, as a quantize pass would leave them
-    for (int c : consumers_[cur]) {
-      const OpType op = g_.nodes[c].op;
-      if (!int8_convs_.count(g_.nodes[c].name)) {
-        fast_other &= op == OpType::Conv || op == OpType::MaxPool || op == OpType::Resize || op == OpType::Concat ||
-                      op == OpType::Add;
+      if (int8_convs_.count(cn.name) && cn.inputs[0] == cur && std::count(cn.inputs.begin(), cn.inputs.end(), cur) == 1) {
+        continue;
       }
+      others = true;
+      // They must be on the NHWC fp16 path, where a quantize pass would also have left the dequantized value.
+      const OpType op = cn.op;
+      int8_out &= op == OpType::Conv || op == OpType::MaxPool || op == OpType::Resize || op == OpType::Concat ||
+                  op == OpType::Add;
     }
-    int8_out &= !others || (fast_other && p.K % 8 == 0);
     if (int8_out) {
       l->out = q8_[cur] = nhwc_tensor(g_.values[cur].shape, DType::kInt8);
       p.out_format = OutFormat::kNhwcI8;
@@ -983,7 +980,7 @@ class Lowerer {
         return Status::ok();
       }
     }
-    std::vector<ConvLayer*> convs;
+    std::vector<std::pair<ConvLayer*, int>> convs;  // each input's producer and its layer index
     for (int v : n.inputs) {
       if (v < 0 || sole_consumer(v) != i || fast_t_[v] < 0 || g_.values[v].shape[1] % 16) return Status::ok();
       const auto pit = producer_.find(fast_t_[v]);
@@ -991,12 +988,12 @@ class Lowerer {
       if (!c || !c->int8 || c->out != fast_t_[v] || c->p.out_format != OutFormat::kNhwcF16 || aliased_[c->out]) {
         return Status::ok();
       }
-      convs.push_back(c);
+      convs.push_back({c, pit->second});
     }
     const int y = q8_[out_v] = nhwc_tensor(g_.values[out_v].shape, DType::kInt8);
     int coff = 0;
     for (size_t k = 0; k < convs.size(); ++k) {
-      ConvLayer* c = convs[k];
+      ConvLayer* c = convs[k].first;
       const int v = n.inputs[k];
       const int t = nhwc_tensor(g_.values[v].shape, DType::kInt8);
       TensorRef& x = inst_->tensors[t];
@@ -1008,9 +1005,7 @@ class Lowerer {
       coff += static_cast<int>(g_.values[v].shape[1]);
       if (const int old = inst_->tensors[c->out].buffer; old >= 0) buffer_bytes_[old] = 0;  // the fp16 output, unused
       producer_.erase(c->out);
-      producer_[t] = static_cast<int>(std::find_if(inst_->layers.begin(), inst_->layers.end(),
-                                                   [c](const auto& l) { return l.get() == c; }) -
-                                      inst_->layers.begin());
+      producer_[t] = convs[k].second;
       c->out = t;
       c->outs = {t};
       c->p.out_format = OutFormat::kNhwcI8;

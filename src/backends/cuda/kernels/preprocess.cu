@@ -1,4 +1,4 @@
-// Fused letterbox + pad + normalize + channel order + layout + dtype: one thread per output pixel.
+// Fused letterbox + pad + normalize + channel order + layout + dtype: each thread computes a few output pixels of a row.
 //
 // The kernel executes the host's LetterboxPlan with the formulas of tasks/preprocess.h, bit for bit: every
 // floating-point operation that the CPU rounds separately is written with an explicit _rn intrinsic, because nvcc
@@ -208,27 +208,12 @@ __device__ void sample_warp(const LetterboxPlan& p, const RawSource& src, int x,
 
 // ---------------------------------------------------------------- the kernel
 
-template <typename T, bool kNchw>
-__global__ void __launch_bounds__(256) letterbox_pack_kernel(const uint8_t* __restrict__ staging, int out_w, int out_h,
-                                                             const T* __restrict__ table, int c0, int c1, int c2,
-                                                             T* __restrict__ out) {
-  // The job (~200 bytes) is read once per block into shared memory rather than by every thread.
-  // (Raw words: a __shared__ variable cannot have LetterboxJob's default member initializers.)
-  constexpr int kWords = sizeof(LetterboxJob) / 4;
-  static_assert(sizeof(LetterboxJob) % 4 == 0 && alignof(LetterboxJob) <= 8, "copied as 32-bit words");
-  __shared__ alignas(8) uint32_t job_words[kWords];
-  const int n = blockIdx.z;
-  {
-    const int tid = threadIdx.y * blockDim.x + threadIdx.x;
-    const uint32_t* src = reinterpret_cast<const uint32_t*>(staging + static_cast<size_t>(n) * sizeof(LetterboxJob));
-    for (int i = tid; i < kWords; i += blockDim.x * blockDim.y) job_words[i] = src[i];
-  }
-  __syncthreads();
-  const LetterboxJob& job = *reinterpret_cast<const LetterboxJob*>(job_words);
-  const int x = blockIdx.x * blockDim.x + threadIdx.x;
-  const int y = blockIdx.y * blockDim.y + threadIdx.y;
-  if (x >= out_w || y >= out_h) return;
+constexpr int kPixelsX = 4;  // output pixels per thread along a row
 
+template <typename T, bool kNchw>
+__device__ __forceinline__ void letterbox_pixel(const LetterboxJob& job, const uint8_t* __restrict__ staging,
+                                                int out_w, int out_h, const T* __restrict__ table, int c0, int c1,
+                                                int c2, T* __restrict__ out, int n, int x, int y) {
   const LetterboxPlan& p = job.plan;
   const RawSource raw{staging + job.src_offset, p.info.orig_w, p.info.orig_h};
   int v[3] = {p.pad_value, p.pad_value, p.pad_value};
@@ -263,11 +248,38 @@ __global__ void __launch_bounds__(256) letterbox_pack_kernel(const uint8_t* __re
   }
 }
 
+template <typename T, bool kNchw>
+__global__ void __launch_bounds__(256) letterbox_pack_kernel(const uint8_t* __restrict__ staging, int out_w, int out_h,
+                                                             const T* __restrict__ table, int c0, int c1, int c2,
+                                                             T* __restrict__ out) {
+  // The job (~200 bytes) is read once per block into shared memory rather than by every thread.
+  // (Raw words: a __shared__ variable cannot have LetterboxJob's default member initializers.)
+  constexpr int kWords = sizeof(LetterboxJob) / 4;
+  static_assert(sizeof(LetterboxJob) % 4 == 0 && alignof(LetterboxJob) <= 8, "copied as 32-bit words");
+  __shared__ alignas(8) uint32_t job_words[kWords];
+  const int n = blockIdx.z;
+  {
+    const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+    const uint32_t* src = reinterpret_cast<const uint32_t*>(staging + static_cast<size_t>(n) * sizeof(LetterboxJob));
+    for (int i = tid; i < kWords; i += blockDim.x * blockDim.y) job_words[i] = src[i];
+  }
+  __syncthreads();
+  const LetterboxJob& job = *reinterpret_cast<const LetterboxJob*>(job_words);
+  const int y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (y >= out_h) return;
+  // kPixelsX pixels per thread along the row, blockDim.x apart (stores stay coalesced): fewer blocks, each loading
+  // the job once for more pixels.
+  const int x_end = min(out_w, static_cast<int>((blockIdx.x + 1) * blockDim.x * kPixelsX));
+  for (int x = blockIdx.x * blockDim.x * kPixelsX + threadIdx.x; x < x_end; x += blockDim.x) {
+    letterbox_pixel<T, kNchw>(job, staging, out_w, out_h, table, c0, c1, c2, out, n, x, y);
+  }
+}
+
 template <typename T>
 Status launch_typed(const PackLaunch& p, const T* table, cudaStream_t stream) {
   const dim3 block(32, 8);
-  const dim3 grid(static_cast<unsigned>(ceil_div(p.out_w, block.x)), static_cast<unsigned>(ceil_div(p.out_h, block.y)),
-                  static_cast<unsigned>(p.n));
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.out_w, block.x * kPixelsX)),
+                  static_cast<unsigned>(ceil_div(p.out_h, block.y)), static_cast<unsigned>(p.n));
   T* out = static_cast<T*>(p.out);
   const int* sc = p.src_channel;
   if (p.layout == TensorLayout::kNCHW) {

@@ -271,6 +271,11 @@ __global__ void __launch_bounds__(kSmallThreads) nms_small_kernel(const T* __res
   greedy_nms(pred, a, img, moved, k, mask, boxes, reinterpret_cast<float*>(boxes + k));
 }
 
+NmsArgs nms_args(const YoloNmsPlan& p, const LetterboxInfo* infos) {
+  return NmsArgs{p.boxes,  p.cap,         p.nc,     p.kmax,      p.max_det, p.iou_thres, p.max_wh,   p.agnostic,
+                 p.keys,   p.keys_sorted, p.counts, p.nms_boxes, p.nms_area, infos,      p.out_counts, p.out_dets};
+}
+
 template <typename T>
 Status launch_typed(const YoloNmsPlan& p, const T* pred, int n, const LetterboxInfo* infos, cudaStream_t stream) {
   QD_CUDA_TRY(cudaMemsetAsync(p.counts, 0, sizeof(int) * static_cast<size_t>(p.max_batch), stream));
@@ -281,8 +286,7 @@ Status launch_typed(const YoloNmsPlan& p, const T* pred, int n, const LetterboxI
                                                         p.counts, p.keys);
     QD_CUDA_TRY(cudaGetLastError());
   }
-  NmsArgs a{p.boxes,     p.cap,         p.nc,   p.kmax,       p.max_det,   p.iou_thres, p.max_wh, p.agnostic,
-            p.keys, p.keys_sorted, p.counts,    p.nms_boxes, p.nms_area, infos, p.out_counts, p.out_dets};
+  const NmsArgs a = nms_args(p, infos);
   QD_CUDA_TRY(cudaFuncSetAttribute(nms_small_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(kSmallSharedBytes)));
   nms_small_kernel<T><<<static_cast<unsigned>(n), kSmallThreads, kSmallSharedBytes, stream>>>(pred, a);
@@ -300,8 +304,7 @@ Status launch_pending_typed(const YoloNmsPlan& p, const T* pred, int n, const Le
   QD_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeys(p.sort_temp, temp_bytes, p.keys, p.keys_sorted,
                                                       static_cast<int>(p.max_batch * p.cap), p.max_batch, p.seg_begin,
                                                       p.seg_end, 0, 64, stream));
-  NmsArgs a{p.boxes,     p.cap,         p.nc,   p.kmax,       p.max_det,   p.iou_thres, p.max_wh, p.agnostic,
-            p.keys, p.keys_sorted, p.counts,    p.nms_boxes, p.nms_area, infos, p.out_counts, p.out_dets};
+  const NmsArgs a = nms_args(p, infos);
   const size_t shared = sizeof(uint32_t) * static_cast<size_t>((p.kmax + 31) / 32);
   nms_kernel<T><<<static_cast<unsigned>(n), kNmsThreads, shared, stream>>>(pred, a);
   QD_CUDA_TRY(cudaGetLastError());
