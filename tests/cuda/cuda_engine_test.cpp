@@ -79,7 +79,7 @@ struct GraphBuilder {
 
 struct ConvCase {
   int n, c, h, w, k, r, s, stride, pad, dil;
-  const char* act;  // none | relu | silu | sigmoid | leaky | hardswish
+  const char* act;  // none | relu | silu | sigmoid | leaky | hardswish | relu6 (Clip 0..6)
   bool residual;
   bool chain;       // a 1x1 conv follows, so the first writes NHWC fp16
 };
@@ -100,6 +100,9 @@ Graph conv_graph(const ConvCase& cc, uint32_t seed) {
   if (act == "relu") y = b.node(OpType::Relu, "relu", {y});
   if (act == "sigmoid") y = b.node(OpType::Sigmoid, "sig", {y});
   if (act == "hardswish") y = b.node(OpType::HardSwish, "hs", {y});
+  if (act == "relu6") {
+    y = b.node(OpType::Clip, "relu6", {y, b.constant("lo", Tensor::scalar_f32(0.f)), b.constant("hi", Tensor::scalar_f32(6.f))});
+  }
   if (act == "leaky") {
     AttrMap la;
     la.set("alpha", 0.1f);
@@ -183,6 +186,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{1, 3, 17, 23, 32, 6, 6, 2, 2, 1, "silu", false, true},  // YOLOv5 stem, C padded
                       ConvCase{2, 3, 18, 22, 32, 6, 6, 2, 2, 1, "silu", false, true},  // the stem on its s2d
                       ConvCase{1, 4, 10, 8, 16, 2, 2, 2, 0, 1, "relu", false, false},  // s2d, 2x2 kernel, no pad
+                      ConvCase{1, 16, 12, 12, 24, 3, 3, 1, 1, 1, "relu6", true, true},  // Clip fused, then residual
                       ConvCase{2, 16, 20, 20, 32, 1, 1, 1, 0, 1, "silu", false, true},
                       ConvCase{1, 32, 13, 9, 32, 3, 3, 1, 1, 1, "silu", true, true},   // bottleneck + residual
                       ConvCase{3, 64, 10, 10, 128, 3, 3, 2, 1, 1, "relu", false, false},

@@ -645,23 +645,32 @@ class Lowerer {
       return true;
     }
     if (n.op == OpType::Clip && n.inputs[0] == x) {
-      float lo = -INFINITY, hi = INFINITY;
-      if (n.opset < 11) {  // bounds are attributes before opset 11, inputs after
-        lo = QD_TRY(n.attrs.get_float("min", -INFINITY));
-        hi = QD_TRY(n.attrs.get_float("max", INFINITY));
-      }
-      for (size_t k = 1; k < 3 && k < n.inputs.size(); ++k) {
-        if (n.inputs[k] < 0) continue;
-        const Tensor* c = g_.constant(n.inputs[k]);
-        if (!c || c->dtype() != DType::kFloat32 || c->numel() != 1) return false;
-        (k == 1 ? lo : hi) = c->data<float>()[0];
-      }
+      float lo = 0, hi = 0;
+      if (!QD_TRY(clip_bounds(n, &lo, &hi))) return false;
       st->op = EwOp::kClip;
       st->a = lo;
       st->b = hi;
       return true;
     }
     return false;
+  }
+
+  // A Clip's bounds when they are known at build time (attributes before opset 11, constant inputs after; absent:
+  // unbounded); false when one is a runtime tensor.
+  Expected<bool> clip_bounds(const Node& n, float* lo, float* hi) const {
+    *lo = -INFINITY;
+    *hi = INFINITY;
+    if (n.opset < 11) {
+      *lo = QD_TRY(n.attrs.get_float("min", -INFINITY));
+      *hi = QD_TRY(n.attrs.get_float("max", INFINITY));
+    }
+    for (size_t k = 1; k < 3 && k < n.inputs.size(); ++k) {
+      if (n.inputs[k] < 0) continue;
+      const Tensor* c = g_.constant(n.inputs[k]);
+      if (!c || c->dtype() != DType::kFloat32 || c->numel() != 1) return false;
+      (k == 1 ? *lo : *hi) = c->data<float>()[0];
+    }
+    return true;
   }
 
   // Two or more elementwise steps where each intermediate has one consumer: one fused fp32 pass.
@@ -829,6 +838,9 @@ class Lowerer {
           act = Act::kHardSigmoid;
           aa = QD_TRY(a.attrs.get_float("alpha", 0.2f));
           ab = QD_TRY(a.attrs.get_float("beta", 0.5f));
+          break;
+        case OpType::Clip:  // ReLU6 and friends, when the bounds are constants
+          if (a.inputs[0] == cur && QD_TRY(clip_bounds(a, &aa, &ab))) act = Act::kClip;
           break;
         default: break;
       }
