@@ -149,4 +149,31 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return warp_max(v);
 }
 
+// ---- gathers through per-axis coordinate maps (Pad, nearest Resize) ----
+
+// Output coordinate c on axis d reads input coordinate maps[map_at[d] + c]; a -1 on any axis makes the element
+// `fill` (*fill_ptr when given: a runtime tensor).
+struct AxisMaps {
+  int rank;
+  int64_t out_dims[kMaxRank], in_strides[kMaxRank], map_at[kMaxRank];
+};
+
+template <typename U>
+__global__ void axis_map_gather_kernel(const U* __restrict__ x, U* __restrict__ y, AxisMaps p,
+                                       const int64_t* __restrict__ maps, const U* fill_ptr, U fill, int64_t n) {
+  const U v = fill_ptr ? *fill_ptr : fill;
+  QD_GRID_LOOP(i, n) {
+    int64_t rest = i, off = 0;
+    bool constant = false;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      const int64_t c = rest % p.out_dims[d];
+      rest /= p.out_dims[d];
+      const int64_t m = maps[p.map_at[d] + c];
+      constant |= m < 0;
+      off += m * p.in_strides[d];
+    }
+    y[i] = constant ? v : x[off];
+  }
+}
+
 }  // namespace qd::cuda

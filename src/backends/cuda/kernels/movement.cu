@@ -448,28 +448,7 @@ namespace {
 
 // ---- Pad: per axis, a table maps each output coordinate to an input coordinate or -1 (the constant) ----
 
-struct PadArgs {
-  int rank;
-  int64_t out_dims[kMaxRank], in_strides[kMaxRank], map_at[kMaxRank];
-};
-
-template <typename U>
-__global__ void pad_kernel(const U* __restrict__ x, U* __restrict__ y, PadArgs p, const int64_t* __restrict__ maps,
-                           const U* value_ptr, U value, int64_t n) {
-  const U v = value_ptr ? *value_ptr : value;
-  QD_GRID_LOOP(i, n) {
-    int64_t rest = i, off = 0;
-    bool constant = false;
-    for (int d = p.rank - 1; d >= 0; --d) {
-      const int64_t c = rest % p.out_dims[d];
-      rest /= p.out_dims[d];
-      const int64_t m = maps[p.map_at[d] + c];
-      constant |= m < 0;
-      off += m * p.in_strides[d];
-    }
-    y[i] = constant ? v : x[off];
-  }
-}
+using PadArgs = AxisMaps;
 
 template <typename U>
 class PadKernel final : public GenericKernel {
@@ -480,8 +459,8 @@ class PadKernel final : public GenericKernel {
   Status launch(const std::vector<const void*>& in, const std::vector<void*>& out, cudaStream_t s) override {
     if (n_ == 0) return Status::ok();
     const U* vp = value_input_ ? static_cast<const U*>(in[2]) : nullptr;
-    pad_kernel<U><<<grid_1d(n_), kBlock, 0, s>>>(static_cast<const U*>(in[0]), static_cast<U*>(out[0]), p_,
-                                                 maps.get<int64_t>(), vp, value_, n_);
+    axis_map_gather_kernel<U><<<grid_1d(n_), kBlock, 0, s>>>(static_cast<const U*>(in[0]), static_cast<U*>(out[0]),
+                                                             p_, maps.get<int64_t>(), vp, value_, n_);
     QD_CUDA_LAUNCHED();
     return Status::ok();
   }

@@ -11,31 +11,13 @@ namespace qd::cuda {
 
 namespace {
 
-// Tables: for axis d and output coordinate c, taps[d] entries from tab_at[d] + c * taps[d] of `idx` (input index;
+// Tables: for axis d and output coordinate c, taps[d] entries from map_at[d] + c * taps[d] of `idx` (input index;
 // -1 when the coordinate lies outside the crop of tf_crop_and_resize: the output is the extrapolation value) and
-// `w` (weight). An axis that maps every coordinate to itself has one tap of weight 1.
-struct ResizeArgs {
-  int rank;
-  int64_t out_dims[kMaxRank], in_strides[kMaxRank], tab_at[kMaxRank];
+// `w` (weight). An axis that maps every coordinate to itself has one tap of weight 1. With one tap per axis
+// (nearest) the tables are AxisMaps' coordinate maps.
+struct ResizeArgs : AxisMaps {
   int taps[kMaxRank];
 };
-
-template <typename U>
-__global__ void resize_nearest_kernel(const U* __restrict__ x, U* __restrict__ y, ResizeArgs a,
-                                      const int64_t* __restrict__ idx, U extrapolation, int64_t n) {
-  QD_GRID_LOOP(i, n) {
-    int64_t rest = i, off = 0;
-    bool outside = false;
-    for (int d = a.rank - 1; d >= 0; --d) {
-      const int64_t c = rest % a.out_dims[d];
-      rest /= a.out_dims[d];
-      const int64_t j = idx[a.tab_at[d] + c];
-      outside |= j < 0;
-      off += j * a.in_strides[d];
-    }
-    y[i] = outside ? extrapolation : x[off];
-  }
-}
 
 // Separable interpolation as one weighted sum over the product of every axis's taps.
 template <typename T>
@@ -48,7 +30,7 @@ __global__ void resize_interp_kernel(const T* __restrict__ x, T* __restrict__ y,
     for (int d = a.rank - 1; d >= 0; --d) {
       const int64_t c = rest % a.out_dims[d];
       rest /= a.out_dims[d];
-      first[d] = a.tab_at[d] + c * a.taps[d];
+      first[d] = a.map_at[d] + c * a.taps[d];
       outside |= idx[first[d]] < 0;
     }
     if (outside) {
@@ -99,7 +81,7 @@ class ResizeKernel final : public GenericKernel {
     if constexpr (kInterp) {
       resize_interp_kernel<U><<<grid_1d(n_), kBlock, 0, s>>>(x, y, a_, idx.get<int64_t>(), w.get<float>(), ext_, n_);
     } else {
-      resize_nearest_kernel<U><<<grid_1d(n_), kBlock, 0, s>>>(x, y, a_, idx.get<int64_t>(), ext_bits_, n_);
+      axis_map_gather_kernel<U><<<grid_1d(n_), kBlock, 0, s>>>(x, y, a_, idx.get<int64_t>(), nullptr, ext_bits_, n_);
     }
     QD_CUDA_LAUNCHED();
     return Status::ok();
@@ -136,7 +118,7 @@ MadeKernel make_resize(const NodeArgs& a) {
       const ops::ResizeAxisTaps taps = ops::resize_axis_taps(p, d, in[d], out[d]);
       r.out_dims[d] = out[d];
       r.in_strides[d] = st[d];
-      r.tab_at[d] = static_cast<int64_t>(idx.size());
+      r.map_at[d] = static_cast<int64_t>(idx.size());
       const bool identity = taps.identity && in[d] == out[d];
       r.taps[d] = identity ? 1 : taps.n;
       for (int64_t c = 0; c < out[d]; ++c) {
