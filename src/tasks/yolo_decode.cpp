@@ -72,19 +72,23 @@ Expected<std::vector<std::vector<Detection>>> yolov5_postprocess(const Tensor& p
                    shape_str(pred.shape()));
   }
   const int64_t n = pred.shape()[0], boxes = pred.shape()[1], row = pred.shape()[2];
-  NmsOptions nms_opts;
-  nms_opts.iou_thres = opts.iou_thres;
-  nms_opts.max_det = opts.max_det;
-  nms_opts.max_nms = opts.max_nms;
-  nms_opts.agnostic = opts.agnostic;
-  nms_opts.max_wh = opts.max_wh;
   std::vector<std::vector<Detection>> out(static_cast<size_t>(n));
   const float* p = pred.data<float>();
   for (int64_t i = 0; i < n; ++i) {
-    const std::vector<Detection> cand = yolo_candidates(p + i * boxes * row, boxes, row, i, opts);
-    out[static_cast<size_t>(i)] = batched_nms(cand, nms_opts);
+    out[static_cast<size_t>(i)] = yolov5_postprocess_image(p + i * boxes * row, boxes, row, i, opts);
   }
   return out;
+}
+
+std::vector<Detection> yolov5_postprocess_image(const float* rows, int64_t num_boxes, int64_t row_len, int64_t image,
+                                                const YoloPostprocessOptions& opts) {
+  NmsOptions nms;
+  nms.iou_thres = opts.iou_thres;
+  nms.max_det = opts.max_det;
+  nms.max_nms = opts.max_nms;
+  nms.agnostic = opts.agnostic;
+  nms.max_wh = opts.max_wh;
+  return batched_nms(yolo_candidates(rows, num_boxes, row_len, image, opts), nms);
 }
 
 Expected<Tensor> decode_yolov5_heads(const std::vector<Tensor>& heads, const YoloHeadSpec& spec) {

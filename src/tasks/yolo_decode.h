@@ -34,7 +34,12 @@ Status check_yolo_options(const YoloPostprocessOptions& opts);
 std::vector<Detection> yolo_candidates(const float* rows, int64_t num_boxes, int64_t row_len, int64_t image,
                                        const YoloPostprocessOptions& opts);
 
-// ultralytics' non_max_suppression for pred [N, boxes, 5+nc] float32: yolo_candidates() then batched_nms() per image.
+// One image's detections: yolo_candidates() then batched_nms() with the options' NMS settings (opts as
+// check_yolo_options() accepts them).
+std::vector<Detection> yolov5_postprocess_image(const float* rows, int64_t num_boxes, int64_t row_len, int64_t image,
+                                                const YoloPostprocessOptions& opts);
+
+// ultralytics' non_max_suppression for pred [N, boxes, 5+nc] float32: yolov5_postprocess_image() per image.
 // Returns one list per image (Detection::image = its batch index), best first, boxes in input pixels.
 Expected<std::vector<std::vector<Detection>>> yolov5_postprocess(const Tensor& pred, const YoloPostprocessOptions& opts);
 

@@ -7,7 +7,6 @@
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/kernels/yolo_nms.h"
 #include "core/half.h"
-#include "tasks/nms.h"
 
 namespace qd::cuda {
 
@@ -72,6 +71,7 @@ Expected<std::unique_ptr<YoloPostprocessor>> YoloPostprocessor::create(const Yol
 }
 
 Status YoloPostprocessor::init() {
+  QD_RETURN_IF_ERROR(yolo_nms_init());
   impl_ = std::make_unique<Impl>();
   YoloNmsPlan& pl = impl_->plan;
   const YoloPostprocessOptions& o = cfg_.post;
@@ -212,14 +212,7 @@ Expected<std::vector<Detection>> YoloPostprocessor::cpu_fallback(int image) cons
     QD_CUDA_TRY(cudaMemcpy(rows.data(), static_cast<const float*>(im.pred) + offset, count * 4,
                            cudaMemcpyDeviceToHost));
   }
-  const YoloPostprocessOptions& o = cfg_.post;
-  NmsOptions nms;
-  nms.iou_thres = o.iou_thres;
-  nms.max_det = o.max_det;
-  nms.max_nms = o.max_nms;
-  nms.agnostic = o.agnostic;
-  nms.max_wh = o.max_wh;
-  std::vector<Detection> dets = batched_nms(yolo_candidates(rows.data(), cfg_.boxes, row_len, image, o), nms);
+  std::vector<Detection> dets = yolov5_postprocess_image(rows.data(), cfg_.boxes, row_len, image, cfg_.post);
   if (im.mapped) QD_RETURN_IF_ERROR(unletterbox_detections(dets, im.h_infos[image]));
   return dets;
 }

@@ -287,8 +287,6 @@ Status launch_typed(const YoloNmsPlan& p, const T* pred, int n, const LetterboxI
     QD_CUDA_TRY(cudaGetLastError());
   }
   const NmsArgs a = nms_args(p, infos);
-  QD_CUDA_TRY(cudaFuncSetAttribute(nms_small_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   static_cast<int>(kSmallSharedBytes)));
   nms_small_kernel<T><<<static_cast<unsigned>(n), kSmallThreads, kSmallSharedBytes, stream>>>(pred, a);
   QD_CUDA_TRY(cudaGetLastError());
   return Status::ok();
@@ -321,6 +319,15 @@ Expected<size_t> yolo_sort_temp_bytes(int max_batch, int64_t cap) {
                                                       static_cast<const int*>(nullptr),
                                                       static_cast<const int*>(nullptr), 0, 64));
   return bytes;
+}
+
+Status yolo_nms_init() {
+  for (const void* k : {reinterpret_cast<const void*>(nms_small_kernel<float>),
+                        reinterpret_cast<const void*>(nms_small_kernel<__half>)}) {
+    QD_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(kSmallSharedBytes)));
+  }
+  return Status::ok();
 }
 
 int yolo_nms_max_kmax(int /*max_det*/) { return static_cast<int>(kMaxSharedBytes / sizeof(uint32_t) * 32); }

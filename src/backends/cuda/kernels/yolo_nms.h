@@ -47,6 +47,10 @@ struct YoloNmsPlan {
 // out_counts value of an image left for launch_yolo_nms_pending() (more candidates than the in-block sort takes).
 constexpr int kNmsPending = -2;
 
+// Raises the in-block sort kernel's shared-memory limit on the current device; before the first launch (each
+// YoloPostprocessor calls it when created).
+Status yolo_nms_init();
+
 // CUB's scratch size for the segmented sort of max_batch segments of cap keys.
 Expected<size_t> yolo_sort_temp_bytes(int max_batch, int64_t cap);
 // Largest kmax the NMS kernel's shared-memory suppression mask allows (for max_det kept detections).
