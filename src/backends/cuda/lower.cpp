@@ -521,6 +521,13 @@ class Lowerer {
     return Status::ok();
   }
 
+  // Node c is an INT8 conv reading v as its data input (and nowhere else): it takes v's int8 copy.
+  bool int8_conv_input(int c, int v) const {
+    const Node& n = g_.nodes[c];
+    return n.op == OpType::Conv && int8_convs_.count(n.name) && n.inputs[0] == v &&
+           std::count(n.inputs.begin(), n.inputs.end(), v) == 1;
+  }
+
   // Quantizes v once, when its first consumer is lowered: the int8 NHWC copy for INT8 convs, and its dequantized
   // value for every other consumer (the reference's rule), which then replaces v.
   Status resolve(int v) {
@@ -535,11 +542,7 @@ class Lowerer {
     q8_[v] = nhwc_tensor(sh, DType::kInt8);
     // Only INT8 convs read v (e.g. the network input feeding the stem): no dequantized copy.
     bool others = is_output_[v];
-    for (int c : consumers_[v]) {
-      const Node& cn = g_.nodes[c];
-      others = others || !(cn.op == OpType::Conv && int8_convs_.count(cn.name) && cn.inputs[0] == v &&
-                           std::count(cn.inputs.begin(), cn.inputs.end(), v) == 1);
-    }
+    for (int c : consumers_[v]) others = others || !int8_conv_input(c, v);
     int src, dq = -1;
     if (!others) {
       src = fast_t_[v] >= 0 ? fast_t_[v] : QD_TRY(ensure_generic(v));
@@ -939,13 +942,10 @@ class Lowerer {
                     !consumers_[cur].empty();
     bool others = false;  // readers other than INT8 convs taking it as their input
     for (int c : consumers_[cur]) {
-      const Node& cn = g_.nodes[c];
-      if (int8_convs_.count(cn.name) && cn.inputs[0] == cur && std::count(cn.inputs.begin(), cn.inputs.end(), cur) == 1) {
-        continue;
-      }
+      if (int8_conv_input(c, cur)) continue;
       others = true;
       // They must be on the NHWC fp16 path, where a quantize pass would also have left the dequantized value.
-      const OpType op = cn.op;
+      const OpType op = g_.nodes[c].op;
       int8_out &= op == OpType::Conv || op == OpType::MaxPool || op == OpType::Resize || op == OpType::Concat ||
                   op == OpType::Add;
     }
@@ -986,11 +986,7 @@ class Lowerer {
     if (qscale_[out_v] == 0.f || is_output_[out_v] || !is_float4d(out_v)) return Status::ok();
     if (QD_TRY(n.attrs.get_int("axis", 0)) % 4 != 1) return Status::ok();
     for (int c : consumers_[out_v]) {
-      const Node& cn = g_.nodes[c];
-      if (!int8_convs_.count(cn.name) || cn.inputs[0] != out_v ||
-          std::count(cn.inputs.begin(), cn.inputs.end(), out_v) != 1) {
-        return Status::ok();
-      }
+      if (!int8_conv_input(c, out_v)) return Status::ok();
     }
     std::vector<std::pair<ConvLayer*, int>> convs;  // each input's producer and its layer index
     for (int v : n.inputs) {
