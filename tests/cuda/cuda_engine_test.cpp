@@ -8,6 +8,7 @@
 #include "backends/cpu/reference.h"
 #include "backends/cuda/cuda_engine.h"
 #include "backends/cuda/device.h"
+#include "cuda/gpu_test.h"
 #include "core/half.h"
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
@@ -20,8 +21,6 @@
 namespace qd {
 namespace {
 
-#define SKIP_WITHOUT_GPU() \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA GPU on this machine (run scripts/gpu-check.sh there)"
 
 Tensor round_to_fp16(Tensor t) {
   float* d = t.data<float>();

@@ -13,6 +13,7 @@
 #include "backends/cuda/detect_pipeline.h"
 #include "backends/cuda/detect_post.h"
 #include "backends/cuda/device.h"
+#include "cuda/gpu_test.h"
 #include "core/half.h"
 #include "tasks/preprocess.h"
 #include "tasks/yolo_decode.h"
@@ -126,15 +127,8 @@ size_t total(const std::vector<std::vector<Detection>>& d) {
   return n;
 }
 
-class GpuYoloPost : public ::testing::Test {
+class GpuYoloPost : public test::GpuStreamTest {
  protected:
-  void SetUp() override {
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA GPU on this machine; GPU tests run on the GPU machine";
-    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
-  }
-  void TearDown() override {
-    if (stream_) cudaStreamDestroy(stream_);
-  }
   // Runs pred through a fresh YoloPostprocessor (max_batch may exceed the batch) and the CPU; returns the GPU result.
   std::vector<std::vector<Detection>> check(const Tensor& pred, const YoloPostprocessOptions& o, DType dtype,
                                             const std::string& what, const std::vector<LetterboxInfo>* infos = nullptr,
@@ -158,7 +152,6 @@ class GpuYoloPost : public ::testing::Test {
     EXPECT_EQ(compare(want, *got), "") << what;
     return *got;
   }
-  cudaStream_t stream_ = nullptr;
 };
 
 TEST_F(GpuYoloPost, RandomPredictionsMatchTheCpu) {

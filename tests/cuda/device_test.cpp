@@ -1,11 +1,12 @@
 #include <gtest/gtest.h>
 
 #include "backends/cuda/device.h"
+#include "cuda/gpu_test.h"
 
 namespace qd {
 
 TEST(CudaDevice, DescribesTheGpu) {
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA GPU on this machine; GPU tests run on the GPU machine (scripts/gpu-check.sh)";
+  SKIP_WITHOUT_GPU();
   auto d = cuda::device_info(0);
   ASSERT_TRUE(d) << d.status().to_string();
   EXPECT_FALSE(d->name.empty());

@@ -9,6 +9,7 @@
 
 #include "backends/cuda/cuda_engine.h"
 #include "backends/cuda/device.h"
+#include "cuda/gpu_test.h"
 #include "backends/cuda/engine_detect.h"
 #include "onnx/importer.h"
 #include "tasks/detector.h"
@@ -18,8 +19,6 @@
 namespace qd {
 namespace {
 
-#define SKIP_WITHOUT_GPU() \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA GPU on this machine (run scripts/gpu-check.sh there)"
 
 std::vector<Image> sample_images() {
   std::vector<std::string> paths;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backends/cuda/device.h"
+#include "cuda/gpu_test.h"
 #include "backends/cuda/kernels/generic.h"
 #include "core/half.h"
 #include "ops/op.h"
@@ -30,12 +31,7 @@ namespace {
 
 using cuda::TensorSpec;
 
-bool has_gpu() {
-  static const bool gpu = cuda::device_count() > 0;
-  return gpu;
-}
-#define QD_REQUIRE_GPU() \
-  if (!has_gpu()) GTEST_SKIP() << "no CUDA GPU on this machine; GPU tests run on the GPU machine"
+using test::has_gpu;
 
 // ---------------------------------------------------------------- case descriptions
 
@@ -510,7 +506,7 @@ std::vector<Case> unary_cases() {
   return cases;
 }
 TEST(CudaGenericOps, Unary) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(unary_cases());
 }
 
@@ -543,7 +539,7 @@ std::vector<Case> clip_not_and_integer_unary_cases() {
   return cases;
 }
 TEST(CudaGenericOps, ClipNotAndIntegerUnary) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(clip_not_and_integer_unary_cases());
 }
 
@@ -580,7 +576,7 @@ std::vector<Case> cast_cases() {
   return cases;
 }
 TEST(CudaGenericOps, Cast) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(cast_cases());
 }
 
@@ -672,7 +668,7 @@ std::vector<Case> binary_cases() {
   return cases;
 }
 TEST(CudaGenericOps, Binary) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(binary_cases());
 }
 
@@ -709,7 +705,7 @@ std::vector<Case> variadic_and_where_cases() {
   return cases;
 }
 TEST(CudaGenericOps, VariadicAndWhere) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(variadic_and_where_cases());
 }
 
@@ -732,7 +728,7 @@ std::vector<Case> reshape_like_cases() {
   return cases;
 }
 TEST(CudaGenericOps, ReshapeLike) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(reshape_like_cases());
 }
 
@@ -792,7 +788,7 @@ std::vector<Case> strided_copies_cases() {
   return cases;
 }
 TEST(CudaGenericOps, StridedCopies) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(strided_copies_cases());
 }
 
@@ -846,7 +842,7 @@ std::vector<Case> concat_split_gather_tile_cases() {
   return cases;
 }
 TEST(CudaGenericOps, ConcatSplitGatherTile) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(concat_split_gather_tile_cases());
 }
 
@@ -881,7 +877,7 @@ std::vector<Case> pad_and_precomputed_cases() {
   return cases;
 }
 TEST(CudaGenericOps, PadAndPrecomputed) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(pad_and_precomputed_cases());
 }
 
@@ -945,7 +941,7 @@ std::vector<Case> pooling_cases() {
   return cases;
 }
 TEST(CudaGenericOps, Pooling) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(pooling_cases());
 }
 
@@ -1003,7 +999,7 @@ std::vector<Case> resize_cases() {
   return cases;
 }
 TEST(CudaGenericOps, Resize) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(resize_cases());
 }
 
@@ -1033,7 +1029,7 @@ std::vector<Case> softmax_cases() {
   return cases;
 }
 TEST(CudaGenericOps, Softmax) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(softmax_cases());
 }
 
@@ -1092,7 +1088,7 @@ std::vector<Case> reduce_cases() {
   return cases;
 }
 TEST(CudaGenericOps, Reduce) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(reduce_cases());
 }
 
@@ -1120,7 +1116,7 @@ std::vector<Case> arg_min_max_cases() {
   return cases;
 }
 TEST(CudaGenericOps, ArgMinMax) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(arg_min_max_cases());
 }
 
@@ -1168,7 +1164,7 @@ std::vector<Case> normalization_cases() {
   return cases;
 }
 TEST(CudaGenericOps, Normalization) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(normalization_cases());
 }
 
@@ -1212,7 +1208,7 @@ std::vector<Case> mat_mul_gemm_cases() {
   return cases;
 }
 TEST(CudaGenericOps, MatMulGemm) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(mat_mul_gemm_cases());
 }
 
@@ -1256,7 +1252,7 @@ std::vector<Case> conv_cases() {
   return cases;
 }
 TEST(CudaGenericOps, Conv) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(conv_cases());
 }
 
@@ -1305,7 +1301,7 @@ std::vector<Case> quantize_cases() {
   return cases;
 }
 TEST(CudaGenericOps, Quantize) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   run_cases(quantize_cases());
 }
 
@@ -1331,7 +1327,7 @@ TEST(CudaGenericOps, EveryCaseHasAKernel) {
 // A wrong kernel must fail the comparison: here Relu's kernel is checked against Sigmoid's reference, and a mismatched
 // shape must not pass either.
 TEST(CudaGenericOps, HarnessDetectsWrongResults) {
-  QD_REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   const Case relu = mk("self_check", OpType::Relu, {data({4, 5})});
   const Case sigmoid = mk("self_check_ref", OpType::Sigmoid, {});
   EXPECT_EQ(run_case(relu, false, false), "");

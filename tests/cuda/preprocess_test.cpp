@@ -11,15 +11,12 @@
 #include <sstream>
 
 #include "backends/cuda/device.h"
+#include "cuda/gpu_test.h"
 #include "backends/cuda/preprocess.h"
 #include "tasks/preprocess.h"
 
 namespace qd {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                                                                        \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA GPU on this machine; GPU tests run on the GPU machine " \
-                                                 "(scripts/gpu-check.sh)"
 
 Image random_image(int w, int h, std::mt19937& rng) {
   Image img(w, h);
@@ -112,15 +109,8 @@ void expect_same_infos(const std::vector<LetterboxInfo>& a, const std::vector<Le
   }
 }
 
-class GpuPreprocess : public ::testing::Test {
+class GpuPreprocess : public test::GpuStreamTest {
  protected:
-  void SetUp() override {
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA GPU on this machine; GPU tests run on the GPU machine";
-    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
-  }
-  void TearDown() override {
-    if (stream_) cudaStreamDestroy(stream_);
-  }
   // One batch through both paths; checks the tensors and the letterbox geometry.
   void check(const std::vector<const Image*>& imgs, const LetterboxOptions& lb, const TensorOptions& t,
              const std::string& what) {
@@ -134,7 +124,6 @@ class GpuPreprocess : public ::testing::Test {
     expect_same_infos(cpu_infos, gpu_infos);
     ++checked_;
   }
-  cudaStream_t stream_ = nullptr;
   int checked_ = 0;
 };
 
