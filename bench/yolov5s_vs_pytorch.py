@@ -52,7 +52,9 @@ def main():
     ap.add_argument("--work", default="/tmp/qdeploy-bench", help="scratch folder for the exported ONNX")
     ap.add_argument("--model", default="yolov5s")
     ap.add_argument("--batches", default="1,8,32")
-    ap.add_argument("--precisions", default="fp16", help="qdeploy precisions, comma-separated (fp16, int8)")
+    ap.add_argument("--precisions", default="fp16",
+                    help="qdeploy builds, comma-separated: PRECISION[:SOURCES], e.g. fp16,fp16:qdeploy,int8 (SOURCES: "
+                    "--tactic-sources for the fp16 convs, '+'-separated; default qdeploy's and cuDNN's kernels)")
     ap.add_argument("--calib-images", help="int8: images for a minmax calibration of the random-weight model "
                     "(the scales only have to be plausible for a speed measurement)")
     ap.add_argument("--warmup", type=int, default=20)
@@ -98,11 +100,16 @@ def main():
     del net
     torch.cuda.empty_cache()
 
-    for prec in args.precisions.split(","):
-        js = os.path.join(args.out, f"qdeploy_{prec}.json")
+    for entry in args.precisions.split(","):
+        prec, _, sources = entry.partition(":")
+        tag = entry.replace(":", "_").replace("+", "_")
+        name = f"qdeploy {prec}" + (f" [{sources}]" if sources else "")
+        js = os.path.join(args.out, f"qdeploy_{tag}.json")
         cmd = [args.qdeploy, "bench", onnx_path, "--device", "cuda", "--precision", prec, "--batch", args.batches,
                "--cuda-graph", "--warmup", str(args.warmup), "--iterations", str(args.iters), "--json", js,
-               "--export-profile", os.path.join(args.out, f"profile_{prec}.json")]
+               "--export-profile", os.path.join(args.out, f"profile_{tag}.json")]
+        if sources:
+            cmd += ["--tactic-sources", sources.replace("+", ",")]
         if prec == "int8":
             if not args.calib_images:
                 results.setdefault("errors", []).append("qdeploy int8: needs --calib-images")
@@ -116,11 +123,11 @@ def main():
         sys.stdout.write(r.stdout[-4000:])
         if r.returncode != 0:
             sys.stdout.write(r.stderr[-4000:])
-            results.setdefault("errors", []).append(f"qdeploy {prec}: exit {r.returncode}")
+            results.setdefault("errors", []).append(f"{name}: exit {r.returncode}")
             continue
         with open(js) as f:
             for row in json.load(f)["results"]:
-                add(f"qdeploy {prec}", row["batch"], row["gpu_compute_ms"]["median"], row["throughput_ips"])
+                add(name, row["batch"], row["gpu_compute_ms"]["median"], row["throughput_ips"])
 
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)

@@ -41,6 +41,9 @@ val_eval() {  # val_eval MODEL_OR_PLAN [FLAGS...]: qdeploy eval on the 1,000-sce
   "$B/qdeploy" eval "$m" --images "$D/val/images" --annotations "$D/val/annotations/instances_val.json" "$@"
 }
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# cuDNN 9 (qdeploy loads it at run time for its cuDNN kernel candidates): here it comes with PyTorch's pip packages.
+cudnn_lib=$(python3 -c 'import os, nvidia.cudnn as m; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
+[ -n "$cudnn_lib" ] && [ -d "$cudnn_lib" ] && export LD_LIBRARY_PATH="$cudnn_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 rc=0
 for step in $STEPS; do
   echo "=== $step ==="
@@ -48,6 +51,7 @@ for step in $STEPS; do
     env)
       nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
       ldd "$B/qdeploy" | tee -a "$OUT/gpu.txt"
+      echo "cuDNN: ${cudnn_lib:-not found} $(ls "$cudnn_lib"/libcudnn.so.9* 2>/dev/null | head -1)" | tee -a "$OUT/gpu.txt"
       python3 -c 'import torch, onnxruntime; print("torch", torch.__version__, "ort", onnxruntime.__version__)' | tee -a "$OUT/gpu.txt"
       ;;
     tests)
@@ -78,7 +82,7 @@ for step in $STEPS; do
     bench)
       fmnist_det calib train 8 1  # images for the int8 plan's (minmax) calibration
       PYTHONPATH=python python3 bench/yolov5s_vs_pytorch.py --qdeploy "$B/qdeploy" --out "$OUT/bench" \
-        --precisions fp16,int8 --calib-images "$D/calib/images" ${QD_BENCH_ARGS:-} > "$OUT/bench.log" 2>&1 || rc=1
+        --precisions fp16,fp16:qdeploy,int8 --calib-images "$D/calib/images" ${QD_BENCH_ARGS:-} > "$OUT/bench.log" 2>&1 || rc=1
       tail -25 "$OUT/bench.log"
       tar -C "$OUT" -cJf "$OUT/bench.tar.xz" bench && rm -rf "$OUT/bench"  # few files come back from the machine
       ;;

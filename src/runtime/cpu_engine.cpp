@@ -191,6 +191,11 @@ Status check_build_options(const BuildOptions& opt) {
   if (opt.precision != "fp32" && opt.precision != "fp16" && opt.precision != "int8") {
     return invalid("--precision must be fp32, fp16 or int8, got '" + opt.precision + "'");
   }
+  for (const auto& src : opt.tactic_sources) {
+    if (src != "qdeploy" && src != "cudnn") {
+      return invalid("--tactic-sources takes qdeploy and/or cudnn (comma separated), got '" + src + "'");
+    }
+  }
   for (const auto& [name, s] : opt.shapes) {
     if (opt.opt_shapes.count(name)) {
       return invalid("input '" + name + "' has both --shapes and --min/--opt/--max; give one");

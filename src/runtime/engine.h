@@ -32,6 +32,9 @@ struct BuildOptions {
   // CUDA: the device, and a file remembering kernel timings between builds ("" = none).
   int device_index = 0;
   std::string timing_cache;
+  // CUDA fp16 convolutions: where the timed kernel candidates come from, "qdeploy" (its own kernels) and/or "cudnn"
+  // (cuDNN's algorithms, when libcudnn.so.9 loads); empty = both.
+  std::vector<std::string> tactic_sources;
 };
 
 struct TensorDesc {

@@ -23,6 +23,7 @@ std::string encode_build_options(const BuildOptions& opt) {
   w.shape_map(opt.max_shapes);
   w.i32(opt.device_index);
   w.str(opt.timing_cache);
+  w.strs(opt.tactic_sources);
   return w.take();
 }
 
@@ -42,6 +43,7 @@ Expected<BuildOptions> decode_build_options(const std::string& data) {
   opt.max_shapes = r.shape_map("max shapes");
   opt.device_index = r.i32();
   opt.timing_cache = r.str("timing cache path");
+  opt.tactic_sources = r.strs("tactic sources");
   r.expect_end();
   if (!r.ok()) return r.status();
   for (const auto& [name, s] : opt.shapes) {

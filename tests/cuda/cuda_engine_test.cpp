@@ -7,6 +7,7 @@
 
 #include "backends/cpu/reference.h"
 #include "backends/cuda/cuda_engine.h"
+#include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/device.h"
 #include "cuda/gpu_test.h"
 #include "core/half.h"
@@ -132,10 +133,12 @@ std::map<std::string, Tensor> random_inputs(const Graph& g, uint32_t seed) {
   return in;
 }
 
-std::unique_ptr<cuda::CudaEngine> make_engine(Graph g, const std::string& precision) {
+std::unique_ptr<cuda::CudaEngine> make_engine(Graph g, const std::string& precision,
+                                              std::vector<std::string> tactic_sources = {}) {
   BuildOptions opt;
   opt.device = "cuda";
   opt.precision = precision;
+  opt.tactic_sources = std::move(tactic_sources);
   auto e = cuda::CudaEngine::create(std::move(g), opt);
   EXPECT_TRUE(e) << e.status().to_string();
   return e ? std::move(*e) : nullptr;
@@ -143,9 +146,8 @@ std::unique_ptr<cuda::CudaEngine> make_engine(Graph g, const std::string& precis
 
 class FusedConv : public ::testing::TestWithParam<ConvCase> {};
 
-TEST_P(FusedConv, MatchesReference) {
-  SKIP_WITHOUT_GPU();
-  const ConvCase cc = GetParam();
+// Builds the case's graph with kernels from `sources` only and checks the fused layers against the reference.
+void check_fused_conv(const ConvCase& cc, const std::vector<std::string>& sources) {
   Graph g = conv_graph(cc, 11);
   auto in = random_inputs(g, 5);
   Graph ref_g = g;
@@ -154,7 +156,7 @@ TEST_P(FusedConv, MatchesReference) {
   ASSERT_TRUE(prepare_graph(ref_g, {shapes}).is_ok());
   auto ref = run_reference(ref_g, in);
   ASSERT_TRUE(ref) << ref.status().to_string();
-  auto engine = make_engine(g, "fp16");
+  auto engine = make_engine(g, "fp16", sources);
   ASSERT_TRUE(engine);
   auto layers = engine->layer_info(shapes);
   ASSERT_TRUE(layers);
@@ -162,6 +164,12 @@ TEST_P(FusedConv, MatchesReference) {
   for (const auto& l : *layers) {
     fused += l.kind == "conv";
     generic += l.kind != "conv" && l.kind != "reformat";
+    if (l.kind == "conv" && sources == std::vector<std::string>{"cudnn"}) {
+      EXPECT_EQ(l.kernel.rfind("cudnn_", 0), 0u) << l.name << " runs " << l.kernel;
+    }
+    if (l.kind == "conv" && sources == std::vector<std::string>{"qdeploy"}) {
+      EXPECT_EQ(l.kernel.rfind("igemm_", 0), 0u) << l.name << " runs " << l.kernel;
+    }
   }
   EXPECT_EQ(fused, cc.chain ? 2 : 1);
   EXPECT_EQ(generic, 0) << "an op of the fused pattern was left as a separate layer";
@@ -173,10 +181,26 @@ TEST_P(FusedConv, MatchesReference) {
   EXPECT_EQ(has_s2d, s2d);
   auto out = engine->run(in);
   ASSERT_TRUE(out) << out.status().to_string();
-  // Inputs and weights are fp16-exact, so what remains is fp32 accumulation order and fp16 storage in between.
+  // Inputs and weights are fp16-exact, so what remains is fp32 accumulation order and fp16 storage in between
+  // (cuDNN's result is stored in fp16 before the epilogue).
   const double range = std::max(1.0, max_abs((*ref)[0]));
   const double err = test::max_abs_diff((*ref)[0], (*out)[0]);
-  EXPECT_LE(err, (cc.chain ? 4e-3 : 1e-4) * range) << "max |diff| " << err << " of range " << range;
+  const bool cudnn = sources == std::vector<std::string>{"cudnn"};
+  const double tol = cc.chain || cudnn ? 4e-3 : 1e-4;
+  EXPECT_LE(err, tol * range) << "max |diff| " << err << " of range " << range;
+}
+
+TEST_P(FusedConv, MatchesReference) {
+  SKIP_WITHOUT_GPU();
+  check_fused_conv(GetParam(), {"qdeploy"});
+}
+
+// cuDNN computes the convolution (fp16 result), conv_epilogue adds bias, activation and residual: one more fp16
+// rounding than the fused kernel, hence the fp16-level tolerance.
+TEST_P(FusedConv, MatchesReferenceThroughCudnn) {
+  SKIP_WITHOUT_GPU();
+  if (!cuda::cudnn_available()) GTEST_SKIP() << cuda::cudnn_unavailable_reason();
+  check_fused_conv(GetParam(), {"cudnn"});
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -239,8 +263,12 @@ void check_model(const std::string& path, const std::map<std::string, Shape>& sh
   ASSERT_TRUE(prepare_graph(ref_g, {shapes}).is_ok());
   auto ref = run_reference(ref_g, in);
   ASSERT_TRUE(ref) << ref.status().to_string();
-  for (const char* precision : {"fp32", "fp16"}) {
-    auto engine = make_engine(*g, precision);
+  // fp16 twice: with qdeploy's conv kernels only, and with cuDNN's wherever it has one (Concat slices as outputs,
+  // wider tensors as inputs).
+  std::vector<std::pair<std::string, std::vector<std::string>>> builds = {{"fp32", {}}, {"fp16", {"qdeploy"}}};
+  if (cuda::cudnn_available()) builds.push_back({"fp16", {"cudnn"}});
+  for (const auto& [precision, sources] : builds) {
+    auto engine = make_engine(*g, precision, sources);
     ASSERT_TRUE(engine);
     auto out = engine->run(in);
     ASSERT_TRUE(out) << precision << ": " << out.status().to_string();
@@ -249,9 +277,9 @@ void check_model(const std::string& path, const std::map<std::string, Shape>& sh
       const double range = std::max(1e-6, max_abs((*ref)[i]));
       const double err = test::max_abs_diff((*ref)[i], (*out)[i]);
       const double snr = snr_db((*ref)[i], (*out)[i]);
-      std::cout << path << " " << precision << " output " << i << ": max |diff| " << err << " of range " << range
-                << ", SNR " << snr << " dB\n";
-      if (std::string(precision) == "fp32") {
+      std::cout << path << " " << precision << (sources.empty() ? "" : " " + sources[0]) << " output " << i
+                << ": max |diff| " << err << " of range " << range << ", SNR " << snr << " dB\n";
+      if (precision == "fp32") {
         EXPECT_LE(err, 1e-4 * range);
       } else {
         EXPECT_GE(snr, fp16_min_snr);

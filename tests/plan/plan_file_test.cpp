@@ -102,8 +102,8 @@ TEST(PlanFile, WrongMagic) {
 
 TEST(PlanFile, OtherFormatVersion) {
   std::string bytes = encode(sample_plan());
-  bytes[8] = 2;  // the version comes before the checksum check: a future format may checksum differently
-  expect_error(decode(bytes), "plan format v2, this qdeploy reads v1: rebuild the plan with `qdeploy build`");
+  bytes[8] = 3;  // the version comes before the checksum check: a future format may checksum differently
+  expect_error(decode(bytes), "plan format v3, this qdeploy reads v2: rebuild the plan with `qdeploy build`");
   bytes[8] = 0;
   expect_error(decode(bytes), "plan format v0");
 }

@@ -23,6 +23,10 @@ void add_build_flags(CLI::App* sub, BuildFlags& f) {
   sub->add_option("--opt", f.opt_shapes, "Shape profile: the shape to optimize for (repeatable)");
   sub->add_option("--max", f.max_shapes, "Shape profile: largest input shape (repeatable)");
   sub->add_option("--timing-cache", f.timing_cache, "CUDA: file that remembers kernel timings between builds");
+  sub->add_option("--tactic-sources", f.tactic_sources,
+                  "CUDA fp16 convs: kernels to time, qdeploy and/or cudnn (comma separated; default both, cuDNN "
+                  "when libcudnn.so.9 loads)")
+      ->delimiter(',');
 }
 
 // --min/--opt/--max NAME:DIMS (repeatable).
@@ -69,6 +73,7 @@ Status check_flags_for_plan(const std::string& plan_path, const BuildFlags& f) {
   note(!f.precision_config.empty(), "--precision-config");
   note(!f.min_shapes.empty() || !f.opt_shapes.empty() || !f.max_shapes.empty(), "--min/--opt/--max");
   note(!f.timing_cache.empty(), "--timing-cache");
+  note(!f.tactic_sources.empty(), "--tactic-sources");
   if (!given.empty()) {
     return invalid("'" + plan_path + "' is a plan: its build options were fixed when it was built, so " + given +
                    " cannot apply; drop them, or rebuild the plan from the ONNX model with `qdeploy build`");
@@ -94,6 +99,7 @@ Expected<std::unique_ptr<Engine>> build_from_flags(const std::string& model, con
   opt.opt_shapes = QD_TRY(parse_profile_flags(f.opt_shapes, "--opt"));
   opt.max_shapes = QD_TRY(parse_profile_flags(f.max_shapes, "--max"));
   opt.timing_cache = f.timing_cache;
+  opt.tactic_sources = f.tactic_sources;
   return build_engine(model, opt);
 }
 

@@ -22,6 +22,7 @@ struct BuildFlags {
   std::string precision_config;
   std::vector<std::string> min_shapes, opt_shapes, max_shapes;  // NAME:DIMS (a dynamic-shape profile)
   std::string timing_cache;
+  std::vector<std::string> tactic_sources;
 };
 
 void add_build_flags(CLI::App* sub, BuildFlags& f);

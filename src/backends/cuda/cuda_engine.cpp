@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/instance.h"
 #include "backends/cuda/kernels/conv.h"
@@ -132,6 +133,10 @@ Status CudaEngine::init() {
                        cuda::describe(d) + " is older");
   }
   QD_RETURN_IF_ERROR(cuda::conv_igemm_init());
+  const auto& src = opt_.tactic_sources;
+  if (!src.empty() && std::find(src.begin(), src.end(), "qdeploy") == src.end() && !cuda::cudnn_available()) {
+    return unsupported("--tactic-sources cudnn: " + cuda::cudnn_unavailable_reason());
+  }
   read_timing_cache(opt_.timing_cache, device_name_, &kernel_choice_);
   // Lowering once at the build shapes times the kernels and learns the outputs.
   inputs_ = QD_TRY(engine_inputs(graph_, opt_, &build_shapes_));
@@ -199,6 +204,9 @@ Status CudaEngine::save(const std::string& path) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     plan.add("cuda.kernels", nlohmann::json(kernel_choice_).dump(1));
+    for (const auto& [sig, kernel] : kernel_choice_) {
+      if (kernel.rfind("cudnn_", 0) == 0) plan.header.cudnn_version = cuda::cudnn_loaded_version();
+    }
   }
   return write_plan(path, plan);
 }

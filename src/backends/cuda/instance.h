@@ -22,6 +22,7 @@ namespace qd::cuda {
 struct PackedConv {
   DeviceBuffer w, bias;
   DeviceBuffer alpha;  // INT8: s_x * s_w[k]
+  DeviceBuffer dense;  // fp16 [K][R][S][C] without the row padding, made when a cuDNN kernel needs it
   int K = 0, C = 0, R = 0, S = 0, Kp = 0;
 };
 

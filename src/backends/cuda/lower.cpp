@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/instance.h"
 #include "backends/cuda/kernels/eltwise_chain.h"
 #include "core/half.h"
@@ -36,8 +37,9 @@ class ConvLayer final : public Layer {
   ConvParams p;
   std::shared_ptr<PackedConv> w;
   int config = 0;
+  std::shared_ptr<const CudnnConv> cudnn;  // when cuDNN computes the convolution (then `config` is unused)
   bool int8 = false;
-  float* workspace = nullptr;  // set while timing; otherwise the instance's split-K region of the arena
+  float* workspace = nullptr;  // set while timing; otherwise the instance's conv workspace region of the arena
   int in = -1, res = -1, out = -1;
   int out2 = -1;  // an int8 output's dequantized fp16 copy (ConvArgs::y2), or -1
 
@@ -57,7 +59,7 @@ class ConvLayer final : public Layer {
       q->res_ld = inst.tensors[res].ld;
     }
     a.y = inst.ptr(out, ptrs);
-    if (p.splits > 1) {
+    if (p.splits > 1 || cudnn) {
       a.workspace = workspace ? workspace : reinterpret_cast<float*>(ptrs.arena + inst.splitk_offset);
     }
     if (y.nhwc) {
@@ -74,8 +76,11 @@ class ConvLayer final : public Layer {
   Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
     ConvParams q;
     ConvArgs a = args(inst, ptrs, &q);
+    if (cudnn) return cudnn->run(q, a, a.workspace, s);
     return launch_conv_igemm(q, a, config, s);
   }
+  // Scratch memory of the chosen kernel (split-K partial sums, or cuDNN's result and workspace).
+  size_t workspace_bytes() const { return cudnn ? cudnn->workspace_bytes() : conv_igemm_workspace(p); }
 };
 
 class ReformatLayer final : public Layer {
@@ -1186,17 +1191,35 @@ class Lowerer {
     return best;
   }
 
-  // Candidates: every tile configuration, and split-K over 2..8 ranges for layers too small to fill the GPU.
+  // Candidates: every tile configuration, split-K over 2..8 ranges for layers too small to fill the GPU, and
+  // cuDNN's algorithms for fp16 layers (BuildOptions::tactic_sources picks the sources).
   struct Candidate {
     int config, splits;
+    int algo = -1;  // cuDNN's algorithm, or -1 for qdeploy's kernel
   };
   static std::string candidate_name(const Candidate& c) {
+    if (c.algo >= 0) return "cudnn_" + CudnnConv::algorithm_name(c.algo);
     return conv_igemm_config_name(c.config) + (c.splits > 1 ? "/splitk" + std::to_string(c.splits) : "");
   }
+  bool uses_source(const char* source) const {
+    const auto& v = in_.opt->tactic_sources;
+    return v.empty() || std::find(v.begin(), v.end(), source) != v.end();
+  }
+  // cuDNN takes the input's real pixel stride (a Concat's channel slice is wider than its channels).
+  ConvParams cudnn_params(const ConvLayer& c) const {
+    ConvParams q = c.p;
+    q.in_ld = inst_->tensors[c.in].ld;
+    return q;
+  }
   // INT8 layers take the INT8 configurations; their split-K partial sums are int32, so the result stays exact.
-  static std::vector<Candidate> candidates(const ConvLayer& c) {
+  // cuDNN's algorithms compute fp16 layers only.
+  std::vector<Candidate> candidates(const ConvLayer& c) const {
     const ConvParams& p = c.p;
     std::vector<Candidate> out;
+    if (!c.int8 && uses_source("cudnn")) {
+      for (int algo : CudnnConv::algorithms(cudnn_params(c))) out.push_back({0, 1, algo});
+    }
+    if (!out.empty() && !uses_source("qdeploy")) return out;
     const int64_t mk = static_cast<int64_t>(p.N) * p.OH * p.OW * p.K;
     const int ktiles = p.Kp / (c.int8 ? 64 : 32);  // the K loop's steps: 64 int8 or 32 fp16 elements
     for (int k = 0; k < conv_igemm_configs(); ++k) {
@@ -1207,14 +1230,36 @@ class Lowerer {
     }
     return out;
   }
-  static bool apply(ConvLayer* c, const std::string& name) {
-    for (const Candidate& cand : candidates(*c)) {
-      if (candidate_name(cand) == name) {
-        c->config = cand.config;
-        c->p.splits = cand.splits;
-        c->info.kernel = name;
-        return true;
+  // Sets the layer up to run `cand`.
+  Status use(ConvLayer* c, const Candidate& cand) const {
+    c->cudnn.reset();
+    c->config = cand.config;
+    c->p.splits = cand.splits;
+    c->info.kernel = candidate_name(cand);
+    if (cand.algo < 0) return Status::ok();
+    PackedConv& w = *c->w;
+    const size_t row = static_cast<size_t>(w.R) * w.S * w.C;
+    if (w.Kp != static_cast<int>(row) && !w.dense.get()) {  // drop the row padding
+      QD_RETURN_IF_ERROR(w.dense.alloc(row * w.K * sizeof(__half)));
+      QD_CUDA_TRY(cudaMemcpy2D(w.dense.get(), row * sizeof(__half), w.w.get(), w.Kp * sizeof(__half),
+                               row * sizeof(__half), w.K, cudaMemcpyDeviceToDevice));
+    }
+    c->cudnn = QD_TRY(CudnnConv::create(cudnn_params(*c), cand.algo, w.dense.get() ? w.dense.get() : w.w.get()));
+    return Status::ok();
+  }
+  // Applies a remembered choice; false when it names no candidate this build may use.
+  bool apply(ConvLayer* c, const std::string& name) const {
+    if (name.rfind("cudnn_", 0) == 0) {
+      if (c->int8 || !uses_source("cudnn")) return false;
+      for (int algo = 0; algo < 8; ++algo) {
+        const Candidate cand{0, 1, algo};
+        if (candidate_name(cand) == name) return use(c, cand).is_ok();
       }
+      return false;
+    }
+    if (!uses_source("qdeploy") && !c->int8 && !CudnnConv::algorithms(cudnn_params(*c)).empty()) return false;
+    for (const Candidate& cand : candidates(*c)) {
+      if (cand.algo < 0 && candidate_name(cand) == name) return use(c, cand).is_ok();
     }
     return false;
   }
@@ -1234,9 +1279,9 @@ class Lowerer {
       if (!near || !apply(c, *near)) todo.push_back(li);
     }
     if (!todo.empty()) QD_RETURN_IF_ERROR(time_kernels(todo));
-    // One split-K workspace for the instance, after the planned activations (layers run one at a time).
+    // One conv workspace for the instance, after the planned activations (layers run one at a time).
     size_t ws = 0;
-    for (int li : conv_layers_) ws = std::max(ws, conv_igemm_workspace(static_cast<ConvLayer*>(inst_->layers[li].get())->p));
+    for (int li : conv_layers_) ws = std::max(ws, static_cast<ConvLayer*>(inst_->layers[li].get())->workspace_bytes());
     inst_->splitk_offset = (inst_->arena_bytes + 255) / 256 * 256;
     if (ws) inst_->arena_bytes = inst_->splitk_offset + ws;
     return Status::ok();
@@ -1246,16 +1291,6 @@ class Lowerer {
   Status time_kernels(const std::vector<int>& todo) {
     DeviceBuffer arena, workspace;
     QD_RETURN_IF_ERROR(arena.alloc(std::max<size_t>(inst_->arena_bytes, 256)));
-    size_t ws = 0;
-    for (int li : todo) {
-      auto* c = static_cast<ConvLayer*>(inst_->layers[li].get());
-      for (const Candidate& cand : candidates(*c)) {
-        ConvParams q = c->p;
-        q.splits = cand.splits;
-        ws = std::max(ws, conv_igemm_workspace(q));
-      }
-    }
-    QD_RETURN_IF_ERROR(workspace.alloc(ws));
     std::vector<std::unique_ptr<DeviceBuffer>> io;
     std::vector<void*> io_ptrs;
     for (size_t s = 0; s < inst_->slot_names.size(); ++s) {
@@ -1275,12 +1310,16 @@ class Lowerer {
       auto* c = static_cast<ConvLayer*>(inst_->layers[li].get());
       const std::string sig = signature(c->p, c->res >= 0, c->int8);
       if (auto it = in_.choices->find(sig); it != in_.choices->end() && apply(c, it->second)) continue;
-      c->workspace = static_cast<float*>(workspace.get());
       float best = 1e30f;
-      Candidate best_c{0, 1};
+      Candidate best_c{-1, 1};
       for (const Candidate& cand : candidates(*c)) {
-        c->config = cand.config;
-        c->p.splits = cand.splits;
+        // A cuDNN algorithm that cannot be set up or fails to run is no candidate; qdeploy's kernels must run.
+        Status ready = use(c, cand);
+        if (ready.is_ok() && c->workspace_bytes() > workspace.size()) ready = workspace.alloc(c->workspace_bytes());
+        if (!ready.is_ok() && cand.algo >= 0) continue;
+        st = ready;
+        if (!st.is_ok()) break;
+        c->workspace = static_cast<float*>(workspace.get());
         std::vector<float> t;
         for (int rep = 0; rep < 7 && st.is_ok(); ++rep) {
           cudaEventRecord(e0, s);
@@ -1291,6 +1330,12 @@ class Lowerer {
           cudaEventElapsedTime(&ms, e0, e1);
           if (rep > 0) t.push_back(ms);  // the first round warms up
         }
+        if (!st.is_ok() && cand.algo >= 0) {
+          cudaStreamSynchronize(s);
+          cudaGetLastError();
+          st = Status::ok();
+          continue;
+        }
         if (!st.is_ok()) break;
         std::sort(t.begin(), t.end());
         if (t[t.size() / 2] < best) {
@@ -1300,8 +1345,13 @@ class Lowerer {
       }
       c->workspace = nullptr;
       if (!st.is_ok()) break;
+      if (best_c.config < 0 && best_c.algo < 0) {
+        st = internal("no kernel could run conv '" + c->info.name + "'");
+        break;
+      }
       (*in_.choices)[sig] = candidate_name(best_c);
-      apply(c, candidate_name(best_c));
+      st = use(c, best_c);
+      if (!st.is_ok()) break;
     }
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);

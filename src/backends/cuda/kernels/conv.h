@@ -61,5 +61,8 @@ int conv_igemm_configs();
 bool conv_igemm_config_int8(int config);
 std::string conv_igemm_config_name(int config);
 Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cudaStream_t stream);
+// The fused layer's epilogue (bias, activation, residual, output format; not INT8's rescale) over a convolution
+// computed by another kernel: `acc` is [N*OH*OW][K] fp16 (cuDNN's result, see cudnn_conv.h).
+Status launch_conv_epilogue(const ConvParams& p, const ConvArgs& a, const __half* acc, cudaStream_t stream);
 
 }  // namespace qd::cuda
