@@ -252,6 +252,81 @@ TEST(CudaEngine, ElementwiseChainIsFused) {
   }
 }
 
+// A YOLO-style detection head over two levels: Conv -> Reshape -> Transpose -> Sigmoid -> Slice xy / wh / conf ->
+// decoding chains -> Concat -> Reshape -> Concat of the levels. The convs write the transposed sigmoid (fp16
+// plans), each level's slices, chains and Concat run as one slice_concat layer writing into the output's rows, and
+// nothing else is left as a layer; the result matches the reference in fp32 and fp16 plans.
+TEST(CudaEngine, DetectionHeadDecodesInOnePassPerLevel) {
+  SKIP_WITHOUT_GPU();
+  GraphBuilder b;
+  const int64_t N = 2, A = 3, G = 7;
+  int x = b.input("x", {N, 16, 8, 8});
+  std::vector<int> levels;
+  for (int lv = 0; lv < 2; ++lv) {
+    const int64_t H = lv ? 4 : 8;
+    int w = b.constant("w" + std::to_string(lv), round_to_fp16(test::random_f32({A * G, 16, 1, 1}, 20 + lv, -0.3f, 0.3f)));
+    int bias = b.constant("b" + std::to_string(lv), test::random_f32({A * G}, 30 + lv, -0.5f, 0.5f));
+    AttrMap ca;
+    ca.set("kernel_shape", std::vector<int64_t>{1, 1});
+    ca.set("strides", std::vector<int64_t>{lv + 1, lv + 1});
+    const std::string p = "l" + std::to_string(lv) + "/";
+    int y = b.node(OpType::Conv, p + "conv", {x, w, bias}, ca);
+    y = b.node(OpType::Reshape, p + "reshape", {y, b.constant(p + "s1", Tensor::from_i64({N, A, G, H, H}))});
+    AttrMap ta;
+    ta.set("perm", std::vector<int64_t>{0, 1, 3, 4, 2});
+    y = b.node(OpType::Transpose, p + "transpose", {y}, ta);
+    y = b.node(OpType::Sigmoid, p + "sigmoid", {y});
+    auto slice = [&](const std::string& name, int64_t start, int64_t end) {
+      return b.node(OpType::Slice, p + name,
+                    {y, b.constant(p + name + "_s", Tensor::from_i64({start})),
+                     b.constant(p + name + "_e", Tensor::from_i64({end})), b.constant(p + name + "_a", Tensor::from_i64({4}))});
+    };
+    auto scalar = [&](const std::string& name, float v) { return b.constant(p + name, Tensor::scalar_f32(v)); };
+    int xy = b.node(OpType::Mul, p + "xy_mul", {slice("xy", 0, 2), scalar("two", 2.f)});
+    xy = b.node(OpType::Add, p + "xy_grid", {xy, b.constant(p + "grid", test::random_f32({1, A, H, H, 2}, 40 + lv, 0.f, 8.f))});
+    xy = b.node(OpType::Mul, p + "xy_stride", {xy, scalar("stride", 8.f * (lv + 1))});
+    int wh = b.node(OpType::Mul, p + "wh_mul", {slice("wh", 2, 4), scalar("two2", 2.f)});
+    wh = b.node(OpType::Pow, p + "wh_pow", {wh, scalar("pow", 2.f)});
+    wh = b.node(OpType::Mul, p + "wh_anchor", {wh, b.constant(p + "anchor", test::random_f32({1, A, H, H, 2}, 50 + lv, 5.f, 50.f))});
+    AttrMap cat;
+    cat.set("axis", int64_t{-1});
+    y = b.node(OpType::Concat, p + "concat", {xy, wh, slice("conf", 4, 1000)}, cat);
+    levels.push_back(b.node(OpType::Reshape, p + "flat", {y, b.constant(p + "s2", Tensor::from_i64({N, -1, G}))}));
+  }
+  AttrMap fa;
+  fa.set("axis", int64_t{1});
+  Graph g = b.finish({b.node(OpType::Concat, "levels", levels, fa)});
+  auto in = random_inputs(g, 17);
+  Graph ref_g = g;
+  const std::map<std::string, Shape> shapes = {{"x", in["x"].shape()}};
+  ASSERT_TRUE(prepare_graph(ref_g, {shapes}).is_ok());
+  auto ref = run_reference(ref_g, in);
+  ASSERT_TRUE(ref) << ref.status().to_string();
+  for (const char* precision : {"fp32", "fp16"}) {
+    auto engine = make_engine(g, precision);
+    ASSERT_TRUE(engine);
+    auto layers = engine->layer_info(shapes);
+    ASSERT_TRUE(layers);
+    int decode = 0;
+    for (const auto& l : *layers) {
+      decode += l.kind == "slice_concat";
+      const bool expected = l.kind == "slice_concat" || l.kind == "conv" || l.kind == "reformat" ||
+                            (std::string(precision) == "fp32" && (l.kind == "Conv" || l.kind == "Reshape" ||
+                                                                 l.kind == "Transpose" || l.kind == "Sigmoid"));
+      EXPECT_TRUE(expected) << precision << ": " << l.name << " runs as a " << l.kind << " layer";
+      if (l.kind == "conv") {
+        EXPECT_EQ(l.out_format, "nahwg7:float32") << l.name;
+      }
+    }
+    EXPECT_EQ(decode, 2) << precision;
+    auto out = engine->run(in);
+    ASSERT_TRUE(out) << out.status().to_string();
+    const double range = std::max(1.0, max_abs((*ref)[0]));
+    EXPECT_LE(test::max_abs_diff((*ref)[0], (*out)[0]), (std::string(precision) == "fp32" ? 1e-5 : 2e-3) * range)
+        << precision;
+  }
+}
+
 // A whole model, fp32 and fp16, against the reference.
 void check_model(const std::string& path, const std::map<std::string, Shape>& shapes, double fp16_min_snr) {
   auto g = import_onnx_file(path);
@@ -290,7 +365,24 @@ void check_model(const std::string& path, const std::map<std::string, Shape>& sh
 
 TEST(CudaEngine, YoloV5nMatchesReference) {
   SKIP_WITHOUT_GPU();
-  check_model(test::source_dir() + "/models/yolov5n_fmnist_det.onnx", {{"images", {1, 3, 640, 640}}}, 30.0);
+  const std::string path = test::source_dir() + "/models/yolov5n_fmnist_det.onnx";
+  check_model(path, {{"images", {1, 3, 640, 640}}}, 30.0);
+  // The Detect head: three convs writing the transposed sigmoid, three slice_concat layers, no generic layer.
+  auto g = import_onnx_file(path);
+  ASSERT_TRUE(g);
+  auto engine = make_engine(*g, "fp16");
+  ASSERT_TRUE(engine);
+  auto layers = engine->layer_info({{"images", {1, 3, 640, 640}}});
+  ASSERT_TRUE(layers);
+  int decode = 0, head_convs = 0;
+  for (const auto& l : *layers) {
+    decode += l.kind == "slice_concat";
+    head_convs += l.kind == "conv" && l.out_format == "nahwg15:float32";
+    EXPECT_TRUE(l.kind == "conv" || l.kind == "slice_concat" || l.kind == "reformat" || l.kind.find("_nhwc") != std::string::npos)
+        << l.name << " runs as a " << l.kind << " layer";
+  }
+  EXPECT_EQ(decode, 3);
+  EXPECT_EQ(head_convs, 3);
 }
 
 TEST(CudaEngine, ClassifiersMatchReference) {

@@ -13,6 +13,8 @@
 #include "backends/cuda/kernels/eltwise_chain.h"
 #include "core/half.h"
 #include "ir/cost.h"
+#include "ops/op.h"
+#include "ops/op_geometry.h"
 #include "ops/window.h"
 #include "passes/passes.h"
 #include "plan/memory_plan.h"
@@ -211,6 +213,15 @@ class EltwiseChainLayer final : public Layer {
   }
 };
 
+class SliceConcatLayer final : public Layer {
+ public:
+  SliceConcatParams p;
+  Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
+    return launch_slice_concat(static_cast<const float*>(inst.ptr(ins[0], ptrs)),
+                               static_cast<float*>(inst.ptr(outs[0], ptrs)), p, s);
+  }
+};
+
 class CopyLayer final : public Layer {
  public:
   Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
@@ -324,6 +335,7 @@ class Lowerer {
       inst_->outputs.push_back({g_.values[v].name, g_.values[v].dtype, g_.values[v].shape});
     }
     done_.assign(g_.nodes.size(), false);
+    QD_RETURN_IF_ERROR(plan_slice_concats());
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (done_[i]) continue;
       const Node& n = g_.nodes[i];
@@ -573,6 +585,7 @@ class Lowerer {
   // ---- per node ----
   Status lower_node(int i) {
     const Node& n = g_.nodes[i];
+    if (slice_concat_.count(i)) return lower_slice_concat(i);
     for (int v : n.inputs) QD_RETURN_IF_ERROR(resolve(v));
     if (fast_) {
       if (n.op == OpType::Conv) {
@@ -595,9 +608,39 @@ class Lowerer {
     return lower_generic(i);
   }
 
+  // How an elementwise chain's constant tensors are read (EwOperand, without the device pointer yet).
+  using EwConstants = std::vector<std::pair<const Tensor*, EwOperand>>;
+
+  // How constant `cs` broadcast to `xs` is indexed: one term per run of dims it does not broadcast over; false when
+  // it does not broadcast to xs or needs more than two terms.
+  static bool broadcast_terms(const Shape& xs, const Shape& cs, EwOperand* o) {
+    if (cs.size() > xs.size()) return false;
+    const size_t lead = xs.size() - cs.size();
+    int terms = 0;
+    int64_t inner_x = 1, inner_c = 1;  // products of the dims after d, in x and in c
+    bool in_run = false;
+    for (size_t d = xs.size(); d-- > 0;) {
+      const int64_t cd = d >= lead ? cs[d - lead] : 1;
+      if (cd != 1 && cd != xs[d]) return false;
+      const bool kept = cd == xs[d] && xs[d] > 1;
+      if (kept && !in_run) {
+        if (terms == 2) return false;
+        o->div[terms] = inner_x;
+        o->mul[terms] = inner_c;
+        o->mod[terms] = 1;
+        ++terms;
+      }
+      if (kept) o->mod[terms - 1] *= xs[d];
+      if (xs[d] > 1) in_run = kept;
+      inner_x *= xs[d];
+      inner_c *= cd;
+    }
+    return true;
+  }
+
   // One step of an elementwise chain on x: a unary op, or a binary op with a float constant that is a scalar or
-  // broadcasts over leading dims only (so element i reads constant i % numel). False when `n` cannot be a step.
-  Expected<bool> chain_step(const Node& n, int x, EwStep* st, std::vector<const Tensor*>* operands) {
+  // broadcasts to x (broadcast_terms). False when `n` cannot be a step.
+  Expected<bool> chain_step(const Node& n, int x, EwStep* st, EwConstants* operands) {
     if (n.outputs.size() != 1 || n.outputs[0] < 0 || g_.values[n.outputs[0]].dtype != DType::kFloat32 ||
         g_.values[n.outputs[0]].shape != g_.values[x].shape) {
       return false;
@@ -633,22 +676,15 @@ class Lowerer {
       const bool first = n.inputs[0] == x;
       const Tensor* c = g_.constant(n.inputs[first ? 1 : 0]);
       if (!c || c->dtype() != DType::kFloat32 || c->numel() == 0) return false;
-      // Broadcast over leading dims only: c's dims, right-aligned, are 1s followed by x's trailing dims.
-      const Shape& xs = g_.values[x].shape;
-      const Shape& cs = c->shape();
-      if (cs.size() > xs.size()) return false;
-      bool tail = false;
-      for (size_t k = 0; k < cs.size(); ++k) {
-        const int64_t xd = xs[xs.size() - cs.size() + k];
-        if (cs[k] != 1) tail = true;
-        if (tail && cs[k] != xd) return false;
-      }
+      EwOperand o;
+      if (!broadcast_terms(g_.values[x].shape, c->shape(), &o)) return false;
       st->op = first ? fwd : rev;
       if (c->numel() == 1) {
         st->a = c->data<float>()[0];
       } else {
+        if (operands->size() == kMaxEwOperands) return false;
         st->operand = static_cast<int16_t>(operands->size());
-        operands->push_back(c);
+        operands->push_back({c, o});
       }
       return true;
     }
@@ -681,13 +717,25 @@ class Lowerer {
     return true;
   }
 
+  // The chain's constants on the device (kept by the instance).
+  Status upload_operands(const EwConstants& operands, EwProgram* prog) {
+    for (size_t k = 0; k < operands.size(); ++k) {
+      auto buf = std::make_unique<DeviceBuffer>();
+      QD_RETURN_IF_ERROR(buf->upload(operands[k].first->raw(), operands[k].first->nbytes()));
+      prog->operand[k] = operands[k].second;
+      prog->operand[k].p = static_cast<const float*>(buf->get());
+      inst_->constants.push_back(std::move(buf));
+    }
+    return Status::ok();
+  }
+
   // Two or more elementwise steps where each intermediate has one consumer: one fused fp32 pass.
   Status try_eltwise_chain(int i, bool* lowered) {
     const Node& first = g_.nodes[i];
     if (first.inputs.empty() || first.inputs[0] < 0) return Status::ok();
     std::vector<int> chain;
     std::vector<EwStep> steps;
-    std::vector<const Tensor*> operands;
+    EwConstants operands;
     int x = -1;
     for (int v : first.inputs) {  // the chain's input: the one non-constant float input
       if (v >= 0 && !g_.is_constant(v)) {
@@ -714,13 +762,7 @@ class Lowerer {
       names += (k ? "+" : "") + g_.nodes[chain[k]].name;
       done_[chain[k]] = true;
     }
-    for (size_t k = 0; k < operands.size(); ++k) {
-      auto buf = std::make_unique<DeviceBuffer>();
-      QD_RETURN_IF_ERROR(buf->upload(operands[k]->raw(), operands[k]->nbytes()));
-      l->prog.operand[k] = static_cast<const float*>(buf->get());
-      l->prog.operand_numel[k] = operands[k]->numel();
-      inst_->constants.push_back(std::move(buf));
-    }
+    QD_RETURN_IF_ERROR(upload_operands(operands, &l->prog));
     l->ins = {QD_TRY(ensure_generic(input))};
     TensorRef r = generic_ref(x);
     l->outs = {add_tensor(r)};
@@ -728,6 +770,177 @@ class Lowerer {
     l->info = {names, "eltwise_chain", "eltwise_chain", "fp32", "nchw:float32", "nchw:float32", 0};
     add_layer(std::move(l));
     *lowered = true;
+    return Status::ok();
+  }
+
+  // ---- detection-head decoding ----
+  // A Concat along the last axis whose inputs are slices of one value along its last axis (step 1, other dims
+  // whole), each through an elementwise chain or directly: YOLO's Concat(xy, wh, conf) over the sigmoid of a level.
+  // It runs as one SliceConcatLayer; its Slices and chains run no layers. When its result only reaches, through a
+  // Reshape, a Concat along axis 1 whose inputs are all such results (the head's levels), it is written straight
+  // into that Concat's output, which then runs no layer either.
+  Status plan_slice_concats() {
+    std::vector<int> producer(g_.values.size(), -1);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      for (int v : g_.nodes[i].outputs) {
+        if (v >= 0) producer[v] = static_cast<int>(i);
+      }
+    }
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& n = g_.nodes[i];
+      if (n.op != OpType::Concat || n.outputs.size() != 1 || n.outputs[0] < 0 || n.inputs.empty() ||
+          n.inputs.size() > kMaxSliceSegments) {
+        continue;
+      }
+      const Shape& os = g_.values[n.outputs[0]].shape;
+      int64_t axis = QD_TRY(n.attrs.get_int("axis", 0));
+      if (axis < 0) axis += static_cast<int64_t>(os.size());
+      if (g_.values[n.outputs[0]].dtype != DType::kFloat32 || os.empty() || axis != static_cast<int64_t>(os.size()) - 1) {
+        continue;
+      }
+      SliceConcatPlan pl;
+      bool ok = true;
+      int out_start = 0;
+      for (int v : n.inputs) {
+        if (v < 0 || sole_consumer(v) != static_cast<int>(i)) {
+          ok = false;
+          break;
+        }
+        // Back from v through single-consumer elementwise steps to the Slice.
+        std::vector<int> chain;
+        int x = v;
+        while (producer[x] >= 0 && g_.nodes[producer[x]].op != OpType::Slice && chain.size() < kMaxEwSteps) {
+          const Node& e = g_.nodes[producer[x]];
+          int in = -1;
+          for (int u : e.inputs) {
+            if (u >= 0 && !g_.is_constant(u)) in = in < 0 ? u : -2;
+          }
+          EwStep st;
+          EwConstants operands;
+          if (in < 0 || sole_consumer(in) != producer[x] || !QD_TRY(chain_step(e, in, &st, &operands))) break;
+          chain.insert(chain.begin(), producer[x]);
+          x = in;
+        }
+        const int sl = producer[x];
+        if (sl < 0 || g_.nodes[sl].op != OpType::Slice || (!chain.empty() && sole_consumer(x) != chain.front())) {
+          ok = false;
+          break;
+        }
+        const Node& sn = g_.nodes[sl];
+        const int src = sn.inputs[0];
+        const Shape& xs = g_.values[src].shape;
+        if (src < 0 || (pl.src >= 0 && pl.src != src) || xs.size() != os.size() ||
+            g_.values[src].dtype != DType::kFloat32) {
+          ok = false;
+          break;
+        }
+        std::vector<DType> types;
+        std::vector<Shape> shapes;
+        std::vector<const Tensor*> values;
+        for (int u : sn.inputs) {
+          types.push_back(u >= 0 ? g_.values[u].dtype : DType::kUndefined);
+          shapes.push_back(u >= 0 ? g_.values[u].shape : Shape{});
+          values.push_back(u >= 0 ? g_.constant(u) : nullptr);
+        }
+        const InferCtx ctx(sn, types, shapes, values);
+        auto geo = ops::slice_geom(ctx);
+        if (!geo) {
+          ok = false;
+          break;
+        }
+        const size_t last = xs.size() - 1;
+        for (size_t d = 0; d < last; ++d) ok = ok && geo->out[d] == xs[d] && xs[d] == os[d];
+        ok = ok && geo->step[last] == 1 && geo->out[last] > 0;
+        if (!ok) break;
+        pl.src = src;
+        SliceSegment seg;
+        seg.src_start = static_cast<int>(geo->start[last]);
+        seg.len = static_cast<int>(geo->out[last]);
+        seg.out_start = out_start;
+        out_start += seg.len;
+        pl.seg.push_back(seg);
+        pl.slices.push_back(sl);
+        pl.chains.push_back(chain);
+      }
+      if (!ok || out_start != os.back()) continue;
+      // The level Concat: Reshape [N, rows, C] -> Concat along axis 1.
+      const int r = sole_consumer(n.outputs[0]);
+      if (r >= 0 && g_.nodes[r].op == OpType::Reshape && g_.nodes[r].inputs[0] == n.outputs[0]) {
+        const int f = sole_consumer(g_.nodes[r].outputs[0]);
+        const Shape& rs = g_.values[g_.nodes[r].outputs[0]].shape;
+        if (f >= 0 && g_.nodes[f].op == OpType::Concat && rs.size() == 3 && rs[0] == os[0] && rs[2] == os.back()) {
+          int64_t fa = QD_TRY(g_.nodes[f].attrs.get_int("axis", 0));
+          if (fa == 1 || fa == -2) {
+            pl.reshape = r;
+            pl.target = f;
+          }
+        }
+      }
+      slice_concat_[static_cast<int>(i)] = std::move(pl);
+    }
+    // A level Concat is skipped only when every one of its inputs lands in it.
+    std::map<int, int> landing;  // target Concat -> inputs that land in it
+    for (const auto& [i, pl] : slice_concat_) {
+      if (pl.target >= 0) ++landing[pl.target];
+    }
+    for (auto& [i, pl] : slice_concat_) {
+      if (pl.target >= 0 && landing[pl.target] != static_cast<int>(g_.nodes[pl.target].inputs.size())) {
+        pl.target = pl.reshape = -1;
+      }
+      for (size_t k = 0; k < pl.slices.size(); ++k) {
+        done_[pl.slices[k]] = true;
+        for (int c : pl.chains[k]) done_[c] = true;
+      }
+      if (pl.target >= 0) done_[pl.reshape] = done_[pl.target] = true;
+    }
+    return Status::ok();
+  }
+
+  Status lower_slice_concat(int i) {
+    const Node& n = g_.nodes[i];
+    SliceConcatPlan& pl = slice_concat_.at(i);
+    auto l = std::make_unique<SliceConcatLayer>();
+    SliceConcatParams& p = l->p;
+    const Shape& os = g_.values[n.outputs[0]].shape;
+    p.src_cols = static_cast<int>(g_.values[pl.src].shape.back());
+    p.out_cols = static_cast<int>(os.back());
+    p.rows = numel(os) / os.back();
+    p.rows_per_batch = p.rows;
+    p.segments = static_cast<int>(pl.seg.size());
+    std::string names;
+    for (size_t k = 0; k < pl.seg.size(); ++k) {
+      SliceSegment& sg = p.seg[k] = pl.seg[k];
+      names += (k ? "+" : "") + g_.nodes[pl.slices[k]].name;
+      int x = g_.nodes[pl.slices[k]].outputs[0];
+      EwConstants operands;
+      for (int c : pl.chains[k]) {
+        EwStep& st = sg.prog.step[sg.prog.steps++];
+        if (!QD_TRY(chain_step(g_.nodes[c], x, &st, &operands))) return internal("slice_concat: chain changed");
+        names += "+" + g_.nodes[c].name;
+        x = g_.nodes[c].outputs[0];
+      }
+      QD_RETURN_IF_ERROR(upload_operands(operands, &sg.prog));
+    }
+    names += "+" + n.name;
+    l->ins = {QD_TRY(ensure_generic(pl.src))};
+    if (pl.target >= 0) {  // into the level Concat's output, after the rows of the inputs before it
+      const Node& f = g_.nodes[pl.target];
+      const int fo = f.outputs[0];
+      if (gen_[fo] < 0) gen_[fo] = add_tensor(generic_ref(fo));
+      const Shape& fs = g_.values[fo].shape;
+      p.rows_per_batch = p.rows / fs[0];
+      p.out_batch_stride = fs[1] * fs[2];
+      for (int v : f.inputs) {
+        if (v == g_.nodes[pl.reshape].outputs[0]) break;
+        p.out_offset += g_.values[v].shape[1] * fs[2];
+      }
+      names += "+" + g_.nodes[pl.reshape].name + "+" + f.name;
+      l->outs = {gen_[fo]};
+    } else {
+      l->outs = {gen_[n.outputs[0]] = add_tensor(generic_ref(n.outputs[0]))};
+    }
+    l->info = {names, "slice_concat", "slice_concat", "fp32", "nchw:float32", "nchw:float32", 0};
+    add_layer(std::move(l));
     return Status::ok();
   }
 
@@ -888,6 +1101,32 @@ class Lowerer {
         cur = a.outputs[0];
       }
     }
+    // A detection head: Conv -> Reshape [N, A, G, OH, OW] -> Transpose (0, 1, 3, 4, 2) [-> Sigmoid]. The epilogue
+    // writes the transposed tensor (after the Sigmoid), so neither runs as a layer of its own.
+    int group = 0;
+    if (act == Act::kNone && res_value < 0 && !s2d_[n.inputs[0]]) {
+      const int r = sole_consumer(cur);
+      const int t = r >= 0 && g_.nodes[r].op == OpType::Reshape && g_.nodes[r].inputs[0] == cur
+                        ? sole_consumer(g_.nodes[r].outputs[0])
+                        : -1;
+      if (t >= 0 && g_.nodes[t].op == OpType::Transpose && g_.nodes[t].attrs.has("perm")) {
+        const Shape& rs = g_.values[g_.nodes[r].outputs[0]].shape;
+        const std::vector<int64_t> perm = QD_TRY(g_.nodes[t].attrs.get_ints("perm"));
+        if (rs.size() == 5 && rs[0] == geo.n && rs[1] * rs[2] == geo.m && rs[3] == geo.oh && rs[4] == geo.ow &&
+            perm == std::vector<int64_t>{0, 1, 3, 4, 2} && g_.values[g_.nodes[t].outputs[0]].dtype == DType::kFloat32) {
+          group = static_cast<int>(rs[2]);
+          done_[r] = done_[t] = true;
+          names += "+" + g_.nodes[r].name + "+" + g_.nodes[t].name;
+          cur = g_.nodes[t].outputs[0];
+          if (int sg = sole_consumer(cur); sg >= 0 && g_.nodes[sg].op == OpType::Sigmoid) {
+            act = Act::kSigmoid;
+            done_[sg] = true;
+            names += "+" + g_.nodes[sg].name;
+            cur = g_.nodes[sg].outputs[0];
+          }
+        }
+      }
+    }
 
     auto l = std::make_unique<ConvLayer>();
     l->int8 = int8;
@@ -954,7 +1193,11 @@ class Lowerer {
       int8_out &= op == OpType::Conv || op == OpType::MaxPool || op == OpType::Resize || op == OpType::Concat ||
                   op == OpType::Add;
     }
-    if (int8_out) {
+    if (group > 0) {
+      l->out = gen_[cur] = add_tensor(generic_ref(cur));
+      p.out_format = OutFormat::kGroupsLastF32;
+      p.out_group = group;
+    } else if (int8_out) {
       l->out = q8_[cur] = nhwc_tensor(g_.values[cur].shape, DType::kInt8);
       p.out_format = OutFormat::kNhwcI8;
       p.out_scale = qscale_[cur];
@@ -975,6 +1218,7 @@ class Lowerer {
     if (l->out2 >= 0) l->outs.push_back(l->out2);
     l->info = {names, "conv", "", int8 ? "int8" : "fp16", fmt_of(inst_->tensors[l->in]),
                fmt_of(inst_->tensors[l->out]), static_cast<double>(node_macs(g_, n))};
+    if (group > 0) l->info.out_format = "nahwg" + std::to_string(group) + ":float32";
     conv_layers_.push_back(static_cast<int>(inst_->layers.size()));
     add_layer(std::move(l));
     *lowered = true;
@@ -1365,6 +1609,15 @@ class Lowerer {
   std::shared_ptr<Instance> inst_;
   bool fast_ = false;
   std::vector<int> gen_, fast_t_, uses_;
+  // Concat nodes lowered as one SliceConcatLayer (plan_slice_concats).
+  struct SliceConcatPlan {
+    int src = -1;                          // the value every input slices
+    std::vector<SliceSegment> seg;         // columns (the programs are filled when lowered)
+    std::vector<int> slices;               // per segment: its Slice node
+    std::vector<std::vector<int>> chains;  // per segment: the elementwise nodes after the Slice, in order
+    int reshape = -1, target = -1;         // the Reshape and the axis-1 Concat the result lands in, or -1
+  };
+  std::map<int, SliceConcatPlan> slice_concat_;
   std::vector<std::vector<int>> consumers_;
   std::vector<bool> is_output_, done_;
   std::vector<size_t> buffer_bytes_;

@@ -1,6 +1,6 @@
 // A chain of elementwise ops fused into one pass: x -> op1 -> op2 -> ... -> y, each binary op taking a constant
-// (a scalar, or a tensor that broadcasts over leading dims only, read at index i % numel). Replaces one kernel and
-// one round trip through memory per op (e.g. YOLO's box decoding: Mul 2, Add grid, Mul stride).
+// (a scalar, or a tensor that broadcasts to x; see EwOperand). Replaces one kernel and one round trip through memory
+// per op (e.g. YOLO's box decoding: Mul 2, Add grid, Mul stride, Mul anchors).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,21 +18,46 @@ enum class EwOp : uint8_t {
 };
 
 constexpr int kMaxEwSteps = 16;
+constexpr int kMaxEwOperands = 8;
+
+// A constant broadcast to x: element i of x reads p[sum_t (i / div[t]) % mod[t] * mul[t]], one term per run of
+// dims the constant does not broadcast over (at most two: e.g. YOLO's anchors [1, 3, 1, 1, 2] over [N, 3, H, W, 2];
+// a constant over trailing dims only, [H, W, 2], is the single term i % numel).
+struct EwOperand {
+  const float* p = nullptr;
+  int64_t div[2] = {1, 1}, mod[2] = {1, 1}, mul[2] = {0, 0};
+};
 
 struct EwStep {
   EwOp op = EwOp::kRelu;
-  int16_t operand = -1;  // index into EwProgram::operands; -1: the immediate `a`
+  int16_t operand = -1;  // index into EwProgram::operand; -1: the immediate `a`
   float a = 0.f, b = 0.f;  // immediate constant; LeakyRelu alpha; HardSigmoid alpha/beta; Clip min/max
 };
 
 struct EwProgram {
   int steps = 0;
   EwStep step[kMaxEwSteps];
-  const float* operand[kMaxEwSteps] = {};
-  int64_t operand_numel[kMaxEwSteps] = {};
+  EwOperand operand[kMaxEwOperands];
 };
 
 // x and y are fp32 with n elements (y may alias x).
 Status launch_eltwise_chain(const float* x, float* y, int64_t n, const EwProgram& prog, cudaStream_t s);
+
+// A Concat along the last axis whose inputs are all slices of one tensor along its last axis, each slice through
+// its own elementwise chain (possibly empty): YOLO's box decoding, Concat(xy(s[..., 0:2]), wh(s[..., 2:4]),
+// s[..., 4:]), as one pass. Rows are the flattened leading dims. Output row r of batch b = r / rows_per_batch goes
+// to y + b * out_batch_stride + out_offset + (r % rows_per_batch) * out_cols, so the result can land in a slice of
+// a later Concat along axis 1 (the levels of a detection head) instead of being copied there.
+constexpr int kMaxSliceSegments = 4;
+struct SliceSegment {
+  int src_start = 0, len = 0, out_start = 0;  // columns [src_start, +len) of x -> [out_start, +len) of y
+  EwProgram prog;  // operands index the slice's own elements (row * len + column - out_start)
+};
+struct SliceConcatParams {
+  int64_t rows = 0, rows_per_batch = 0, out_batch_stride = 0, out_offset = 0;
+  int src_cols = 0, out_cols = 0, segments = 0;
+  SliceSegment seg[kMaxSliceSegments];
+};
+Status launch_slice_concat(const float* x, float* y, const SliceConcatParams& p, cudaStream_t s);
 
 }  // namespace qd::cuda
