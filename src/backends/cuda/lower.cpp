@@ -892,6 +892,7 @@ class Lowerer {
         for (int c : pl.chains[k]) done_[c] = true;
       }
       if (pl.target >= 0) done_[pl.reshape] = done_[pl.target] = true;
+      if (!is_output_[pl.src] && consumers_[pl.src].size() == pl.slices.size()) slice_sources_.insert(pl.src);
     }
     return Status::ok();
   }
@@ -922,7 +923,12 @@ class Lowerer {
       QD_RETURN_IF_ERROR(upload_operands(operands, &sg.prog));
     }
     names += "+" + n.name;
-    l->ins = {QD_TRY(ensure_generic(pl.src))};
+    if (auto it = transposed_.find(pl.src); it != transposed_.end()) {
+      l->ins = {it->second.first};
+      p.src_hw = it->second.second;
+    } else {
+      l->ins = {QD_TRY(ensure_generic(pl.src))};
+    }
     if (pl.target >= 0) {  // into the level Concat's output, after the rows of the inputs before it
       const Node& f = g_.nodes[pl.target];
       const int fo = f.outputs[0];
@@ -1101,9 +1107,10 @@ class Lowerer {
         cur = a.outputs[0];
       }
     }
-    // A detection head: Conv -> Reshape [N, A, G, OH, OW] -> Transpose (0, 1, 3, 4, 2) [-> Sigmoid]. The epilogue
-    // writes the transposed tensor (after the Sigmoid), so neither runs as a layer of its own.
-    int group = 0;
+    // A detection head: Conv -> Reshape [N, A, G, OH, OW] -> Transpose (0, 1, 3, 4, 2) [-> Sigmoid] read only by
+    // the Slices of one slice_concat. The conv writes its NCHW result (after the Sigmoid), and the slice_concat
+    // reads it transposed; the Reshape, Transpose and Sigmoid run no layers.
+    int head_value = -1, head_hw = 0;
     if (act == Act::kNone && res_value < 0 && !s2d_[n.inputs[0]]) {
       const int r = sole_consumer(cur);
       const int t = r >= 0 && g_.nodes[r].op == OpType::Reshape && g_.nodes[r].inputs[0] == cur
@@ -1112,17 +1119,21 @@ class Lowerer {
       if (t >= 0 && g_.nodes[t].op == OpType::Transpose && g_.nodes[t].attrs.has("perm")) {
         const Shape& rs = g_.values[g_.nodes[r].outputs[0]].shape;
         const std::vector<int64_t> perm = QD_TRY(g_.nodes[t].attrs.get_ints("perm"));
+        int x = g_.nodes[t].outputs[0];
+        const int sg = sole_consumer(x);
+        if (sg >= 0 && g_.nodes[sg].op == OpType::Sigmoid) x = g_.nodes[sg].outputs[0];
         if (rs.size() == 5 && rs[0] == geo.n && rs[1] * rs[2] == geo.m && rs[3] == geo.oh && rs[4] == geo.ow &&
-            perm == std::vector<int64_t>{0, 1, 3, 4, 2} && g_.values[g_.nodes[t].outputs[0]].dtype == DType::kFloat32) {
-          group = static_cast<int>(rs[2]);
+            rs[2] <= kMaxSliceTransposedCols && rs[0] * rs[1] <= 65535 && perm == std::vector<int64_t>{0, 1, 3, 4, 2} &&
+            slice_sources_.count(x)) {
+          head_value = x;
+          head_hw = static_cast<int>(geo.oh * geo.ow);
           done_[r] = done_[t] = true;
           names += "+" + g_.nodes[r].name + "+" + g_.nodes[t].name;
-          cur = g_.nodes[t].outputs[0];
-          if (int sg = sole_consumer(cur); sg >= 0 && g_.nodes[sg].op == OpType::Sigmoid) {
+          cur = g_.nodes[r].outputs[0];
+          if (x != g_.nodes[t].outputs[0]) {
             act = Act::kSigmoid;
             done_[sg] = true;
             names += "+" + g_.nodes[sg].name;
-            cur = g_.nodes[sg].outputs[0];
           }
         }
       }
@@ -1193,10 +1204,10 @@ class Lowerer {
       int8_out &= op == OpType::Conv || op == OpType::MaxPool || op == OpType::Resize || op == OpType::Concat ||
                   op == OpType::Add;
     }
-    if (group > 0) {
-      l->out = gen_[cur] = add_tensor(generic_ref(cur));
-      p.out_format = OutFormat::kGroupsLastF32;
-      p.out_group = group;
+    if (head_value >= 0) {  // the Reshape's layout; only the slice_concat reads it
+      l->out = add_tensor(generic_ref(cur));
+      transposed_[head_value] = {l->out, head_hw};
+      p.out_format = OutFormat::kNchwF32;
     } else if (int8_out) {
       l->out = q8_[cur] = nhwc_tensor(g_.values[cur].shape, DType::kInt8);
       p.out_format = OutFormat::kNhwcI8;
@@ -1218,7 +1229,6 @@ class Lowerer {
     if (l->out2 >= 0) l->outs.push_back(l->out2);
     l->info = {names, "conv", "", int8 ? "int8" : "fp16", fmt_of(inst_->tensors[l->in]),
                fmt_of(inst_->tensors[l->out]), static_cast<double>(node_macs(g_, n))};
-    if (group > 0) l->info.out_format = "nahwg" + std::to_string(group) + ":float32";
     conv_layers_.push_back(static_cast<int>(inst_->layers.size()));
     add_layer(std::move(l));
     *lowered = true;
@@ -1618,6 +1628,8 @@ class Lowerer {
     int reshape = -1, target = -1;         // the Reshape and the axis-1 Concat the result lands in, or -1
   };
   std::map<int, SliceConcatPlan> slice_concat_;
+  std::set<int> slice_sources_;                    // values read only by the Slices of one slice_concat
+  std::map<int, std::pair<int, int>> transposed_;  // such a value held transposed by a head conv: tensor, H*W
   std::vector<std::vector<int>> consumers_;
   std::vector<bool> is_output_, done_;
   std::vector<size_t> buffer_bytes_;

@@ -18,9 +18,7 @@ namespace qd::cuda {
 enum class Act : int { kNone = 0, kRelu, kSilu, kSigmoid, kLeakyRelu, kHardSwish, kHardSigmoid, kClip };
 const char* act_name(Act a);
 
-// kGroupsLastF32: the NCHW result reshaped to [N, K/G, G, H, W] and transposed to [N, K/G, H, W, G] (G =
-// ConvParams::out_group), in fp32: a detection head's Reshape + Transpose written by the epilogue.
-enum class OutFormat : int { kNhwcF16 = 0, kNchwF16, kNchwF32, kNhwcI8, kGroupsLastF32 };
+enum class OutFormat : int { kNhwcF16 = 0, kNchwF16, kNchwF32, kNhwcI8 };
 
 struct ConvParams {
   int N = 0, H = 0, W = 0, C = 0;  // input; C is the padded channel count (16 bytes' worth)
@@ -36,7 +34,6 @@ struct ConvParams {
   Act act = Act::kNone;
   float act_a = 0.f, act_b = 0.f;  // LeakyRelu alpha; HardSigmoid alpha/beta; Clip min/max
   float out_scale = 1.f;           // kNhwcI8: the output's quantization scale
-  int out_group = 1;               // kGroupsLastF32: channels per group (G)
   // Split-K: the K loop is cut into `splits` ranges run by separate blocks, whose fp32 partial sums go to a
   // workspace that a second kernel adds up before the epilogue. Pays off when M x K alone gives too few blocks to
   // fill the GPU (small images, batch 1).

@@ -91,11 +91,7 @@ __device__ __forceinline__ void store_out(const ConvParams& p, const ConvArgs& a
   const int hw = p.OH * p.OW;
   const int n = m / hw, pix = m - n * hw;
   const int64_t idx = (static_cast<int64_t>(n) * p.K + k) * hw + pix;
-  if (p.out_format == OutFormat::kGroupsLastF32) {
-    const int g = k / p.out_group;
-    static_cast<float*>(a.y)[((static_cast<int64_t>(n) * (p.K / p.out_group) + g) * hw + pix) * p.out_group + k -
-                             g * p.out_group] = v;
-  } else if (p.out_format == OutFormat::kNchwF16) {
+  if (p.out_format == OutFormat::kNchwF16) {
     static_cast<__half*>(a.y)[idx] = __float2half_rn(v);
   } else {
     static_cast<float*>(a.y)[idx] = v;

@@ -43,12 +43,16 @@ struct EwProgram {
 // x and y are fp32 with n elements (y may alias x).
 Status launch_eltwise_chain(const float* x, float* y, int64_t n, const EwProgram& prog, cudaStream_t s);
 
-// A Concat along the last axis whose inputs are all slices of one tensor along its last axis, each slice through
+// A Concat along the last axis whose inputs are all slices of one tensor x along its last axis, each slice through
 // its own elementwise chain (possibly empty): YOLO's box decoding, Concat(xy(s[..., 0:2]), wh(s[..., 2:4]),
 // s[..., 4:]), as one pass. Rows are the flattened leading dims. Output row r of batch b = r / rows_per_batch goes
 // to y + b * out_batch_stride + out_offset + (r % rows_per_batch) * out_cols, so the result can land in a slice of
 // a later Concat along axis 1 (the levels of a detection head) instead of being copied there.
+// src_hw > 0: x is stored transposed, as a conv writes a detection head before its Reshape [N, A, C, H, W] and
+// Transpose (0, 1, 3, 4, 2): row r = (n * A + a) * src_hw + pixel, column c is at ((n * A + a) * C + c) * src_hw +
+// pixel (C = src_cols <= kMaxSliceTransposedCols). The kernel then transposes through shared memory.
 constexpr int kMaxSliceSegments = 4;
+constexpr int kMaxSliceTransposedCols = 256;
 struct SliceSegment {
   int src_start = 0, len = 0, out_start = 0;  // columns [src_start, +len) of x -> [out_start, +len) of y
   EwProgram prog;  // operands index the slice's own elements (row * len + column - out_start)
@@ -56,6 +60,7 @@ struct SliceSegment {
 struct SliceConcatParams {
   int64_t rows = 0, rows_per_batch = 0, out_batch_stride = 0, out_offset = 0;
   int src_cols = 0, out_cols = 0, segments = 0;
+  int src_hw = 0;
   SliceSegment seg[kMaxSliceSegments];
 };
 Status launch_slice_concat(const float* x, float* y, const SliceConcatParams& p, cudaStream_t s);
