@@ -1479,6 +1479,7 @@ class Lowerer {
     for (int k = 0; k < conv_igemm_configs(); ++k) {
       if (conv_igemm_config_int8(k) != c.int8) continue;
       for (int splits : {1, 2, 4, 8}) {
+        if (splits > 1 && conv_igemm_config_stream(k)) break;
         if (splits == 1 || (mk <= (int64_t{1} << 21) && ktiles >= 4 * splits)) out.push_back({k, splits});
       }
     }

@@ -59,6 +59,7 @@ size_t conv_igemm_workspace(const ConvParams& p);
 // Tile configurations the builder times against each other (index < conv_igemm_configs()); each is fp16 or INT8.
 int conv_igemm_configs();
 bool conv_igemm_config_int8(int config);
+bool conv_igemm_config_stream(int config);  // streams over M tiles; never split-K
 std::string conv_igemm_config_name(int config);
 Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cudaStream_t stream);
 // The fused layer's epilogue (bias, activation, residual, output format; not INT8's rescale) over a convolution

@@ -98,131 +98,10 @@ __device__ __forceinline__ void store_out(const ConvParams& p, const ConvArgs& a
   }
 }
 
-// kI8: int8 x int8 -> int32 (m16n8k32), 16 channels per 16-byte chunk; otherwise fp16 x fp16 -> fp32 (m16n8k16),
-// 8 channels per chunk. The tile layout in bytes, the pipeline and the ldmatrix addressing are the same.
-template <int BM, int BN, int WM, int WN, int kStages, bool kI8>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
-    conv_igemm_kernel(const ConvParams p, const ConvArgs a) {
-  using Acc = std::conditional_t<kI8, int, float>;
-  constexpr int kElem = kI8 ? 1 : 2;             // bytes per element
-  constexpr int kChunk = 16 / kElem;             // elements per 16-byte chunk
-  constexpr int kTileK = 64 / kElem;             // elements per 64-byte tile row
-  constexpr int kWarpsN = BN / WN;
-  constexpr int kThreads = (BM / WM) * kWarpsN * 32;
-  constexpr int kMT = WM / 16, kNT = WN / 8;
-  constexpr int kAIters = BM * 4 / kThreads, kBIters = BN * 4 / kThreads;
-  constexpr int kStageBytes = (BM + BN) * 64;
-  static_assert(kAIters >= 1 && kBIters >= 1 && kNT % 2 == 0, "tile shape");
-  extern __shared__ __align__(128) unsigned char smem[];
-
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int warp_m = warp / kWarpsN, warp_n = warp % kWarpsN;
-  const int M = p.N * p.OH * p.OW;
-  const int block_m = blockIdx.x * BM, block_n = blockIdx.y * BN;
-  const int kc = tid & 3;  // this thread's 16-byte chunk within a tile row
-
-  // The output pixels whose im2col rows this thread loads: fixed for the whole K loop.
-  int a_n[kAIters], a_ih[kAIters], a_iw[kAIters];
-  bool a_ok[kAIters];
-#pragma unroll
-  for (int i = 0; i < kAIters; ++i) {
-    const int m = block_m + tid / 4 + i * (kThreads / 4);
-    a_ok[i] = m < M;
-    const int mm = a_ok[i] ? m : 0;
-    const int n = mm / (p.OH * p.OW), pix = mm - n * p.OH * p.OW;
-    const int oh = pix / p.OW, ow = pix - oh * p.OW;
-    a_n[i] = n;
-    a_ih[i] = oh * p.stride_h - p.pad_h;
-    a_iw[i] = ow * p.stride_w - p.pad_w;
-  }
-  const uint32_t smem_base = smem_addr(smem);
-  const int rs_total = p.R * p.S;
-  // This block's range of K tiles (all of them without split-K).
-  const int ktiles_all = p.Kp / kTileK;
-  const int per_split = (ktiles_all + p.splits - 1) / p.splits;
-  const int kt0 = blockIdx.z * per_split;
-  const int ktiles = max(0, min(ktiles_all - kt0, per_split));
-
-  auto load_tile = [&](int kt, int stage) {
-    const uint32_t sa = smem_base + stage * kStageBytes;
-    const uint32_t sb = sa + BM * 64;
-    const int k = (kt0 + kt) * kTileK + kc * kChunk;
-    const int rs = k / p.C, c = k - rs * p.C;
-    const int r = rs / p.S, s = rs - r * p.S;
-    const bool k_ok = rs < rs_total;
-#pragma unroll
-    for (int i = 0; i < kAIters; ++i) {
-      const int row = tid / 4 + i * (kThreads / 4);
-      const int ih = a_ih[i] + r * p.dil_h, iw = a_iw[i] + s * p.dil_w;
-      const bool ok = k_ok && a_ok[i] && ih >= 0 && ih < p.H && iw >= 0 && iw < p.W;
-      const char* src = ok ? static_cast<const char*>(a.x) +
-                                 ((static_cast<int64_t>(a_n[i] * p.H + ih) * p.W + iw) * p.in_ld + c) * kElem
-                           : static_cast<const char*>(a.x);
-      cp_async16(sa + tile_offset(row, kc), src, ok ? 16 : 0);
-    }
-#pragma unroll
-    for (int i = 0; i < kBIters; ++i) {
-      const int row = tid / 4 + i * (kThreads / 4);
-      const int ko = block_n + row;
-      const bool ok = ko < p.K;
-      const char* src = static_cast<const char*>(a.w) +
-                        (ok ? (static_cast<int64_t>(ko) * p.Kp + (kt0 + kt) * kTileK + kc * kChunk) * kElem : 0);
-      cp_async16(sb + tile_offset(row, kc), src, ok ? 16 : 0);
-    }
-  };
-
-  Acc acc[kMT][kNT][4];
-#pragma unroll
-  for (int i = 0; i < kMT; ++i)
-#pragma unroll
-    for (int j = 0; j < kNT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
-
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < ktiles) load_tile(s, s);
-    cp_async_commit();
-  }
-
-  for (int kt = 0; kt < ktiles; ++kt) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();
-    const int next = kt + kStages - 1;
-    if (next < ktiles) load_tile(next, next % kStages);
-    cp_async_commit();
-
-    const uint32_t sa = smem_base + (kt % kStages) * kStageBytes;
-    const uint32_t sb = sa + BM * 64;
-#pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
-      uint32_t af[kMT][4];
-#pragma unroll
-      for (int i = 0; i < kMT; ++i) {
-        const int row = warp_m * WM + i * 16 + (lane & 15);
-        ldmatrix_x4(sa + tile_offset(row, kk * 2 + (lane >> 4)), af[i][0], af[i][1], af[i][2], af[i][3]);
-      }
-      uint32_t bf[kNT][2];
-#pragma unroll
-      for (int j = 0; j < kNT; j += 2) {
-        const int row = warp_n * WN + j * 8 + ((lane >> 4) << 3) + (lane & 7);
-        ldmatrix_x4(sb + tile_offset(row, kk * 2 + ((lane >> 3) & 1)), bf[j][0], bf[j][1], bf[j + 1][0],
-                    bf[j + 1][1]);
-      }
-#pragma unroll
-      for (int i = 0; i < kMT; ++i)
-#pragma unroll
-        for (int j = 0; j < kNT; ++j) {
-          if constexpr (kI8) {
-            mma_16832_s8(acc[i][j], af[i], bf[j][0], bf[j][1]);
-          } else {
-            mma_16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
-          }
-        }
-    }
-  }
-  cp_async_wait<0>();
-
+// The fused epilogue of conv_igemm_kernel for one BM x BN tile (or split-K's partial sums).
+template <int BM, int BN, int WM, int WN, bool kI8, typename Acc, int kMT, int kNT>
+__device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvArgs& a, int M, int block_m, int block_n,
+                                               int warp_m, int warp_n, int lane, const Acc (&acc)[kMT][kNT][4]) {
   if (p.splits > 1) {  // partial sums (int32 for INT8: their sum is the exact accumulator); conv_splitk_epilogue finishes
     Acc* ws = reinterpret_cast<Acc*>(a.workspace) + static_cast<int64_t>(blockIdx.z) * M * p.K;
 #pragma unroll
@@ -293,6 +172,182 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
         }
       }
     }
+  }
+}
+
+// kI8: int8 x int8 -> int32 (m16n8k32), 16 channels per 16-byte chunk; otherwise fp16 x fp16 -> fp32 (m16n8k16),
+// 8 channels per chunk. The tile layout in bytes, the pipeline and the ldmatrix addressing are the same.
+// kStream: a block takes M tiles blockIdx.x, blockIdx.x + gridDim.x, ... (a grid of about one wave), and the
+// cp.async pipeline runs on across tile boundaries: the next tile's first loads are in flight during this tile's
+// last steps and epilogue. For layers with few K steps per tile (thin 1x1 convs), where a block otherwise waits out
+// its loads' latency with nothing to do. Not with split-K.
+template <int BM, int BN, int WM, int WN, int kStages, bool kI8, bool kStream>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, kStream ? 3 : 0)
+    conv_igemm_kernel(const ConvParams p, const ConvArgs a) {
+  using Acc = std::conditional_t<kI8, int, float>;
+  constexpr int kElem = kI8 ? 1 : 2;             // bytes per element
+  constexpr int kChunk = 16 / kElem;             // elements per 16-byte chunk
+  constexpr int kTileK = 64 / kElem;             // elements per 64-byte tile row
+  constexpr int kWarpsN = BN / WN;
+  constexpr int kThreads = (BM / WM) * kWarpsN * 32;
+  constexpr int kMT = WM / 16, kNT = WN / 8;
+  constexpr int kAIters = BM * 4 / kThreads, kBIters = BN * 4 / kThreads;
+  constexpr int kStageBytes = (BM + BN) * 64;
+  static_assert(kAIters >= 1 && kBIters >= 1 && kNT % 2 == 0, "tile shape");
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int warp_m = warp / kWarpsN, warp_n = warp % kWarpsN;
+  const int M = p.N * p.OH * p.OW;
+  const int block_n = blockIdx.y * BN;
+  const int kc = tid & 3;  // this thread's 16-byte chunk within a tile row
+  const int mtiles = (M + BM - 1) / BM;
+
+  // The output pixels whose im2col rows this thread loads: fixed for the K loop of one M tile.
+  int a_n[kAIters], a_ih[kAIters], a_iw[kAIters];
+  bool a_ok[kAIters];
+  auto set_rows = [&](int block_m) {
+#pragma unroll
+    for (int i = 0; i < kAIters; ++i) {
+      const int m = block_m + tid / 4 + i * (kThreads / 4);
+      a_ok[i] = m < M;
+      const int mm = a_ok[i] ? m : 0;
+      const int n = mm / (p.OH * p.OW), pix = mm - n * p.OH * p.OW;
+      const int oh = pix / p.OW, ow = pix - oh * p.OW;
+      a_n[i] = n;
+      a_ih[i] = oh * p.stride_h - p.pad_h;
+      a_iw[i] = ow * p.stride_w - p.pad_w;
+    }
+  };
+  const uint32_t smem_base = smem_addr(smem);
+  const int rs_total = p.R * p.S;
+  // This block's range of K tiles (all of them without split-K).
+  const int ktiles_all = p.Kp / kTileK;
+  const int per_split = (ktiles_all + p.splits - 1) / p.splits;
+  const int kt0 = blockIdx.z * per_split;
+  const int ktiles = max(0, min(ktiles_all - kt0, per_split));
+
+  auto load_tile = [&](int kt, int stage) {
+    const uint32_t sa = smem_base + stage * kStageBytes;
+    const uint32_t sb = sa + BM * 64;
+    const int k = (kt0 + kt) * kTileK + kc * kChunk;
+    const int rs = k / p.C, c = k - rs * p.C;
+    const int r = rs / p.S, s = rs - r * p.S;
+    const bool k_ok = rs < rs_total;
+#pragma unroll
+    for (int i = 0; i < kAIters; ++i) {
+      const int row = tid / 4 + i * (kThreads / 4);
+      const int ih = a_ih[i] + r * p.dil_h, iw = a_iw[i] + s * p.dil_w;
+      const bool ok = k_ok && a_ok[i] && ih >= 0 && ih < p.H && iw >= 0 && iw < p.W;
+      const char* src = ok ? static_cast<const char*>(a.x) +
+                                 ((static_cast<int64_t>(a_n[i] * p.H + ih) * p.W + iw) * p.in_ld + c) * kElem
+                           : static_cast<const char*>(a.x);
+      cp_async16(sa + tile_offset(row, kc), src, ok ? 16 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kBIters; ++i) {
+      const int row = tid / 4 + i * (kThreads / 4);
+      const int ko = block_n + row;
+      const bool ok = ko < p.K;
+      const char* src = static_cast<const char*>(a.w) +
+                        (ok ? (static_cast<int64_t>(ko) * p.Kp + (kt0 + kt) * kTileK + kc * kChunk) * kElem : 0);
+      cp_async16(sb + tile_offset(row, kc), src, ok ? 16 : 0);
+    }
+  };
+
+  Acc acc[kMT][kNT][4];
+  auto clear = [&] {
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+      for (int j = 0; j < kNT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
+  };
+  clear();
+
+  // One K tile from pipeline stage `stage`: two k16 (fp16) or k32 (int8) MMA steps per warp.
+  auto compute = [&](int stage) {
+    const uint32_t sa = smem_base + stage * kStageBytes;
+    const uint32_t sb = sa + BM * 64;
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      uint32_t af[kMT][4];
+#pragma unroll
+      for (int i = 0; i < kMT; ++i) {
+        const int row = warp_m * WM + i * 16 + (lane & 15);
+        ldmatrix_x4(sa + tile_offset(row, kk * 2 + (lane >> 4)), af[i][0], af[i][1], af[i][2], af[i][3]);
+      }
+      uint32_t bf[kNT][2];
+#pragma unroll
+      for (int j = 0; j < kNT; j += 2) {
+        const int row = warp_n * WN + j * 8 + ((lane >> 4) << 3) + (lane & 7);
+        ldmatrix_x4(sb + tile_offset(row, kk * 2 + ((lane >> 3) & 1)), bf[j][0], bf[j][1], bf[j + 1][0],
+                    bf[j + 1][1]);
+      }
+#pragma unroll
+      for (int i = 0; i < kMT; ++i)
+#pragma unroll
+        for (int j = 0; j < kNT; ++j) {
+          if constexpr (kI8) {
+            mma_16832_s8(acc[i][j], af[i], bf[j][0], bf[j][1]);
+          } else {
+            mma_16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
+          }
+        }
+    }
+  };
+
+  if constexpr (!kStream) {  // one M tile: the K loop, then the epilogue
+    const int block_m = blockIdx.x * BM;
+    set_rows(block_m);
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < ktiles) load_tile(s, s);
+      cp_async_commit();
+    }
+    for (int kt = 0; kt < ktiles; ++kt) {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      const int next = kt + kStages - 1;
+      if (next < ktiles) load_tile(next, next % kStages);
+      cp_async_commit();
+      compute(kt % kStages);
+    }
+    cp_async_wait<0>();
+    igemm_epilogue<BM, BN, WM, WN, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+  } else {  // M tiles blockIdx.x + i * gridDim.x; a step is one K tile of one of them, loads kStages - 1 steps ahead
+    const int steps = (mtiles - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x * ktiles;
+    int load_m = blockIdx.x * BM, load_kt = 0;
+    set_rows(load_m);
+    auto load_next = [&](int stage) {
+      load_tile(load_kt, stage);
+      if (++load_kt == ktiles) {
+        load_kt = 0;
+        load_m += gridDim.x * BM;
+        if (load_m < M) set_rows(load_m);
+      }
+    };
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < steps) load_next(s);
+      cp_async_commit();
+    }
+    int block_m = blockIdx.x * BM, kt = 0;
+    for (int step = 0; step < steps; ++step) {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      const int next = step + kStages - 1;
+      if (next < steps) load_next(next % kStages);
+      cp_async_commit();
+      compute(step % kStages);
+      if (++kt < ktiles) continue;
+      kt = 0;
+      igemm_epilogue<BM, BN, WM, WN, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+      clear();
+      block_m += gridDim.x * BM;
+    }
+    cp_async_wait<0>();
   }
 }
 
@@ -368,43 +423,52 @@ struct Config {
   const char* name;
   int bm, bn, threads, stages;
   void (*kernel)(ConvParams, ConvArgs);
-  bool int8;
+  bool int8, stream;
 };
 
 // name: block tile x warp tile, pipeline stages. Timing picks per layer.
 const Config kConfigs[] = {
-    {"igemm_f16_128x128_w64x32_s3", 128, 128, 256, 3, conv_igemm_kernel<128, 128, 64, 32, 3, false>, false},
-    {"igemm_f16_128x64_w64x32_s3", 128, 64, 128, 3, conv_igemm_kernel<128, 64, 64, 32, 3, false>, false},
-    {"igemm_f16_64x128_w32x64_s3", 64, 128, 128, 3, conv_igemm_kernel<64, 128, 32, 64, 3, false>, false},
-    {"igemm_f16_64x64_w32x32_s3", 64, 64, 128, 3, conv_igemm_kernel<64, 64, 32, 32, 3, false>, false},
-    {"igemm_f16_32x64_w32x16_s3", 32, 64, 128, 3, conv_igemm_kernel<32, 64, 32, 16, 3, false>, false},
+    {"igemm_f16_128x128_w64x32_s3", 128, 128, 256, 3, conv_igemm_kernel<128, 128, 64, 32, 3, false, false>, false, false},
+    {"igemm_f16_128x64_w64x32_s3", 128, 64, 128, 3, conv_igemm_kernel<128, 64, 64, 32, 3, false, false>, false, false},
+    {"igemm_f16_64x128_w32x64_s3", 64, 128, 128, 3, conv_igemm_kernel<64, 128, 32, 64, 3, false, false>, false, false},
+    {"igemm_f16_64x64_w32x32_s3", 64, 64, 128, 3, conv_igemm_kernel<64, 64, 32, 32, 3, false, false>, false, false},
+    {"igemm_f16_32x64_w32x16_s3", 32, 64, 128, 3, conv_igemm_kernel<32, 64, 32, 16, 3, false, false>, false, false},
     // Narrow N tiles for layers with few output channels (32 in YOLO stems and C3 inner convs).
-    {"igemm_f16_128x32_w32x32_s3", 128, 32, 128, 3, conv_igemm_kernel<128, 32, 32, 32, 3, false>, false},
-    {"igemm_f16_64x32_w32x32_s3", 64, 32, 64, 3, conv_igemm_kernel<64, 32, 32, 32, 3, false>, false},
-    {"igemm_f16_256x64_w64x32_s3", 256, 64, 256, 3, conv_igemm_kernel<256, 64, 64, 32, 3, false>, false},
-    {"igemm_f16_128x256_w64x64_s3", 128, 256, 256, 3, conv_igemm_kernel<128, 256, 64, 64, 3, false>, false},
+    {"igemm_f16_128x32_w32x32_s3", 128, 32, 128, 3, conv_igemm_kernel<128, 32, 32, 32, 3, false, false>, false, false},
+    {"igemm_f16_64x32_w32x32_s3", 64, 32, 64, 3, conv_igemm_kernel<64, 32, 32, 32, 3, false, false>, false, false},
+    {"igemm_f16_256x64_w64x32_s3", 256, 64, 256, 3, conv_igemm_kernel<256, 64, 64, 32, 3, false, false>, false, false},
+    {"igemm_f16_128x256_w64x64_s3", 128, 256, 256, 3, conv_igemm_kernel<128, 256, 64, 64, 3, false, false>, false, false},
     // Deeper pipelines for the large layers (more loads in flight per SM).
-    {"igemm_f16_128x128_w64x32_s4", 128, 128, 256, 4, conv_igemm_kernel<128, 128, 64, 32, 4, false>, false},
-    {"igemm_f16_128x64_w64x32_s4", 128, 64, 128, 4, conv_igemm_kernel<128, 64, 64, 32, 4, false>, false},
-    {"igemm_f16_64x128_w32x64_s4", 64, 128, 128, 4, conv_igemm_kernel<64, 128, 32, 64, 4, false>, false},
-    {"igemm_f16_128x256_w64x64_s4", 128, 256, 256, 4, conv_igemm_kernel<128, 256, 64, 64, 4, false>, false},
+    {"igemm_f16_128x128_w64x32_s4", 128, 128, 256, 4, conv_igemm_kernel<128, 128, 64, 32, 4, false, false>, false, false},
+    {"igemm_f16_128x64_w64x32_s4", 128, 64, 128, 4, conv_igemm_kernel<128, 64, 64, 32, 4, false, false>, false, false},
+    {"igemm_f16_64x128_w32x64_s4", 64, 128, 128, 4, conv_igemm_kernel<64, 128, 32, 64, 4, false, false>, false, false},
+    {"igemm_f16_128x256_w64x64_s4", 128, 256, 256, 4, conv_igemm_kernel<128, 256, 64, 64, 4, false, false>, false, false},
     // INT8 (tensor cores, int32 accumulation), fused per-channel rescale.
-    {"igemm_i8_128x128_w64x32_s3", 128, 128, 256, 3, conv_igemm_kernel<128, 128, 64, 32, 3, true>, true},
-    {"igemm_i8_128x64_w64x32_s4", 128, 64, 128, 4, conv_igemm_kernel<128, 64, 64, 32, 4, true>, true},
-    {"igemm_i8_64x64_w32x32_s3", 64, 64, 128, 3, conv_igemm_kernel<64, 64, 32, 32, 3, true>, true},
-    {"igemm_i8_128x32_w32x32_s3", 128, 32, 128, 3, conv_igemm_kernel<128, 32, 32, 32, 3, true>, true},
+    {"igemm_i8_128x128_w64x32_s3", 128, 128, 256, 3, conv_igemm_kernel<128, 128, 64, 32, 3, true, false>, true, false},
+    {"igemm_i8_128x64_w64x32_s4", 128, 64, 128, 4, conv_igemm_kernel<128, 64, 64, 32, 4, true, false>, true, false},
+    {"igemm_i8_64x64_w32x32_s3", 64, 64, 128, 3, conv_igemm_kernel<64, 64, 32, 32, 3, true, false>, true, false},
+    {"igemm_i8_128x32_w32x32_s3", 128, 32, 128, 3, conv_igemm_kernel<128, 32, 32, 32, 3, true, false>, true, false},
     // Small tiles for batch-1 layers (more blocks on the SMs), and the wide / deep ones the fp16 side has.
-    {"igemm_i8_32x64_w32x16_s3", 32, 64, 128, 3, conv_igemm_kernel<32, 64, 32, 16, 3, true>, true},
-    {"igemm_i8_64x32_w32x32_s3", 64, 32, 64, 3, conv_igemm_kernel<64, 32, 32, 32, 3, true>, true},
-    {"igemm_i8_64x128_w32x64_s3", 64, 128, 128, 3, conv_igemm_kernel<64, 128, 32, 64, 3, true>, true},
-    {"igemm_i8_128x128_w64x32_s4", 128, 128, 256, 4, conv_igemm_kernel<128, 128, 64, 32, 4, true>, true},
+    {"igemm_i8_32x64_w32x16_s3", 32, 64, 128, 3, conv_igemm_kernel<32, 64, 32, 16, 3, true, false>, true, false},
+    {"igemm_i8_64x32_w32x32_s3", 64, 32, 64, 3, conv_igemm_kernel<64, 32, 32, 32, 3, true, false>, true, false},
+    {"igemm_i8_64x128_w32x64_s3", 64, 128, 128, 3, conv_igemm_kernel<64, 128, 32, 64, 3, true, false>, true, false},
+    {"igemm_i8_128x128_w64x32_s4", 128, 128, 256, 4, conv_igemm_kernel<128, 128, 64, 32, 4, true, false>, true, false},
+    // Streaming over M tiles (one wave of blocks), for thin layers with few K steps.
+    {"igemm_f16_128x32_w32x32_s3_stream", 128, 32, 128, 3, conv_igemm_kernel<128, 32, 32, 32, 3, false, true>, false, true},
+    {"igemm_f16_64x64_w32x32_s3_stream", 64, 64, 128, 3, conv_igemm_kernel<64, 64, 32, 32, 3, false, true>, false, true},
+    {"igemm_f16_32x64_w32x16_s3_stream", 32, 64, 128, 3, conv_igemm_kernel<32, 64, 32, 16, 3, false, true>, false, true},
+    {"igemm_i8_128x32_w32x32_s3_stream", 128, 32, 128, 3, conv_igemm_kernel<128, 32, 32, 32, 3, true, true>, true, true},
+    {"igemm_i8_64x64_w32x32_s3_stream", 64, 64, 128, 3, conv_igemm_kernel<64, 64, 32, 32, 3, true, true>, true, true},
+    {"igemm_i8_32x64_w32x16_s3_stream", 32, 64, 128, 3, conv_igemm_kernel<32, 64, 32, 16, 3, true, true>, true, true},
 };
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
+int g_blocks_per_sm[kNumConfigs] = {};  // resident blocks per SM (conv_igemm_init), for the streaming grids
 
 }  // namespace
 
 int conv_igemm_configs() { return kNumConfigs; }
 bool conv_igemm_config_int8(int config) { return config >= 0 && config < kNumConfigs && kConfigs[config].int8; }
+bool conv_igemm_config_stream(int config) { return config >= 0 && config < kNumConfigs && kConfigs[config].stream; }
 std::string conv_igemm_config_name(int config) {
   return config >= 0 && config < kNumConfigs ? kConfigs[config].name : "?";
 }
@@ -421,8 +485,16 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
   const int64_t M = static_cast<int64_t>(p.N) * p.OH * p.OW;
   if (M == 0 || p.K == 0) return Status::ok();
   if (p.splits < 1 || (p.splits > 1 && !a.workspace)) return internal("conv_igemm: split-K needs a workspace");
-  const dim3 grid(static_cast<unsigned>(ceil_div(M, c.bm)), static_cast<unsigned>(ceil_div(p.K, c.bn)),
-                  static_cast<unsigned>(p.splits));
+  if (c.stream && p.splits > 1) return internal(std::string("conv_igemm: ") + c.name + " does not split K");
+  const int64_t ntiles = ceil_div(p.K, c.bn);
+  int64_t mblocks = ceil_div(M, c.bm);
+  if (c.stream) {  // about one wave: the blocks that fit on the SMs at once, shared by the N tiles
+    int dev = 0, sms = 0;
+    QD_CUDA_TRY(cudaGetDevice(&dev));
+    QD_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    mblocks = std::min(mblocks, std::max<int64_t>(1, static_cast<int64_t>(sms) * g_blocks_per_sm[config] / ntiles));
+  }
+  const dim3 grid(static_cast<unsigned>(mblocks), static_cast<unsigned>(ntiles), static_cast<unsigned>(p.splits));
   const int smem = c.stages * (c.bm + c.bn) * 64;
   c.kernel<<<grid, c.threads, smem, stream>>>(p, a);
   QD_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), c.name));
@@ -452,9 +524,13 @@ Status launch_conv_epilogue(const ConvParams& p, const ConvArgs& a, const __half
 }
 
 Status conv_igemm_init() {
-  for (const Config& c : kConfigs) {
-    QD_CUDA_TRY(cudaFuncSetAttribute(c.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     c.stages * (c.bm + c.bn) * 64));
+  for (int i = 0; i < kNumConfigs; ++i) {
+    const Config& c = kConfigs[i];
+    const int smem = c.stages * (c.bm + c.bn) * 64;
+    QD_CUDA_TRY(cudaFuncSetAttribute(c.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    int per_sm = 0;
+    QD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, c.kernel, c.threads, smem));
+    g_blocks_per_sm[i] = std::max(per_sm, 1);
   }
   return Status::ok();
 }

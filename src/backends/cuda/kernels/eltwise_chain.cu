@@ -99,11 +99,14 @@ __global__ void slice_concat_tiled_kernel(const float* x, float* y, const SliceC
   const I b = r0 / static_cast<I>(p.rows_per_batch);
   float* yo = y + b * static_cast<I>(p.out_batch_stride) + static_cast<I>(p.out_offset) +
               (r0 - b * static_cast<I>(p.rows_per_batch)) * p.out_cols;
-  for (int e = threadIdx.x; e < npix * p.out_cols; e += blockDim.x) {
-    const int px = e / p.out_cols, col = e - px * p.out_cols;
-    const SliceSegment& sg = p.seg[segment_of(p, col)];
-    const int c = col - sg.out_start;
-    yo[e] = run_program(sg.prog, tile[(sg.src_start + c) * (kTilePixels + 1) + px], (r0 + px) * sg.len + c);
+  // Segment by segment, so that a warp runs one program (no divergence, uniform parameter loads).
+  for (int k = 0; k < p.segments; ++k) {
+    const SliceSegment& sg = p.seg[k];
+    for (int e = threadIdx.x; e < npix * sg.len; e += blockDim.x) {
+      const int px = e / sg.len, c = e - px * sg.len;
+      yo[px * p.out_cols + sg.out_start + c] =
+          run_program(sg.prog, tile[(sg.src_start + c) * (kTilePixels + 1) + px], (r0 + px) * sg.len + c);
+    }
   }
 }
 

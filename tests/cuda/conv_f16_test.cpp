@@ -1,0 +1,134 @@
+// Every fp16 tile configuration of the fused tensor-core convolution (the builder times them and keeps one per layer,
+// so the whole-model tests see only the winners) against the reference backend's fp32 Conv: fp16-exact inputs and
+// weights, fp32 accumulation, the NCHW fp32 output within 1e-4 of the output range and the NHWC fp16 output within
+// fp16 rounding of it; split-K too where the configuration allows it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backends/cuda/device.h"
+#include "backends/cuda/device_buffer.h"
+#include "backends/cuda/kernels/conv.h"
+#include "core/half.h"
+#include "ops/op.h"
+#include "test_util.h"
+
+namespace qd {
+namespace {
+
+struct Case {
+  int n, c, h, w, k, r, s, stride, pad;
+};
+
+class ConvF16 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ConvF16, EveryConfigurationMatchesTheReference) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA GPU on this machine (run scripts/gpu-check.sh there)";
+  const Case cs = GetParam();
+  std::mt19937 rng(cs.c * 17 + cs.k);
+  std::uniform_real_distribution<float> ux(-1.f, 1.f);
+  const float ws = 1.f / std::sqrt(static_cast<float>(cs.c * cs.r * cs.s));
+  std::uniform_real_distribution<float> uw(-ws, ws);
+  auto fp16 = [](float v) { return half_to_float(float_to_half(v)); };
+  Tensor x(DType::kFloat32, {cs.n, cs.c, cs.h, cs.w}), w(DType::kFloat32, {cs.k, cs.c, cs.r, cs.s}),
+      b(DType::kFloat32, {cs.k});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = fp16(ux(rng));
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = fp16(uw(rng));
+  for (int64_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = ux(rng);
+
+  Node node{"conv", OpType::Conv, 13, {}, {0, 1, 2}, {3}};
+  node.attrs.set("kernel_shape", std::vector<int64_t>{cs.r, cs.s});
+  node.attrs.set("strides", std::vector<int64_t>{cs.stride, cs.stride});
+  node.attrs.set("pads", std::vector<int64_t>{cs.pad, cs.pad, cs.pad, cs.pad});
+  InferCtx ctx(node, {DType::kFloat32, DType::kFloat32, DType::kFloat32}, {x.shape(), w.shape(), b.shape()},
+               {&x, &w, &b});
+  ASSERT_TRUE(infer_node(ctx).is_ok());
+  auto ref = run_node(ctx, {&x, &w, &b});
+  ASSERT_TRUE(ref) << ref.status().to_string();
+  const Tensor& want = (*ref)[0];
+  const int oh = static_cast<int>(want.shape()[2]), ow = static_cast<int>(want.shape()[3]);
+  double range = 1e-6;
+  for (int64_t i = 0; i < want.numel(); ++i) range = std::max(range, std::fabs(static_cast<double>(want.data<float>()[i])));
+
+  // Device layouts: NHWC fp16 input with channels padded to 8, weights [K][R][S][Cp] with rows padded to 32.
+  const int cp = (cs.c + 7) / 8 * 8, kp = (cs.r * cs.s * cp + 31) / 32 * 32;
+  std::vector<uint16_t> x_nhwc(static_cast<size_t>(cs.n) * cs.h * cs.w * cp, 0), w_pack(static_cast<size_t>(cs.k) * kp, 0);
+  for (int n = 0; n < cs.n; ++n)
+    for (int c = 0; c < cs.c; ++c)
+      for (int y = 0; y < cs.h; ++y)
+        for (int xx = 0; xx < cs.w; ++xx)
+          x_nhwc[((static_cast<size_t>(n) * cs.h + y) * cs.w + xx) * cp + c] =
+              float_to_half(x.data<float>()[((static_cast<size_t>(n) * cs.c + c) * cs.h + y) * cs.w + xx]);
+  for (int k = 0; k < cs.k; ++k)
+    for (int c = 0; c < cs.c; ++c)
+      for (int r = 0; r < cs.r; ++r)
+        for (int s = 0; s < cs.s; ++s)
+          w_pack[static_cast<size_t>(k) * kp + (r * cs.s + s) * cp + c] =
+              float_to_half(w.data<float>()[((static_cast<size_t>(k) * cs.c + c) * cs.r + r) * cs.s + s]);
+  cuda::DeviceBuffer dx, dw, db, dy;
+  ASSERT_TRUE(dx.upload(x_nhwc).is_ok() && dw.upload(w_pack).is_ok() &&
+              db.upload(b.data<float>(), b.nbytes()).is_ok());
+  const int64_t m_total = static_cast<int64_t>(cs.n) * oh * ow;
+  ASSERT_TRUE(dy.alloc(m_total * cs.k * 4).is_ok());
+
+  cuda::ConvParams p;
+  p.N = cs.n, p.H = cs.h, p.W = cs.w, p.C = cp, p.K = cs.k, p.R = cs.r, p.S = cs.s;
+  p.stride_h = p.stride_w = cs.stride;
+  p.pad_h = p.pad_w = cs.pad;
+  p.OH = oh, p.OW = ow, p.Kp = kp, p.in_ld = cp;
+  cuda::ConvArgs a;
+  a.x = dx.get();
+  a.w = dw.get();
+  a.bias = static_cast<const float*>(db.get());
+  a.y = dy.get();
+  ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
+  int tested = 0;
+  for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) {
+    if (cuda::conv_igemm_config_int8(cfg)) continue;
+    ++tested;
+    const std::string name = cuda::conv_igemm_config_name(cfg);
+    for (int splits : {1, 3}) {
+      if (splits > 1 && cuda::conv_igemm_config_stream(cfg)) break;
+      p.out_format = cuda::OutFormat::kNchwF32;
+      p.splits = splits;
+      cuda::DeviceBuffer wsb;
+      if (splits > 1) {
+        ASSERT_TRUE(wsb.alloc(cuda::conv_igemm_workspace(p)).is_ok());
+      }
+      a.workspace = static_cast<float*>(wsb.get());
+      ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok()) << name;
+      std::vector<float> y(m_total * cs.k);
+      ASSERT_EQ(cudaMemcpy(y.data(), dy.get(), y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      double err = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) err = std::max(err, std::fabs(double{y[i]} - want.data<float>()[i]));
+      EXPECT_LE(err, 1e-4 * range) << name << " split-K " << splits << ": max |diff| " << err;
+    }
+    p.splits = 1;
+    a.workspace = nullptr;
+    // NHWC fp16 output (the half2 stores of the epilogue).
+    p.out_format = cuda::OutFormat::kNhwcF16;
+    p.out_ld = cs.k;
+    ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok()) << name;
+    std::vector<uint16_t> yh(m_total * cs.k);
+    ASSERT_EQ(cudaMemcpy(yh.data(), dy.get(), yh.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    double err = 0;
+    for (int n = 0; n < cs.n; ++n)
+      for (int k = 0; k < cs.k; ++k)
+        for (int pix = 0; pix < oh * ow; ++pix) {
+          const double got = half_to_float(yh[(static_cast<int64_t>(n) * oh * ow + pix) * cs.k + k]);
+          err = std::max(err, std::fabs(got - want.data<float>()[(static_cast<int64_t>(n) * cs.k + k) * oh * ow + pix]));
+        }
+    EXPECT_LE(err, 1e-3 * range) << name << " NHWC fp16: max |diff| " << err;
+  }
+  EXPECT_GE(tested, 10);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ConvF16,
+                         ::testing::Values(Case{1, 24, 17, 13, 40, 3, 3, 2, 1}, Case{2, 64, 20, 20, 72, 1, 1, 1, 0},
+                                           Case{1, 3, 18, 22, 32, 6, 6, 2, 2},
+                                           // enough M tiles that the streaming configurations run several per block
+                                           Case{8, 16, 112, 112, 32, 3, 3, 1, 1}));
+
+}  // namespace
+}  // namespace qd
