@@ -51,55 +51,100 @@ __global__ void nhwc_to_nchw_kernel(const __half* x, int ld, int coff, T* y, int
   }
 }
 
-// One thread per (output pixel, pair of channels).
-__global__ void maxpool_nhwc_kernel(const __half* x, int xld, __half* y, int yld, PoolParams p, int64_t total) {
-  const int C2 = p.C / 2;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int c2 = static_cast<int>(i % C2);
-    int64_t t = i / C2;
+// The NHWC movement kernels move L half2 per thread: 4 (16-byte accesses) when channel counts, strides and offsets
+// are multiples of 8, else 1. Index arithmetic in I: uint32_t when the element count fits, else int64_t.
+template <int L>
+struct H2Vec;
+template <>
+struct H2Vec<1> {
+  using T = __half2;
+};
+template <>
+struct H2Vec<4> {
+  using T = uint4;
+};
+template <int L>
+__device__ __forceinline__ void load_h2(const __half* p, __half2 (&r)[L]) {
+  *reinterpret_cast<typename H2Vec<L>::T*>(r) = *reinterpret_cast<const typename H2Vec<L>::T*>(p);
+}
+template <int L>
+__device__ __forceinline__ void store_h2(__half* p, const __half2 (&r)[L]) {
+  *reinterpret_cast<typename H2Vec<L>::T*>(p) = *reinterpret_cast<const typename H2Vec<L>::T*>(r);
+}
+
+// One thread per (output pixel, 2L channels).
+template <int L, typename I>
+__global__ void maxpool_nhwc_kernel(const __half* x, int xld, __half* y, int yld, PoolParams p, I total) {
+  const int CV = p.C / (2 * L);
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < total; i += static_cast<I>(gridDim.x) * blockDim.x) {
+    const int cv = static_cast<int>(i % CV);
+    I t = i / CV;
     const int ow = static_cast<int>(t % p.OW);
     t /= p.OW;
     const int oh = static_cast<int>(t % p.OH);
-    const int64_t n = t / p.OH;
-    __half2 m = __floats2half2_rn(-65504.f, -65504.f);
+    const I n = t / p.OH;
+    alignas(16) __half2 m[L];
+#pragma unroll
+    for (int l = 0; l < L; ++l) m[l] = __floats2half2_rn(-65504.f, -65504.f);
     for (int r = 0; r < p.kh; ++r) {
       const int ih = oh * p.sh - p.ph + r;
       if (ih < 0 || ih >= p.H) continue;
       for (int s = 0; s < p.kw; ++s) {
         const int iw = ow * p.sw - p.pw + s;
         if (iw < 0 || iw >= p.W) continue;
-        m = __hmax2(m, reinterpret_cast<const __half2*>(x + ((n * p.H + ih) * p.W + iw) * xld)[c2]);
+        alignas(16) __half2 v[L];
+        load_h2<L>(x + ((n * p.H + ih) * p.W + iw) * xld + cv * 2 * L, v);
+#pragma unroll
+        for (int l = 0; l < L; ++l) m[l] = __hmax2(m[l], v[l]);
       }
     }
-    reinterpret_cast<__half2*>(y + ((n * p.OH + oh) * p.OW + ow) * yld)[c2] = m;
+    store_h2<L>(y + ((n * p.OH + oh) * p.OW + ow) * yld + cv * 2 * L, m);
   }
 }
 
-__global__ void upsample_nhwc_kernel(const __half* x, int xld, __half* y, int yld, int C2, int H, int W, int fh,
-                                     int fw, int64_t total) {
+template <int L, typename I>
+__global__ void upsample_nhwc_kernel(const __half* x, int xld, __half* y, int yld, int CV, int H, int W, int fh, int fw,
+                                     I total) {
   const int OH = H * fh, OW = W * fw;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int c2 = static_cast<int>(i % C2);
-    int64_t t = i / C2;
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < total; i += static_cast<I>(gridDim.x) * blockDim.x) {
+    const int cv = static_cast<int>(i % CV);
+    I t = i / CV;
     const int ow = static_cast<int>(t % OW);
     t /= OW;
     const int oh = static_cast<int>(t % OH);
-    const int64_t n = t / OH;
-    reinterpret_cast<__half2*>(y + ((n * OH + oh) * OW + ow) * yld)[c2] =
-        reinterpret_cast<const __half2*>(x + ((n * H + oh / fh) * W + ow / fw) * xld)[c2];
+    const I n = t / OH;
+    alignas(16) __half2 v[L];
+    load_h2<L>(x + ((n * H + oh / fh) * W + ow / fw) * xld + cv * 2 * L, v);
+    store_h2<L>(y + ((n * OH + oh) * OW + ow) * yld + cv * 2 * L, v);
   }
 }
 
-__global__ void copy_channels_kernel(const __half* x, int xld, __half* y, int yld, int C2, int64_t total) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t pix = i / C2;
-    const int c2 = static_cast<int>(i - pix * C2);
-    reinterpret_cast<__half2*>(y + pix * yld)[c2] = reinterpret_cast<const __half2*>(x + pix * xld)[c2];
+template <int L, typename I>
+__global__ void copy_channels_kernel(const __half* x, int xld, __half* y, int yld, int CV, I total) {
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < total; i += static_cast<I>(gridDim.x) * blockDim.x) {
+    const I pix = i / CV;
+    const int cv = static_cast<int>(i - pix * CV);
+    alignas(16) __half2 v[L];
+    load_h2<L>(x + pix * xld + cv * 2 * L, v);
+    store_h2<L>(y + pix * yld + cv * 2 * L, v);
   }
 }
+
+// Launches kernel<L, I> over `total` threads of 2L channels: L = 4 when `wide`, I = uint32_t when it fits.
+#define QD_LAUNCH_NHWC(kernel, wide, elements, s, ...)                                                     \
+  do {                                                                                                     \
+    const int64_t qd_total_ = (elements) / ((wide) ? 8 : 2);                                               \
+    const bool qd_small_ = (elements) < (int64_t{1} << 31);                                                \
+    if ((wide) && qd_small_) {                                                                             \
+      kernel<4, uint32_t><<<blocks_for(qd_total_), kThreads, 0, s>>>(__VA_ARGS__, static_cast<uint32_t>(qd_total_)); \
+    } else if (wide) {                                                                                     \
+      kernel<4, int64_t><<<blocks_for(qd_total_), kThreads, 0, s>>>(__VA_ARGS__, qd_total_);               \
+    } else if (qd_small_) {                                                                                \
+      kernel<1, uint32_t><<<blocks_for(qd_total_), kThreads, 0, s>>>(__VA_ARGS__, static_cast<uint32_t>(qd_total_)); \
+    } else {                                                                                               \
+      kernel<1, int64_t><<<blocks_for(qd_total_), kThreads, 0, s>>>(__VA_ARGS__, qd_total_);               \
+    }                                                                                                      \
+  } while (0)
 
 __device__ __forceinline__ int8_t quantize_i8(float v, float scale) {
   return static_cast<int8_t>(max(-128, min(127, __float2int_rn(__fdiv_rn(v, scale)))));
@@ -118,6 +163,31 @@ __global__ void quantize_from_nhwc_kernel(const __half* x, int xld, int8_t* q, i
     const int8_t v = quantize_i8(__half2float(x[pix * xld + c]), scale);
     q[i] = v;
     if (dq) dq[pix * dqld + c] = __float2half_rn(__fmul_rn(static_cast<float>(v), scale));
+  }
+}
+
+// 16 channels per thread (C a multiple of 16; 16-byte loads and stores), 32-bit indices.
+__global__ void quantize_from_nhwc16_kernel(const __half* x, int xld, int8_t* q, int qld, __half* dq, int dqld, int C,
+                                            float scale, uint32_t total) {
+  const int G = qld / 16;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const uint32_t pix = i / G;
+    const int c0 = static_cast<int>(i - pix * G) * 16;
+    alignas(16) int8_t v[16] = {};
+    if (c0 < C) {
+      alignas(16) __half h[16];
+      *reinterpret_cast<uint4*>(h) = *reinterpret_cast<const uint4*>(x + pix * xld + c0);
+      *reinterpret_cast<uint4*>(h + 8) = *reinterpret_cast<const uint4*>(x + pix * xld + c0 + 8);
+#pragma unroll
+      for (int j = 0; j < 16; ++j) v[j] = quantize_i8(__half2float(h[j]), scale);
+      if (dq) {
+#pragma unroll
+        for (int j = 0; j < 16; ++j) h[j] = __float2half_rn(__fmul_rn(static_cast<float>(v[j]), scale));
+        *reinterpret_cast<uint4*>(dq + pix * dqld + c0) = *reinterpret_cast<const uint4*>(h);
+        *reinterpret_cast<uint4*>(dq + pix * dqld + c0 + 8) = *reinterpret_cast<const uint4*>(h + 8);
+      }
+    }
+    *reinterpret_cast<int4*>(q + pix * qld + c0) = *reinterpret_cast<const int4*>(v);
   }
 }
 
@@ -177,6 +247,12 @@ Status even(const char* what, int C, const NhwcView& a, const NhwcView& b) {
     return internal(std::string(what) + ": NHWC channel counts and offsets must be even");
   }
   return Status::ok();
+}
+
+// 16-byte accesses: channels, strides and offsets in multiples of 8 halves (the base pointers are 256-aligned).
+bool wide(int C, const NhwcView& a, const NhwcView& b) {
+  return C % 8 == 0 && a.ld % 8 == 0 && a.coff % 8 == 0 && b.ld % 8 == 0 && b.coff % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(a.data) % 16 == 0 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0;
 }
 
 }  // namespace
@@ -244,20 +320,20 @@ Status nhwc_to_nchw(NhwcView x, void* y, DType y_type, int N, int C, int H, int 
 
 Status maxpool_nhwc(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s) {
   QD_RETURN_IF_ERROR(even("maxpool_nhwc", p.C, x, y));
-  const int64_t total = static_cast<int64_t>(p.N) * p.OH * p.OW * (p.C / 2);
-  if (total == 0) return Status::ok();
-  maxpool_nhwc_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const __half*>(x.data) + x.coff, x.ld,
-                                                              static_cast<__half*>(y.data) + y.coff, y.ld, p, total);
+  const int64_t elements = static_cast<int64_t>(p.N) * p.OH * p.OW * p.C;
+  if (elements == 0) return Status::ok();
+  QD_LAUNCH_NHWC(maxpool_nhwc_kernel, wide(p.C, x, y), elements, s, static_cast<const __half*>(x.data) + x.coff, x.ld,
+                 static_cast<__half*>(y.data) + y.coff, y.ld, p);
   return cuda_status(cudaGetLastError(), "maxpool_nhwc");
 }
 
 Status upsample_nearest_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W, int fh, int fw, cudaStream_t s) {
   QD_RETURN_IF_ERROR(even("upsample_nearest_nhwc", C, x, y));
-  const int64_t total = static_cast<int64_t>(N) * H * fh * W * fw * (C / 2);
-  if (total == 0) return Status::ok();
-  upsample_nhwc_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const __half*>(x.data) + x.coff, x.ld,
-                                                               static_cast<__half*>(y.data) + y.coff, y.ld, C / 2, H,
-                                                               W, fh, fw, total);
+  const int64_t elements = static_cast<int64_t>(N) * H * fh * W * fw * C;
+  if (elements == 0) return Status::ok();
+  const bool w8 = wide(C, x, y);
+  QD_LAUNCH_NHWC(upsample_nhwc_kernel, w8, elements, s, static_cast<const __half*>(x.data) + x.coff, x.ld,
+                 static_cast<__half*>(y.data) + y.coff, y.ld, C / (w8 ? 8 : 2), H, W, fh, fw);
   return cuda_status(cudaGetLastError(), "upsample_nearest_nhwc");
 }
 
@@ -267,7 +343,17 @@ Status quantize_nhwc_i8(const void* x, bool x_nhwc, NhwcView x_view, NhwcView q,
   const int64_t pixels = static_cast<int64_t>(N) * H * W;
   if (pixels == 0) return Status::ok();
   auto* qp = static_cast<int8_t*>(q.data);
-  if (x_nhwc) {
+  const auto* xh = static_cast<const __half*>(x_view.data) + x_view.coff;
+  auto* dqh = static_cast<__half*>(dq_view.data) + dq_view.coff;
+  const bool x16 = x_nhwc && C % 16 == 0 && x_view.ld % 8 == 0 && reinterpret_cast<uintptr_t>(xh) % 16 == 0 &&
+                   (dq == nullptr || (dq_view.ld % 8 == 0 && reinterpret_cast<uintptr_t>(dqh) % 16 == 0)) &&
+                   pixels * q.ld < (int64_t{1} << 31);
+  if (x16) {
+    const int64_t total = pixels * (q.ld / 16);
+    quantize_from_nhwc16_kernel<<<blocks_for(total), kThreads, 0, s>>>(xh, x_view.ld, qp, q.ld, dq ? dqh : nullptr,
+                                                                        dq_view.ld, C, scale,
+                                                                        static_cast<uint32_t>(total));
+  } else if (x_nhwc) {
     const int64_t total = pixels * q.ld;
     quantize_from_nhwc_kernel<<<blocks_for(total), kThreads, 0, s>>>(
         static_cast<const __half*>(x_view.data) + x_view.coff, x_view.ld, qp, q.ld,
@@ -282,11 +368,11 @@ Status quantize_nhwc_i8(const void* x, bool x_nhwc, NhwcView x_view, NhwcView q,
 
 Status copy_channels_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W, cudaStream_t s) {
   QD_RETURN_IF_ERROR(even("copy_channels_nhwc", C, x, y));
-  const int64_t total = static_cast<int64_t>(N) * H * W * (C / 2);
-  if (total == 0) return Status::ok();
-  copy_channels_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const __half*>(x.data) + x.coff, x.ld,
-                                                               static_cast<__half*>(y.data) + y.coff, y.ld, C / 2,
-                                                               total);
+  const int64_t elements = static_cast<int64_t>(N) * H * W * C;
+  if (elements == 0) return Status::ok();
+  const bool w8 = wide(C, x, y);
+  QD_LAUNCH_NHWC(copy_channels_kernel, w8, elements, s, static_cast<const __half*>(x.data) + x.coff, x.ld,
+                 static_cast<__half*>(y.data) + y.coff, y.ld, C / (w8 ? 8 : 2));
   return cuda_status(cudaGetLastError(), "copy_channels_nhwc");
 }
 
