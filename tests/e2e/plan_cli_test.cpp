@@ -97,6 +97,16 @@ TEST_F(PlanCli, BuildFlagsWithAPlan) {
                      "needs the ONNX model");
 }
 
+// --tactic-sources: qdeploy and/or cudnn; anything else is refused before any build, and a plan keeps its sources.
+TEST_F(PlanCli, TacticSources) {
+  const std::string out = " -o " + quote(dir_ + "/t.plan");
+  expect_usage_error(cli("build " + quote(model_) + out + " --tactic-sources qdeploy,cublas"),
+                     "--tactic-sources takes qdeploy and/or cudnn (comma separated), got 'cublas'");
+  EXPECT_EQ(cli("build " + quote(model_) + out + " --tactic-sources qdeploy,cudnn").exit_code, 0);
+  expect_usage_error(cli("inspect " + quote(dir_ + "/t.plan") + " --tactic-sources qdeploy"),
+                     "--tactic-sources cannot apply");
+}
+
 TEST_F(PlanCli, ShapeProfileFlags) {
   build("--min x:1x3x8x8 --opt x:2x3x8x8 --max x:4x3x8x8");
   const CliResult i = cli("inspect " + quote(plan_));
