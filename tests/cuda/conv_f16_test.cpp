@@ -12,14 +12,13 @@
 #include "backends/cuda/kernels/conv.h"
 #include "core/half.h"
 #include "ops/op.h"
+#include "cuda/conv_case.h"
 #include "test_util.h"
 
 namespace qd {
 namespace {
 
-struct Case {
-  int n, c, h, w, k, r, s, stride, pad;
-};
+using Case = test::ConvCase;
 
 class ConvF16 : public ::testing::TestWithParam<Case> {};
 
@@ -53,30 +52,16 @@ TEST_P(ConvF16, EveryConfigurationMatchesTheReference) {
 
   // Device layouts: NHWC fp16 input with channels padded to 8, weights [K][R][S][Cp] with rows padded to 32.
   const int cp = (cs.c + 7) / 8 * 8, kp = (cs.r * cs.s * cp + 31) / 32 * 32;
-  std::vector<uint16_t> x_nhwc(static_cast<size_t>(cs.n) * cs.h * cs.w * cp, 0), w_pack(static_cast<size_t>(cs.k) * kp, 0);
-  for (int n = 0; n < cs.n; ++n)
-    for (int c = 0; c < cs.c; ++c)
-      for (int y = 0; y < cs.h; ++y)
-        for (int xx = 0; xx < cs.w; ++xx)
-          x_nhwc[((static_cast<size_t>(n) * cs.h + y) * cs.w + xx) * cp + c] =
-              float_to_half(x.data<float>()[((static_cast<size_t>(n) * cs.c + c) * cs.h + y) * cs.w + xx]);
-  for (int k = 0; k < cs.k; ++k)
-    for (int c = 0; c < cs.c; ++c)
-      for (int r = 0; r < cs.r; ++r)
-        for (int s = 0; s < cs.s; ++s)
-          w_pack[static_cast<size_t>(k) * kp + (r * cs.s + s) * cp + c] =
-              float_to_half(w.data<float>()[((static_cast<size_t>(k) * cs.c + c) * cs.r + r) * cs.s + s]);
+  auto to_half = [](float v) { return float_to_half(v); };
+  const std::vector<uint16_t> x_nhwc = test::to_nhwc<uint16_t>(cs, cp, x.data<float>(), to_half);
+  const std::vector<uint16_t> w_pack = test::to_krsc<uint16_t>(cs, cp, kp, w.data<float>(), to_half);
   cuda::DeviceBuffer dx, dw, db, dy;
   ASSERT_TRUE(dx.upload(x_nhwc).is_ok() && dw.upload(w_pack).is_ok() &&
               db.upload(b.data<float>(), b.nbytes()).is_ok());
   const int64_t m_total = static_cast<int64_t>(cs.n) * oh * ow;
   ASSERT_TRUE(dy.alloc(m_total * cs.k * 4).is_ok());
 
-  cuda::ConvParams p;
-  p.N = cs.n, p.H = cs.h, p.W = cs.w, p.C = cp, p.K = cs.k, p.R = cs.r, p.S = cs.s;
-  p.stride_h = p.stride_w = cs.stride;
-  p.pad_h = p.pad_w = cs.pad;
-  p.OH = oh, p.OW = ow, p.Kp = kp, p.in_ld = cp;
+  cuda::ConvParams p = test::conv_params(cs, cp, kp, oh, ow);
   cuda::ConvArgs a;
   a.x = dx.get();
   a.w = dw.get();

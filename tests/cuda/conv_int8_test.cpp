@@ -14,14 +14,13 @@
 #include "core/half.h"
 #include "ops/op.h"
 #include "ops/quantize.h"
+#include "cuda/conv_case.h"
 #include "test_util.h"
 
 namespace qd {
 namespace {
 
-struct Case {
-  int n, c, h, w, k, r, s, stride, pad;
-};
+using Case = test::ConvCase;
 
 class ConvInt8 : public ::testing::TestWithParam<Case> {};
 
@@ -56,30 +55,16 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
 
   // Device layouts: NHWC input with channels padded to 16, weights [K][R][S][Cp] with rows padded to 64.
   const int cp = (cs.c + 15) / 16 * 16, kp = (cs.r * cs.s * cp + 63) / 64 * 64;
-  std::vector<int8_t> x_nhwc(static_cast<size_t>(cs.n) * cs.h * cs.w * cp, 0), w_pack(static_cast<size_t>(cs.k) * kp, 0);
-  for (int n = 0; n < cs.n; ++n)
-    for (int c = 0; c < cs.c; ++c)
-      for (int y = 0; y < cs.h; ++y)
-        for (int x = 0; x < cs.w; ++x)
-          x_nhwc[((static_cast<size_t>(n) * cs.h + y) * cs.w + x) * cp + c] =
-              xq.data<int8_t>()[((static_cast<size_t>(n) * cs.c + c) * cs.h + y) * cs.w + x];
-  for (int k = 0; k < cs.k; ++k)
-    for (int c = 0; c < cs.c; ++c)
-      for (int r = 0; r < cs.r; ++r)
-        for (int s = 0; s < cs.s; ++s)
-          w_pack[static_cast<size_t>(k) * kp + (r * cs.s + s) * cp + c] =
-              wq.data<int8_t>()[((static_cast<size_t>(k) * cs.c + c) * cs.r + r) * cs.s + s];
+  auto same = [](int8_t v) { return v; };
+  const std::vector<int8_t> x_nhwc = test::to_nhwc<int8_t>(cs, cp, xq.data<int8_t>(), same);
+  const std::vector<int8_t> w_pack = test::to_krsc<int8_t>(cs, cp, kp, wq.data<int8_t>(), same);
   cuda::DeviceBuffer dx, dw, da, db, dy;
   ASSERT_TRUE(dx.upload(x_nhwc).is_ok() && dw.upload(w_pack).is_ok() && da.upload(alpha).is_ok() &&
               db.upload(bias).is_ok());
   const int64_t m_total = static_cast<int64_t>(cs.n) * oh * ow;
   ASSERT_TRUE(dy.alloc(m_total * cs.k * 4).is_ok());
 
-  cuda::ConvParams p;
-  p.N = cs.n, p.H = cs.h, p.W = cs.w, p.C = cp, p.K = cs.k, p.R = cs.r, p.S = cs.s;
-  p.stride_h = p.stride_w = cs.stride;
-  p.pad_h = p.pad_w = cs.pad;
-  p.OH = oh, p.OW = ow, p.Kp = kp, p.in_ld = cp;
+  cuda::ConvParams p = test::conv_params(cs, cp, kp, oh, ow);
   cuda::ConvArgs a;
   a.x = dx.get();
   a.w = dw.get();
