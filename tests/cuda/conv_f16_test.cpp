@@ -13,6 +13,7 @@
 #include "core/half.h"
 #include "ops/op.h"
 #include "cuda/conv_case.h"
+#include "cuda/gpu_test.h"
 #include "test_util.h"
 
 namespace qd {
@@ -23,7 +24,7 @@ using Case = test::ConvCase;
 class ConvF16 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ConvF16, EveryConfigurationMatchesTheReference) {
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA GPU on this machine (run scripts/gpu-check.sh there)";
+  SKIP_WITHOUT_GPU();
   const Case cs = GetParam();
   std::mt19937 rng(cs.c * 17 + cs.k);
   std::uniform_real_distribution<float> ux(-1.f, 1.f);

@@ -15,6 +15,7 @@
 #include "ops/op.h"
 #include "ops/quantize.h"
 #include "cuda/conv_case.h"
+#include "cuda/gpu_test.h"
 #include "test_util.h"
 
 namespace qd {
@@ -25,7 +26,7 @@ using Case = test::ConvCase;
 class ConvInt8 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ConvInt8, MatchesReferenceInt8) {
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA GPU on this machine (run scripts/gpu-check.sh there)";
+  SKIP_WITHOUT_GPU();
   const Case cs = GetParam();
   std::mt19937 rng(cs.c * 131 + cs.k);
   std::uniform_int_distribution<int> qd8(-128, 127), qw8(-127, 127);
