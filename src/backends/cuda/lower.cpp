@@ -808,6 +808,7 @@ class Lowerer {
         }
         // Back from v through single-consumer elementwise steps to the Slice.
         std::vector<int> chain;
+        EwConstants operands;  // the chain's, counted against kMaxEwOperands
         int x = v;
         while (producer[x] >= 0 && g_.nodes[producer[x]].op != OpType::Slice && chain.size() < kMaxEwSteps) {
           const Node& e = g_.nodes[producer[x]];
@@ -816,7 +817,6 @@ class Lowerer {
             if (u >= 0 && !g_.is_constant(u)) in = in < 0 ? u : -2;
           }
           EwStep st;
-          EwConstants operands;
           if (in < 0 || sole_consumer(in) != producer[x] || !QD_TRY(chain_step(e, in, &st, &operands))) break;
           chain.insert(chain.begin(), producer[x]);
           x = in;
@@ -849,7 +849,7 @@ class Lowerer {
           break;
         }
         const size_t last = xs.size() - 1;
-        for (size_t d = 0; d < last; ++d) ok = ok && geo->out[d] == xs[d] && xs[d] == os[d];
+        for (size_t d = 0; d < last; ++d) ok = ok && geo->out[d] == xs[d] && geo->step[d] == 1 && xs[d] == os[d];
         ok = ok && geo->step[last] == 1 && geo->out[last] > 0;
         if (!ok) break;
         pl.src = src;
