@@ -567,10 +567,16 @@ TEST(CudaEngine, ProfileBatchesBetweenTheTimedOnesTakeTheNearestKernels) {
   EXPECT_EQ((*out)[0].shape()[0], 5);
 }
 
-TEST(CudaEngine, DynamicBatchGraphsAndContexts) {
+// Dynamic batch, CUDA graphs and contexts on several threads: with qdeploy's kernels, and with cuDNN's (whose
+// per-thread handles must exist before a thread's first graph capture).
+class DynamicBatch : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DynamicBatch, GraphsAndContexts) {
   SKIP_WITHOUT_GPU();
+  const std::string source = GetParam();
+  if (source == "cudnn" && !cuda::cudnn_available()) GTEST_SKIP() << cuda::cudnn_unavailable_reason();
   Graph g = dynamic_batch(conv_graph({1, 16, 12, 12, 32, 3, 3, 1, 1, 1, "silu", false, true}, 4));
-  auto engine = make_engine(g, "fp16");
+  auto engine = make_engine(g, "fp16", {source});
   ASSERT_TRUE(engine);
   const std::string name = "x";
   EXPECT_EQ(engine->inputs()[0].shape[0], -1);
@@ -619,6 +625,8 @@ TEST(CudaEngine, DynamicBatchGraphsAndContexts) {
   for (auto& th : threads) th.join();
   for (double d : diffs) EXPECT_EQ(d, 0.0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Sources, DynamicBatch, ::testing::Values("qdeploy", "cudnn"));
 
 // A saved plan runs with the kernels chosen at build time (no timing) and gives the same bits; a plan for another
 // GPU architecture is refused.

@@ -361,6 +361,7 @@ Status CudaContext::enqueue(cudaStream_t stream) {
   key.push_back(const_cast<Instance*>(inst_.get()));
   if (!graph_exec_ || key != graph_key_) {
     reset_graph();
+    if (inst_->uses_cudnn) QD_RETURN_IF_ERROR(cuda::cudnn_thread_init());
     cudaStream_t cap = stream;
     cudaStream_t own = nullptr;
     if (!cap) {  // the legacy default stream cannot be captured: capture on a private one, then join

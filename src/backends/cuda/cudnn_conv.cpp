@@ -133,6 +133,11 @@ bool cudnn_available() { return api().lib != nullptr; }
 std::string cudnn_unavailable_reason() { return api().error; }
 uint32_t cudnn_loaded_version() { return api().lib ? static_cast<uint32_t>(api().cudnnGetVersion()) : 0; }
 
+Status cudnn_thread_init() {
+  if (!cudnn_available()) return Status::ok();
+  return thread_handle().status();
+}
+
 CudnnConv::~CudnnConv() = default;
 
 std::vector<int> CudnnConv::algorithms(const ConvParams& p) {
@@ -203,6 +208,7 @@ struct CudnnConv::Descriptors {};
 bool cudnn_available() { return false; }
 std::string cudnn_unavailable_reason() { return "qdeploy was built without cuDNN's headers"; }
 uint32_t cudnn_loaded_version() { return 0; }
+Status cudnn_thread_init() { return Status::ok(); }
 CudnnConv::~CudnnConv() = default;
 std::vector<int> CudnnConv::algorithms(const ConvParams&) { return {}; }
 std::string CudnnConv::algorithm_name(int algo) { return "algo" + std::to_string(algo); }

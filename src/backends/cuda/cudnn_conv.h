@@ -24,6 +24,9 @@ bool cudnn_available();
 std::string cudnn_unavailable_reason();
 // cudnnGetVersion() of the loaded library (e.g. 91400), 0 when none.
 uint32_t cudnn_loaded_version();
+// Creates the calling thread's cuDNN handle for the current device if it has none: before a CUDA-graph capture,
+// during which cudnnCreate (it allocates) is not allowed.
+Status cudnn_thread_init();
 
 // One convolution's cuDNN descriptors and algorithm; immutable after create, shared by execution contexts (each
 // thread launches through its own cuDNN handle).

@@ -58,7 +58,8 @@ class Instance {
   std::vector<std::unique_ptr<Layer>> layers;
   std::vector<size_t> buffer_offsets;
   size_t arena_bytes = 0, activation_bytes = 0;
-  size_t splitk_offset = 0;  // arena offset of the split-K workspace (shared by the layers, which run in order)
+  size_t splitk_offset = 0;  // arena offset of the conv workspace (shared by the layers, which run in order)
+  bool uses_cudnn = false;   // some conv runs through cuDNN (a thread needs its handle before capturing a graph)
   std::vector<std::string> slot_names;  // inputs then outputs
   std::vector<int> slot_tensor;
   size_t num_inputs = 0;

@@ -1536,7 +1536,11 @@ class Lowerer {
     if (!todo.empty()) QD_RETURN_IF_ERROR(time_kernels(todo));
     // One conv workspace for the instance, after the planned activations (layers run one at a time).
     size_t ws = 0;
-    for (int li : conv_layers_) ws = std::max(ws, static_cast<ConvLayer*>(inst_->layers[li].get())->workspace_bytes());
+    for (int li : conv_layers_) {
+      const auto* c = static_cast<ConvLayer*>(inst_->layers[li].get());
+      ws = std::max(ws, c->workspace_bytes());
+      inst_->uses_cudnn = inst_->uses_cudnn || c->cudnn;
+    }
     inst_->splitk_offset = (inst_->arena_bytes + 255) / 256 * 256;
     if (ws) inst_->arena_bytes = inst_->splitk_offset + ws;
     return Status::ok();
