@@ -4,6 +4,7 @@
 // pixels and rows past the end are zero-filled by cp.async's src-size operand, so no branch reaches the inner loop.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "backends/cuda/cuda_util.h"
@@ -63,6 +64,21 @@ __device__ __forceinline__ void mma_16832_s8(int (&d)[4], const uint32_t (&a)[4]
       "{%0,%1,%2,%3};\n"
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Programmatic dependent launch (sm_90): the conv kernels are launched so that they may start while the kernel before
+// them in the stream finishes. pdl_wait() blocks until that kernel has completed and its writes are visible: before
+// the first read of an activation and the first write. pdl_trigger() lets the next such kernel be scheduled (once
+// every block of this one has triggered or exited): after the K loop, before the epilogue.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 }
 
 // Byte offset of 16-byte chunk `c` (0..3) of tile row `r`: rows are 64 bytes; the XOR spreads the 8 rows one
@@ -301,6 +317,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, kStream ? 3 : 0)
   if constexpr (!kStream) {  // one M tile: the K loop, then the epilogue
     const int block_m = blockIdx.x * BM;
     set_rows(block_m);
+    pdl_wait();
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
       if (s < ktiles) load_tile(s, s);
@@ -315,11 +332,13 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, kStream ? 3 : 0)
       compute(kt % kStages);
     }
     cp_async_wait<0>();
+    pdl_trigger();
     igemm_epilogue<BM, BN, WM, WN, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
   } else {  // M tiles blockIdx.x + i * gridDim.x; a step is one K tile of one of them, loads kStages - 1 steps ahead
     const int steps = (mtiles - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x * ktiles;
     int load_m = blockIdx.x * BM, load_kt = 0;
     set_rows(load_m);
+    pdl_wait();
     auto load_next = [&](int stage) {
       load_tile(load_kt, stage);
       if (++load_kt == ktiles) {
@@ -463,6 +482,7 @@ const Config kConfigs[] = {
 };
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 int g_blocks_per_sm[kNumConfigs] = {};  // resident blocks per SM (conv_igemm_init), for the streaming grids
+bool g_pdl = false;                     // programmatic dependent launch (compute capability 9.0+)
 
 }  // namespace
 
@@ -495,9 +515,17 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
     mblocks = std::min(mblocks, std::max<int64_t>(1, static_cast<int64_t>(sms) * g_blocks_per_sm[config] / ntiles));
   }
   const dim3 grid(static_cast<unsigned>(mblocks), static_cast<unsigned>(ntiles), static_cast<unsigned>(p.splits));
-  const int smem = c.stages * (c.bm + c.bn) * 64;
-  c.kernel<<<grid, c.threads, smem, stream>>>(p, a);
-  QD_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), c.name));
+  cudaLaunchConfig_t launch = {};
+  launch.gridDim = grid;
+  launch.blockDim = dim3(c.threads);
+  launch.dynamicSmemBytes = c.stages * (c.bm + c.bn) * 64;
+  launch.stream = stream;
+  cudaLaunchAttribute pdl[1];
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  launch.attrs = pdl;
+  launch.numAttrs = g_pdl ? 1 : 0;
+  QD_RETURN_IF_ERROR(cuda_status(cudaLaunchKernelEx(&launch, c.kernel, p, a), c.name));
   if (p.splits > 1) {
     const int64_t total = M * p.K;
     const int64_t blocks = std::min<int64_t>(ceil_div(total, 256), 65535 * 16);
@@ -524,6 +552,10 @@ Status launch_conv_epilogue(const ConvParams& p, const ConvArgs& a, const __half
 }
 
 Status conv_igemm_init() {
+  int dev = 0, major = 0;
+  QD_CUDA_TRY(cudaGetDevice(&dev));
+  QD_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  g_pdl = major >= 9 && std::getenv("QD_NO_PDL") == nullptr;
   for (int i = 0; i < kNumConfigs; ++i) {
     const Config& c = kConfigs[i];
     const int smem = c.stages * (c.bm + c.bn) * 64;
