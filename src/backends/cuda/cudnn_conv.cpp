@@ -184,6 +184,12 @@ Expected<std::unique_ptr<CudnnConv>> CudnnConv::create(const ConvParams& p, int 
   QD_CUDNN_TRY(cudnnGetConvolutionForwardWorkspaceSize(h, c->d_->x, c->d_->w, c->d_->conv, c->d_->y,
                                                        static_cast<cudnnConvolutionFwdAlgo_t>(algo),
                                                        &c->cudnn_bytes_));
+  // The workspace joins the plan's activation memory: algorithms that want more (FFT ones can ask for gigabytes)
+  // are no candidates.
+  if (c->cudnn_bytes_ > kMaxCudnnWorkspace) {
+    return unsupported("cuDNN " + algorithm_name(algo) + " needs " + std::to_string(c->cudnn_bytes_ >> 20) +
+                       " MiB of workspace (the limit is " + std::to_string(kMaxCudnnWorkspace >> 20) + " MiB)");
+  }
   c->algo_ = algo;
   c->w_ = w_dense;
   c->result_bytes_ = (static_cast<size_t>(p.N) * p.OH * p.OW * p.K * sizeof(__half) + 255) / 256 * 256;

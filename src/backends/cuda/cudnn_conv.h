@@ -28,6 +28,9 @@ uint32_t cudnn_loaded_version();
 // during which cudnnCreate (it allocates) is not allowed.
 Status cudnn_thread_init();
 
+// The most workspace a cuDNN algorithm may use to be a candidate.
+constexpr size_t kMaxCudnnWorkspace = size_t{256} << 20;
+
 // One convolution's cuDNN descriptors and algorithm; immutable after create, shared by execution contexts (each
 // thread launches through its own cuDNN handle).
 class CudnnConv {
