@@ -1,5 +1,6 @@
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/kernels/nhwc.h"
+#include "backends/cuda/kernels/requantize.cuh"
 
 namespace qd::cuda {
 
@@ -146,9 +147,7 @@ __global__ void copy_channels_kernel(const __half* x, int xld, __half* y, int yl
     }                                                                                                      \
   } while (0)
 
-__device__ __forceinline__ int8_t quantize_i8(float v, float scale) {
-  return static_cast<int8_t>(max(-128, min(127, __float2int_rn(__fdiv_rn(v, scale)))));
-}
+__device__ __forceinline__ int8_t quantize_i8(float v, float scale) { return static_cast<int8_t>(quantize_int8(v, scale)); }
 
 __global__ void quantize_from_nhwc_kernel(const __half* x, int xld, int8_t* q, int qld, __half* dq, int dqld, int C,
                                           float scale, int64_t total) {
