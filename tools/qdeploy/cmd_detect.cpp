@@ -67,7 +67,7 @@ int run_detect(const DetectArgs& a) {
   // GPU pre/post-processing when the engine runs on CUDA (else a no-op); `gpu` owns it while det is used.
   std::string why = "--cpu-pipeline";
   auto gpu = a.cpu_pipeline ? Expected<std::shared_ptr<void>>(std::shared_ptr<void>())
-                            : use_gpu_pipeline(**engine, *det, static_cast<int>(batch), &why);
+                            : use_gpu_pipeline(**engine, *det, static_cast<int>(batch), &why, files->size());
   if (!gpu) return report(gpu.status());
   if (*gpu) {
     std::printf("pipeline: GPU (letterbox into the engine input, CUDA graph, batched NMS on the device), batch %d\n",

@@ -203,7 +203,7 @@ int run_eval_model(const EvalArgs& a) {
   // GPU pre/post-processing when the engine runs on CUDA (else a no-op); `gpu` owns it while det is used.
   std::string why = "--cpu-pipeline";
   auto gpu = a.cpu_pipeline ? Expected<std::shared_ptr<void>>(std::shared_ptr<void>())
-                            : use_gpu_pipeline(**engine, *det, static_cast<int>(batch), &why);
+                            : use_gpu_pipeline(**engine, *det, static_cast<int>(batch), &why, ds->images.size());
   if (!gpu) return report(gpu.status());
   if (!a.quiet) {
     if (*gpu) {

@@ -17,7 +17,8 @@ namespace qd::cli {
 // path and returns nullptr (with *why saying why, when the engine is a CUDA engine that cannot use it). Detections
 // are the same either way. The GPU path: fused letterbox written into the engine's input binding, the engine as a
 // CUDA graph on the same stream, batched filter + NMS on its output buffer (backends/cuda/engine_detect.h).
+// `images`, when known, is how many images will come (the last, partial batch is warmed up too).
 Expected<std::shared_ptr<void>> use_gpu_pipeline(Engine& engine, Detector& det, int max_batch,
-                                                 std::string* why = nullptr);
+                                                 std::string* why = nullptr, size_t images = 0);
 
 }  // namespace qd::cli

@@ -23,7 +23,7 @@ std::string engine_pipeline_unsupported(const CudaEngine& engine, const Detector
 
 Expected<std::unique_ptr<EngineDetectPipeline>> EngineDetectPipeline::create(const CudaEngine& engine,
                                                                              const Detector& det, int max_batch,
-                                                                             bool cuda_graph) {
+                                                                             bool cuda_graph, int last_batch) {
   if (max_batch < 1) return invalid("EngineDetectPipeline: max_batch must be >= 1");
   if (std::string why = engine_pipeline_unsupported(engine, det); !why.empty()) {
     return unsupported("GPU detect pipeline: " + why);
@@ -71,13 +71,17 @@ Expected<std::unique_ptr<EngineDetectPipeline>> EngineDetectPipeline::create(con
   };
   p->pipe_ = QD_TRY(DetectPipeline::create(cfg, infer, p->stream_));
 
-  // Warm-up at the largest batch on a zeroed input: captures the CUDA graph so that the first real batch's
-  // inference time is the steady state.
+  // Warm-up on a zeroed input: the last, partial batch's size first (its engine instance and the first calls of its
+  // kernels, e.g. cuDNN's per-shape setup), then the largest batch, whose CUDA graph stays captured, so that the
+  // timed batches see the steady state.
   {
     Shape s{max_batch, 3, h, w};
     size_t bytes = dtype_size(in.dtype);
     for (int64_t d : s) bytes *= static_cast<size_t>(d);
     QD_CUDA_TRY(cudaMemsetAsync(p->pipe_->input_buffer(), 0, bytes, p->stream_));
+  }
+  if (last_batch > 0 && last_batch < max_batch) {
+    QD_RETURN_IF_ERROR(infer(p->pipe_->input_buffer(), last_batch, p->stream_).status());
   }
   QD_RETURN_IF_ERROR(infer(p->pipe_->input_buffer(), max_batch, p->stream_).status());
   QD_CUDA_TRY(cudaStreamSynchronize(p->stream_));
@@ -91,11 +95,13 @@ EngineDetectPipeline::~EngineDetectPipeline() {
 }
 
 Expected<std::shared_ptr<EngineDetectPipeline>> attach_engine_pipeline(const CudaEngine& engine, Detector& det,
-                                                                       int max_batch, std::string* why) {
+                                                                       int max_batch, std::string* why,
+                                                                       int last_batch) {
   std::string reason = engine_pipeline_unsupported(engine, det);
   if (why) *why = reason;
   if (!reason.empty()) return std::shared_ptr<EngineDetectPipeline>();
-  std::shared_ptr<EngineDetectPipeline> p = QD_TRY(EngineDetectPipeline::create(engine, det, max_batch));
+  std::shared_ptr<EngineDetectPipeline> p =
+      QD_TRY(EngineDetectPipeline::create(engine, det, max_batch, true, last_batch));
   det.set_device_path(p->detect_fn());
   return p;
 }

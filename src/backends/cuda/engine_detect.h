@@ -23,10 +23,12 @@ std::string engine_pipeline_unsupported(const CudaEngine& engine, const Detector
 class EngineDetectPipeline {
  public:
   // Owns a stream, a CudaContext of `engine` (CUDA graph on unless cuda_graph is false) and a DetectPipeline for
-  // batches of up to max_batch images; runs one warm-up batch so that the graph is captured before timing starts.
+  // batches of up to max_batch images; runs warm-up batches (of last_batch images, when a last, partial batch is
+  // known to come, then of max_batch) so that setup costs and the graph capture happen before timing starts.
   // `engine` must outlive the result. engine_pipeline_unsupported() must be "".
   static Expected<std::unique_ptr<EngineDetectPipeline>> create(const CudaEngine& engine, const Detector& det,
-                                                                int max_batch, bool cuda_graph = true);
+                                                                int max_batch, bool cuda_graph = true,
+                                                                int last_batch = 0);
   ~EngineDetectPipeline();
   EngineDetectPipeline(const EngineDetectPipeline&) = delete;
   EngineDetectPipeline& operator=(const EngineDetectPipeline&) = delete;
@@ -52,6 +54,7 @@ class EngineDetectPipeline {
 // Routes det.detect() through a new EngineDetectPipeline when engine_pipeline_unsupported() is ""; returns it (keep
 // it alive as long as det is used), or nullptr with *why set when det stays on its CPU path.
 Expected<std::shared_ptr<EngineDetectPipeline>> attach_engine_pipeline(const CudaEngine& engine, Detector& det,
-                                                                       int max_batch, std::string* why = nullptr);
+                                                                       int max_batch, std::string* why = nullptr,
+                                                                       int last_batch = 0);
 
 }  // namespace qd::cuda
