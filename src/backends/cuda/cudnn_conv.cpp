@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/device_buffer.h"
 
 #if __has_include(<cudnn.h>)
 #include <cudnn.h>
@@ -172,7 +173,8 @@ std::string CudnnConv::algorithm_name(int algo) {
   }
 }
 
-Expected<std::unique_ptr<CudnnConv>> CudnnConv::create(const ConvParams& p, int algo, const void* w_dense) {
+Expected<std::unique_ptr<CudnnConv>> CudnnConv::create(const ConvParams& p, int algo, const void* w_dense,
+                                                      bool warm) {
   if (!cudnn_available()) return unsupported("cuDNN is not loaded: " + cudnn_unavailable_reason());
   if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT) {
     return invalid("no cuDNN convolution algorithm " + std::to_string(algo));
@@ -193,7 +195,31 @@ Expected<std::unique_ptr<CudnnConv>> CudnnConv::create(const ConvParams& p, int 
   c->algo_ = algo;
   c->w_ = w_dense;
   c->result_bytes_ = (static_cast<size_t>(p.N) * p.OH * p.OW * p.K * sizeof(__half) + 255) / 256 * 256;
+  if (warm) QD_RETURN_IF_ERROR(c->warm_up(p));
   return c;
+}
+
+Status CudnnConv::warm_up(const ConvParams& p) const {
+  const cudnnHandle_t h = QD_TRY(thread_handle());
+  DeviceBuffer x, scratch;
+  const int ld = p.in_ld > 0 ? p.in_ld : p.C;
+  QD_RETURN_IF_ERROR(x.alloc(static_cast<size_t>(p.N) * p.H * p.W * ld * sizeof(__half)));
+  QD_RETURN_IF_ERROR(scratch.alloc(workspace_bytes()));
+  QD_CUDA_TRY(cudaMemset(x.get(), 0, x.size()));
+  cudaStream_t s = nullptr;
+  QD_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const float one = 1.f, zero = 0.f;
+  cudnnStatus_t st = api().cudnnSetStream(h, s);
+  if (st == CUDNN_STATUS_SUCCESS) {
+    st = api().cudnnConvolutionForward(h, &one, d_->x, x.get(), d_->w, w_, d_->conv,
+                                       static_cast<cudnnConvolutionFwdAlgo_t>(algo_),
+                                       static_cast<char*>(scratch.get()) + result_bytes_, cudnn_bytes_, &zero, d_->y,
+                                       scratch.get());
+  }
+  const cudaError_t e = cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  if (st != CUDNN_STATUS_SUCCESS) return cudnn_status(st, "cudnnConvolutionForward (warm-up)");
+  return cuda_status(e, "cuDNN warm-up");
 }
 
 Status CudnnConv::run(const ConvParams& p, const ConvArgs& a, void* workspace, cudaStream_t stream) const {
@@ -218,12 +244,13 @@ Status cudnn_thread_init() { return Status::ok(); }
 CudnnConv::~CudnnConv() = default;
 std::vector<int> CudnnConv::algorithms(const ConvParams&) { return {}; }
 std::string CudnnConv::algorithm_name(int algo) { return "algo" + std::to_string(algo); }
-Expected<std::unique_ptr<CudnnConv>> CudnnConv::create(const ConvParams&, int, const void*) {
+Expected<std::unique_ptr<CudnnConv>> CudnnConv::create(const ConvParams&, int, const void*, bool) {
   return unsupported("qdeploy was built without cuDNN's headers");
 }
 Status CudnnConv::run(const ConvParams&, const ConvArgs&, void*, cudaStream_t) const {
   return internal("qdeploy was built without cuDNN's headers");
 }
+Status CudnnConv::warm_up(const ConvParams&) const { return Status::ok(); }
 
 #endif
 

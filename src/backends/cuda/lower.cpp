@@ -1485,8 +1485,8 @@ class Lowerer {
     }
     return out;
   }
-  // Sets the layer up to run `cand`.
-  Status use(ConvLayer* c, const Candidate& cand) const {
+  // Sets the layer up to run `cand` (`warm`: a cuDNN algorithm gets its first call now; timing makes its own).
+  Status use(ConvLayer* c, const Candidate& cand, bool warm = true) const {
     c->cudnn.reset();
     c->config = cand.config;
     c->p.splits = cand.splits;
@@ -1499,7 +1499,8 @@ class Lowerer {
       QD_CUDA_TRY(cudaMemcpy2D(w.dense.get(), row * sizeof(__half), w.w.get(), w.Kp * sizeof(__half),
                                row * sizeof(__half), w.K, cudaMemcpyDeviceToDevice));
     }
-    c->cudnn = QD_TRY(CudnnConv::create(cudnn_params(*c), cand.algo, w.dense.get() ? w.dense.get() : w.w.get()));
+    c->cudnn =
+        QD_TRY(CudnnConv::create(cudnn_params(*c), cand.algo, w.dense.get() ? w.dense.get() : w.w.get(), warm));
     return Status::ok();
   }
   // Applies a remembered choice; false when it names no candidate this build may use.
@@ -1573,7 +1574,7 @@ class Lowerer {
       Candidate best_c{-1, 1};
       for (const Candidate& cand : candidates(*c)) {
         // A cuDNN algorithm that cannot be set up or fails to run is no candidate; qdeploy's kernels must run.
-        Status ready = use(c, cand);
+        Status ready = use(c, cand, false);
         if (ready.is_ok() && c->workspace_bytes() > workspace.size()) ready = workspace.alloc(c->workspace_bytes());
         if (!ready.is_ok() && cand.algo >= 0) continue;
         st = ready;
