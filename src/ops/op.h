@@ -68,6 +68,9 @@ struct OpSchema {
 };
 
 const OpSchema& op_schema(OpType op);
+// Node n of g as inference sees it: its inputs' types and shapes from g's values, constants' data (absent inputs
+// undefined and empty).
+InferCtx infer_ctx_for(const Graph& g, const Node& n);
 // Checks arity; then runs the op's inference. Errors carry the node's name and op.
 Status infer_node(InferCtx& ctx);
 // After infer_node: allocates the outputs with the inferred types and shapes and runs the reference kernel on

@@ -53,6 +53,18 @@ Expected<std::vector<float>> InferCtx::const_floats(size_t i) const {
   return v;
 }
 
+InferCtx infer_ctx_for(const Graph& g, const Node& n) {
+  std::vector<DType> types;
+  std::vector<Shape> shapes;
+  std::vector<const Tensor*> values;
+  for (int in : n.inputs) {
+    types.push_back(in >= 0 ? g.values[in].dtype : DType::kUndefined);
+    shapes.push_back(in >= 0 ? g.values[in].shape : Shape{});
+    values.push_back(in >= 0 ? g.constant(in) : nullptr);
+  }
+  return InferCtx(n, std::move(types), std::move(shapes), std::move(values));
+}
+
 Status infer_node(InferCtx& ctx) {
   const OpSchema& s = op_schema(ctx.node.op);
   const int nin = static_cast<int>(ctx.node.inputs.size());

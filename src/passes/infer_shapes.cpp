@@ -15,23 +15,12 @@ Status infer_shapes(Graph& g) {
     }
   }
   for (const Node& n : g.nodes) {
-    std::vector<DType> types;
-    std::vector<Shape> shapes;
-    std::vector<const Tensor*> vals;
     for (int in : n.inputs) {
-      if (in < 0) {
-        types.push_back(DType::kUndefined);
-        shapes.emplace_back();
-        vals.push_back(nullptr);
-        continue;
+      if (in >= 0 && !g.values[in].has_shape) {
+        return internal("input '" + g.values[in].name + "' has no shape").at_node(n.name, op_name(n.op));
       }
-      const Value& v = g.values[in];
-      if (!v.has_shape) return internal("input '" + v.name + "' has no shape").at_node(n.name, op_name(n.op));
-      types.push_back(v.dtype);
-      shapes.push_back(v.shape);
-      vals.push_back(g.constant(in));
     }
-    InferCtx ctx(n, std::move(types), std::move(shapes), std::move(vals));
+    InferCtx ctx = infer_ctx_for(g, n);
     QD_RETURN_IF_ERROR(infer_node(ctx));
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       if (n.outputs[i] < 0) continue;

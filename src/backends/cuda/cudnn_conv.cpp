@@ -111,6 +111,8 @@ struct CudnnConv::Descriptors {
     if (w) api().cudnnDestroyFilterDescriptor(w);
     if (conv) api().cudnnDestroyConvolutionDescriptor(conv);
   }
+  // Elements between input pixels (in_ld, or the channel count when unset).
+  static int input_ld(const ConvParams& p) { return p.in_ld > 0 ? p.in_ld : p.C; }
   // fp16 NHWC tensors (input pixels `in_ld` apart; the output packed), KRSC fp16 filter, fp32 accumulation on
   // tensor cores.
   Status init(const ConvParams& p) {
@@ -118,7 +120,7 @@ struct CudnnConv::Descriptors {
     QD_CUDNN_TRY(cudnnCreateTensorDescriptor(&y));
     QD_CUDNN_TRY(cudnnCreateFilterDescriptor(&w));
     QD_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&conv));
-    const int ld = p.in_ld > 0 ? p.in_ld : p.C;
+    const int ld = input_ld(p);
     QD_CUDNN_TRY(cudnnSetTensor4dDescriptorEx(x, CUDNN_DATA_HALF, p.N, p.C, p.H, p.W, p.H * p.W * ld, 1, p.W * ld, ld));
     QD_CUDNN_TRY(cudnnSetTensor4dDescriptorEx(y, CUDNN_DATA_HALF, p.N, p.K, p.OH, p.OW, p.OH * p.OW * p.K, 1,
                                               p.OW * p.K, p.K));
@@ -202,7 +204,7 @@ Expected<std::unique_ptr<CudnnConv>> CudnnConv::create(const ConvParams& p, int 
 Status CudnnConv::warm_up(const ConvParams& p) const {
   const cudnnHandle_t h = QD_TRY(thread_handle());
   DeviceBuffer x, scratch;
-  const int ld = p.in_ld > 0 ? p.in_ld : p.C;
+  const int ld = Descriptors::input_ld(p);
   QD_RETURN_IF_ERROR(x.alloc(static_cast<size_t>(p.N) * p.H * p.W * ld * sizeof(__half)));
   QD_RETURN_IF_ERROR(scratch.alloc(workspace_bytes()));
   QD_CUDA_TRY(cudaMemset(x.get(), 0, x.size()));

@@ -834,16 +834,7 @@ class Lowerer {
           ok = false;
           break;
         }
-        std::vector<DType> types;
-        std::vector<Shape> shapes;
-        std::vector<const Tensor*> values;
-        for (int u : sn.inputs) {
-          types.push_back(u >= 0 ? g_.values[u].dtype : DType::kUndefined);
-          shapes.push_back(u >= 0 ? g_.values[u].shape : Shape{});
-          values.push_back(u >= 0 ? g_.constant(u) : nullptr);
-        }
-        const InferCtx ctx(sn, types, shapes, values);
-        auto geo = ops::slice_geom(ctx);
+        auto geo = ops::slice_geom(infer_ctx_for(g_, sn));
         if (!geo) {
           ok = false;
           break;
@@ -1468,12 +1459,18 @@ class Lowerer {
   // INT8 layers take the INT8 configurations; their split-K partial sums are int32, so the result stays exact.
   // cuDNN's algorithms compute fp16 layers only.
   std::vector<Candidate> candidates(const ConvLayer& c) const {
-    const ConvParams& p = c.p;
     std::vector<Candidate> out;
     if (!c.int8 && uses_source("cudnn")) {
       for (int algo : CudnnConv::algorithms(cudnn_params(c))) out.push_back({0, 1, algo});
     }
     if (!out.empty() && !uses_source("qdeploy")) return out;
+    for (const Candidate& own : own_candidates(c)) out.push_back(own);
+    return out;
+  }
+  // qdeploy's own: the tile configurations of the layer's precision, with split-K where it can pay off.
+  static std::vector<Candidate> own_candidates(const ConvLayer& c) {
+    const ConvParams& p = c.p;
+    std::vector<Candidate> out;
     const int64_t mk = static_cast<int64_t>(p.N) * p.OH * p.OW * p.K;
     const int ktiles = p.Kp / (c.int8 ? 64 : 32);  // the K loop's steps: 64 int8 or 32 fp16 elements
     for (int k = 0; k < conv_igemm_configs(); ++k) {
@@ -1513,8 +1510,9 @@ class Lowerer {
       }
       return false;
     }
-    if (!uses_source("qdeploy") && !c->int8 && !CudnnConv::algorithms(cudnn_params(*c)).empty()) return false;
-    for (const Candidate& cand : candidates(*c)) {
+    // Without qdeploy among the sources, an fp16 layer takes qdeploy's kernels only where cuDNN has none.
+    const bool own = c->int8 || uses_source("qdeploy");
+    for (const Candidate& cand : own ? own_candidates(*c) : candidates(*c)) {
       if (cand.algo < 0 && candidate_name(cand) == name) return use(c, cand).is_ok();
     }
     return false;
