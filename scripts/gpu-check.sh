@@ -4,8 +4,9 @@
 # (scripts/build-gpu.sh, carried as build-gpu/) because the GPU machine has no package registry.
 # Usage: scripts/gpu-check.sh OUTDIR [STEP...]
 #   steps: env tests sanitizer conformance bench (the default: all of these), and on demand:
-#   pipeline  the detection pipeline (decode -> GPU letterbox -> engine -> GPU NMS) at 672, batch 1 and 16, fp16 and
-#             INT8, on the FMNIST-Det val set: per-stage GPU times and mAP (docs/benchmarks.md)
+#   pipeline  the detection pipeline (decode -> GPU letterbox -> engine -> GPU NMS) at 672, batch 1 and 16, fp16,
+#             INT8 and INT8 with int8 NHWC input / fp16 output bindings (QD_PIPELINE_PRECISIONS: fp16 int8 int8io),
+#             on the FMNIST-Det val set: per-stage GPU times and mAP (docs/benchmarks.md)
 #   precision the precision / speed table and chart of the shipped detector (scripts/precision-speed.py) at 640
 #   qat       QAT fine-tuning of the shipped detector (python -m qdeploy.qat, QD_QAT_ARGS adds flags), then INT8 GPU
 #             plans built from its Q/DQ model (all INT8, and with the stem conv in fp16) evaluated on the val set
@@ -26,6 +27,7 @@ if [ -d .device/bin ]; then
       qdeploy_conformance) dst=$B/tests/conformance/$n ;;
       *) dst=$B/tests/$n ;;
     esac
+    [ -x "$dst" ] && [ "$dst" -nt "$f" ] && continue  # unpacked already (a concurrent run may be executing it)
     xz -dc "$f" > "$dst" && chmod +x "$dst"
   done
 fi
@@ -91,8 +93,11 @@ for step in $STEPS; do
       {
         PYTHONPATH=python python3 -m qdeploy.export --model yolov5n --nc 10 --weights models/yolov5n_fmnist_det.onnx \
           --imgsz 672 --dynamic --out "$D/det672.onnx"
-        for prec in fp16 int8; do
-          "$B/qdeploy" build "$D/det672.onnx" --device cuda --precision $prec --calib-cache models/yolov5n_fmnist_det.cache \
+        # int8io: the INT8 plan with an int8 NHWC input (quantized by the preprocessing kernel) and an fp16 output.
+        for prec in ${QD_PIPELINE_PRECISIONS:-fp16 int8 int8io}; do
+          fl=(--precision $prec)
+          [ $prec = int8io ] && fl=(--precision int8 --input-format int8:nhwc --output-format fp16)
+          "$B/qdeploy" build "$D/det672.onnx" --device cuda "${fl[@]}" --calib-cache models/yolov5n_fmnist_det.cache \
             --min images:1x3x672x672 --opt images:16x3x672x672 --max images:16x3x672x672 -o "$D/det672_$prec.plan"
           for b in 1 16; do
             for conf in 0.001 0.25; do

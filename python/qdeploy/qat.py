@@ -6,9 +6,14 @@
 
 Steps: load the FP32 weights and fold BatchNorm; keep that model as the teacher; quantize a copy with the chosen Q/DQ
 placement (1: TensorRT style, 2: every layer); calibrate activation ranges on training images without augmentation;
-fine-tune with the task loss plus an L2 distillation term pulling the three raw head outputs (detector) or the
-logits (classifier) towards the teacher's; export OUT/qat.onnx and save OUT/qat.pt. Validation losses of FP32, PTQ
-(calibrated, before fine-tuning) and QAT are printed so the cost of quantization is visible.
+fine-tune with ``task_weight * task + distill * distillation`` towards the teacher; export OUT/qat.onnx and save
+OUT/qat.pt. Validation losses of FP32, PTQ (calibrated, before fine-tuning) and QAT are printed so the cost of
+quantization is visible.
+
+Distillation: the classifier's is the MSE of the logits. The detector's (``--distill-mode decoded``, the default)
+compares the sigmoid outputs per anchor cell: the squared objectness difference everywhere, plus the box (decoded xy
+and wh in grid units) and class differences weighted by the teacher's objectness, so background cells, whose large
+negative logits vanish after the sigmoid, do not dominate it; ``raw`` is the MSE of the three raw head maps.
 """
 
 import argparse
@@ -42,6 +47,30 @@ def make_student_teacher(args, nc, device, example_input):
     return student, teacher
 
 
+def decoded_distill_loss(student_levels, teacher_levels, detect):
+    """Distillation on decoded detector outputs, summed over levels of [N, na, H, W, 5+nc] raw predictions.
+
+    Per level, the mean over anchor cells of ``(obj_s - obj_t)^2 + obj_t * (sum_box (b_s - b_t)^2 +
+    mean_cls (cls_s - cls_t)^2)``: obj and cls are sigmoid probabilities, the box is yolov5's xy = 2*sig - 0.5 and
+    wh = (2*sig)^2 * anchor / stride, both in grid units of the level. obj_t, the teacher's objectness, weights the box
+    and class terms; no gradient reaches the teacher. ``detect`` supplies the anchors and strides.
+    """
+    loss = 0
+    for i, (s, t) in enumerate(zip(student_levels, teacher_levels)):
+        anchor = (detect.anchors[i] / detect.stride[i]).to(s).view(1, -1, 1, 1, 2)
+        (box_s, obj_s, cls_s), (box_t, obj_t, cls_t) = (_decoded(p, anchor) for p in (s, t.detach()))
+        box = (box_s - box_t).pow(2).sum(-1)
+        cls = (cls_s - cls_t).pow(2).mean(-1)
+        loss = loss + ((obj_s - obj_t).pow(2) + obj_t * (box + cls)).mean()
+    return loss
+
+
+def _decoded(p, anchor):
+    """(box [..., 4] in grid units, objectness, class probabilities) of raw predictions [N, na, H, W, 5+nc]."""
+    y = p.sigmoid()
+    return torch.cat((y[..., :2] * 2 - 0.5, (y[..., 2:4] * 2) ** 2 * anchor), -1), y[..., 4], y[..., 5:]
+
+
 def finetune(student, steps_per_epoch, batches, task_and_distill, args, device):
     """Shared loop: ``batches()`` yields per-epoch iterables; ``task_and_distill(batch)`` returns the two losses."""
     student.train().requires_grad_(True)  # it was copied from the frozen teacher; amax values are buffers and stay
@@ -59,7 +88,7 @@ def finetune(student, steps_per_epoch, batches, task_and_distill, args, device):
             apply_lr(optimizer, args.lr * lr_factor(it / max(total - 1, 1), 0.1), it, 0)
             with autocast(device):
                 task, distill = task_and_distill(batch)
-                loss = task + args.distill * distill
+                loss = args.task_weight * task + args.distill * distill
             optimizer.zero_grad(set_to_none=True)
             scaler.scale(loss).backward()
             scaler.step(optimizer)
@@ -99,7 +128,10 @@ def run_detector(args, device):
         levels = [lv.float() for lv in student(x)]
         with torch.no_grad():
             ref = [lv.float() for lv in teacher.raw_levels(x)]
-        distill = sum(F.mse_loss(s, t) for s, t in zip(levels, ref))
+        if args.distill_mode == "decoded":
+            distill = decoded_distill_loss(levels, ref, teacher.detect)
+        else:
+            distill = sum(F.mse_loss(s, t) for s, t in zip(levels, ref))
         return loss_fn(levels, targets)[0] / len(imgs), distill  # per image, comparable to validation losses
 
     def batches(epoch):
@@ -157,7 +189,11 @@ def parse_args(argv=None):
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--imgsz", type=int, default=640)
     ap.add_argument("--lr", type=float, default=1e-4, help="Adam learning rate, decayed to a tenth (cosine)")
-    ap.add_argument("--distill", type=float, default=1.0, help="weight of the L2 distillation term")
+    ap.add_argument("--distill", type=float, default=1.0, help="weight of the distillation term")
+    ap.add_argument("--distill-mode", choices=("raw", "decoded"), default="decoded",
+                    help="detector distillation: MSE of the raw head maps, or of the decoded outputs with box and "
+                         "class terms weighted by the teacher's objectness (default)")
+    ap.add_argument("--task-weight", type=float, default=1.0, help="weight of the task loss (0: pure distillation)")
     ap.add_argument("--learn-ranges", action="store_true",
                     help="train the quantizers' scales too (LSQ) instead of keeping the calibrated ranges")
     ap.add_argument("--mosaic", type=float, default=0.5)

@@ -16,6 +16,9 @@ namespace qd {
 // Largest single tensor qdeploy allocates (8 GiB): a model or input asking for more is refused with an error.
 constexpr uint64_t kMaxTensorBytes = uint64_t{8} << 30;
 
+// How a 4-d image-like tensor lies in memory: [N, C, H, W] or [N, H, W, C].
+enum class TensorLayout { kNCHW, kNHWC };
+
 class Tensor {
  public:
   Tensor() = default;

@@ -1,5 +1,8 @@
 #include "plan/plan_file.h"
 
+#include <cmath>
+#include <cstdio>
+
 #include <cstring>
 #include <set>
 
@@ -60,6 +63,8 @@ void write_tensors(ByteWriter& w, const std::vector<PlanTensor>& v) {
     w.str(t.name);
     w.i32(static_cast<int32_t>(t.dtype));
     w.shape(t.shape);
+    w.u8(t.nhwc ? 1 : 0);
+    w.f32(t.scale);
   }
 }
 
@@ -71,6 +76,11 @@ std::vector<PlanTensor> read_tensors(ByteReader& r) {
     if (r.ok() && (dt < 0 || dt > static_cast<int32_t>(DType::kUInt64))) r.fail("unknown dtype " + std::to_string(dt));
     t.dtype = static_cast<DType>(dt);
     t.shape = r.shape("tensor shape");
+    const uint8_t nhwc = r.u8();
+    if (r.ok() && nhwc > 1) r.fail("bad layout flag " + std::to_string(nhwc));
+    t.nhwc = nhwc == 1;
+    t.scale = r.f32();
+    if (r.ok() && !(t.scale >= 0.f && std::isfinite(t.scale))) r.fail("bad scale of tensor '" + t.name + "'");
   }
   return v;
 }
@@ -271,6 +281,17 @@ Expected<PlanIo> decode_plan_io(const std::string& data) {
   r.expect_end();
   if (!r.ok()) return r.status();
   return io;
+}
+
+std::string plan_tensor_line(const PlanTensor& t) {
+  std::string s = t.name + "  " + dtype_name(t.dtype) + "[" + shape_str(t.shape) + "]";
+  if (t.nhwc) s += "  nhwc";
+  if (t.scale > 0.f) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "  scale %.8g", t.scale);
+    s += buf;
+  }
+  return s;
 }
 
 std::string encode_plan_layers(const std::vector<PlanLayer>& layers) {

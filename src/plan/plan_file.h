@@ -20,7 +20,7 @@ namespace qd {
 
 constexpr char kPlanMagic[8] = {'Q', 'D', 'P', 'L', 'A', 'N', '\0', '\1'};
 // Bump on any change a reader of the previous version would misread; readers accept only their own version.
-constexpr uint32_t kPlanFormatVersion = 2;
+constexpr uint32_t kPlanFormatVersion = 3;
 
 // The dynamic-shape profile of one input: the plan runs any shape between min and max (-1: any size).
 struct ShapeProfile {
@@ -77,13 +77,17 @@ Status check_shape_profile(const std::map<std::string, Shape>& min, const std::m
 struct PlanTensor {
   std::string name;
   DType dtype = DType::kUndefined;
-  Shape shape;  // -1 where chosen at run time
+  Shape shape;        // -1 where chosen at run time
+  bool nhwc = false;  // the binding's memory is [N, H, W, C] (--input-format / --output-format)
+  float scale = 0.f;  // int8 bindings: the INT8 scale of their values
 };
 struct PlanIo {
   std::vector<PlanTensor> inputs, outputs;
 };
 std::string encode_plan_io(const PlanIo& io);
 Expected<PlanIo> decode_plan_io(const std::string& data);
+// "images  int8[1x3x640x640]  nhwc  scale 0.0078721" (`qdeploy build` and `inspect`).
+std::string plan_tensor_line(const PlanTensor& t);
 
 // Section "layers": the precision each layer with MACs runs in, for `qdeploy inspect` (the same words as
 // quant/int8.h's Int8Report: "int8", "float (asked)", "float (no scale)", ...; "fp32" / "fp16" in float plans).

@@ -14,6 +14,7 @@
 #include "quant/precision_config.h"
 #include "quant/qdq.h"
 #include "runtime/engine.h"
+#include "runtime/io_format.h"
 #include "runtime/plan_sections.h"
 
 namespace qd {
@@ -194,6 +195,15 @@ Status check_build_options(const BuildOptions& opt) {
   for (const auto& src : opt.tactic_sources) {
     if (src != "qdeploy" && src != "cudnn") {
       return invalid("--tactic-sources takes qdeploy and/or cudnn (comma separated), got '" + src + "'");
+    }
+  }
+  for (const auto* specs : {&opt.input_formats, &opt.output_formats}) {
+    for (const auto& spec : *specs) {
+      const IoFormat f = QD_TRY(parse_io_format(spec));
+      if (!f.is_default() && opt.device != "cuda") {
+        return invalid("I/O format '" + spec + "': --input-format / --output-format are for --device cuda (the CPU "
+                       "engine takes and returns fp32 NCHW tensors)");
+      }
     }
   }
   for (const auto& [name, s] : opt.shapes) {

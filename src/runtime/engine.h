@@ -35,12 +35,19 @@ struct BuildOptions {
   // CUDA fp16 convolutions: where the timed kernel candidates come from, "qdeploy" (its own kernels) and/or "cudnn"
   // (cuDNN's algorithms, when libcudnn.so.9 loads); empty = both.
   std::vector<std::string> tactic_sources;
+  // CUDA: the memory format of the input and output bindings ("fp16:nhwc", "int8:nchw", ...; runtime/io_format.h):
+  // one per input (output) in order, or one for all; empty = fp32:nchw, the ONNX form.
+  std::vector<std::string> input_formats, output_formats;
 };
 
 struct TensorDesc {
   std::string name;
   DType dtype = DType::kUndefined;
-  Shape shape;  // -1 where the dim is chosen at run time
+  Shape shape;  // the ONNX (logical) shape, -1 where the dim is chosen at run time
+  // The binding's memory (--input-format / --output-format): kNHWC holds the 4-d tensor as [N, H, W, C]; an int8
+  // binding of a float tensor holds q = saturate(round_half_even(x / scale)) with this scale.
+  TensorLayout layout = TensorLayout::kNCHW;
+  float scale = 0.f;
 };
 
 class Engine {

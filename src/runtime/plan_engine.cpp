@@ -24,6 +24,8 @@ std::string encode_build_options(const BuildOptions& opt) {
   w.i32(opt.device_index);
   w.str(opt.timing_cache);
   w.strs(opt.tactic_sources);
+  w.strs(opt.input_formats);
+  w.strs(opt.output_formats);
   return w.take();
 }
 
@@ -44,6 +46,8 @@ Expected<BuildOptions> decode_build_options(const std::string& data) {
   opt.device_index = r.i32();
   opt.timing_cache = r.str("timing cache path");
   opt.tactic_sources = r.strs("tactic sources");
+  opt.input_formats = r.strs("input formats");
+  opt.output_formats = r.strs("output formats");
   r.expect_end();
   if (!r.ok()) return r.status();
   for (const auto& [name, s] : opt.shapes) {
@@ -146,8 +150,11 @@ PlanFile new_plan(const std::string& target, const BuildOptions& opt, const std:
     }
   }
   PlanIo io;
-  for (const auto& d : inputs) io.inputs.push_back({d.name, d.dtype, d.shape});
-  for (const auto& d : outputs) io.outputs.push_back({d.name, d.dtype, d.shape});
+  auto tensor = [](const TensorDesc& d) {
+    return PlanTensor{d.name, d.dtype, d.shape, d.layout == TensorLayout::kNHWC, d.scale};
+  };
+  for (const auto& d : inputs) io.inputs.push_back(tensor(d));
+  for (const auto& d : outputs) io.outputs.push_back(tensor(d));
   plan.add("io", encode_plan_io(io));
   return plan;
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/file_io.h"
+#include "runtime/io_format.h"
 #include "tasks/fmnist.h"
 
 namespace qd {
@@ -67,6 +68,9 @@ Expected<std::vector<std::vector<Detection>>> Detector::detect(const std::vector
   const double pre = ms_since(t0);
   t0 = std::chrono::steady_clock::now();
   std::vector<Tensor> outs = QD_TRY(engine_->run({{engine_->inputs()[0].name, x}}));
+  for (size_t k = 0; k < outs.size() && k < engine_->outputs().size(); ++k) {  // e.g. an fp16 output binding
+    if (outs[k].dtype() != DType::kFloat32) outs[k] = QD_TRY(from_binding_format(outs[k], engine_->outputs()[k]));
+  }
   const double infer = ms_since(t0);
   t0 = std::chrono::steady_clock::now();
   auto dets = QD_TRY(postprocess(outs, infos));

@@ -123,7 +123,6 @@ Expected<Image> letterbox(const Image& img, const LetterboxOptions& opt, Letterb
 
 // ---------------------------------------------------------------- to a tensor
 enum class ChannelOrder { kRGB, kBGR };
-enum class TensorLayout { kNCHW, kNHWC };
 
 // Value of channel c (after reordering) of a pixel x in 0..255, in float32 arithmetic, in this order:
 //   v = (float(x) / divisor - mean[c]) / stddev[c]

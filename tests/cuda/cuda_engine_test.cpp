@@ -17,6 +17,7 @@
 #include "quant/calib_cache.h"
 #include "passes/passes.h"
 #include "plan/plan_file.h"
+#include "runtime/io_format.h"
 #include "test_util.h"
 
 namespace qd {
@@ -654,6 +655,106 @@ TEST(CudaEngine, PlanRoundTrip) {
   auto other = load_engine(dir + "/other.plan");
   ASSERT_FALSE(other);
   EXPECT_NE(other.status().message().find("75"), std::string::npos) << other.status().to_string();
+}
+
+// I/O formats on the shipped detector's INT8 plan: an int8 NHWC input binding and an fp16 output binding give exactly
+// the fp32-binding plan's output rounded to fp16 (the stem's space-to-depth reads the int8 binding as is, INT8 convs
+// are exact whatever kernel runs them, and the input is quantized by the same rule on the host); given the binding's
+// own memory instead of the ONNX form, the same bits. The input needs no conversion layer, the output one.
+TEST(CudaEngine, IoFormatsInt8NhwcInFp16Out) {
+  SKIP_WITHOUT_GPU();
+  const std::string model = test::source_dir() + "/models/yolov5n_fmnist_det.onnx";
+  BuildOptions opt;
+  opt.device = "cuda";
+  opt.precision = "int8";
+  opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
+  auto base = build_engine(model, opt);
+  ASSERT_TRUE(base) << base.status().to_string();
+  opt.input_formats = {"int8:nhwc"};
+  opt.output_formats = {"fp16"};
+  auto fmt = build_engine(model, opt);
+  ASSERT_TRUE(fmt) << fmt.status().to_string();
+  const TensorDesc& in = (*fmt)->inputs()[0];
+  EXPECT_EQ(io_format_str(in), "int8:nhwc");
+  EXPECT_EQ(io_format_str((*fmt)->outputs()[0]), "fp16:nchw");
+
+  const Tensor x = test::random_f32({1, 3, 640, 640}, 31, 0.f, 1.f);
+  auto a = (*base)->run({{"images", x}});
+  auto b = (*fmt)->run({{"images", x}});
+  ASSERT_TRUE(a && b) << b.status().to_string();
+  ASSERT_EQ((*b)[0].dtype(), DType::kFloat16);
+  ASSERT_EQ((*b)[0].shape(), (*a)[0].shape());
+  int64_t differ = 0;
+  for (int64_t i = 0; i < (*a)[0].numel(); ++i) {
+    differ += (*b)[0].data<uint16_t>()[i] != float_to_half((*a)[0].data<float>()[i]);
+  }
+  EXPECT_EQ(differ, 0) << "of " << (*a)[0].numel();
+  auto memory = to_binding_format(x, in);
+  ASSERT_TRUE(memory);
+  auto c = (*fmt)->run({{"images", *memory}});
+  ASSERT_TRUE(c) << c.status().to_string();
+  EXPECT_EQ(test::max_abs_diff((*b)[0], (*c)[0]), 0.0);
+  auto wrong = (*fmt)->run({{"images", Tensor(DType::kInt8, {1, 3, 640, 640})}});  // int8 memory is NHWC
+  ASSERT_FALSE(wrong);
+  EXPECT_NE(wrong.status().message().find("int8:nhwc"), std::string::npos) << wrong.status().to_string();
+
+  auto layers = dynamic_cast<cuda::CudaEngine&>(**fmt).layer_info({{"images", {1, 3, 640, 640}}});
+  ASSERT_TRUE(layers);
+  int converts = 0;
+  for (const auto& l : *layers) converts += l.kernel == "convert_tensor";
+  EXPECT_EQ(converts, 1);
+  EXPECT_EQ(layers->front().kernel, "nchw_to_s2d");
+  EXPECT_EQ(layers->front().in_format, "nhwc3:int8");
+
+  // The formats are kept in the plan.
+  const std::string plan = test::temp_dir("io_formats") + "/y.plan";
+  ASSERT_TRUE((*fmt)->save(plan).is_ok());
+  auto loaded = load_engine(plan);
+  ASSERT_TRUE(loaded) << loaded.status().to_string();
+  EXPECT_EQ(io_format_str((*loaded)->inputs()[0]), "int8:nhwc");
+  auto d = (*loaded)->run({{"images", x}});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(test::max_abs_diff((*b)[0], (*d)[0]), 0.0);
+}
+
+// fp16 NHWC bindings on both sides of a small fp16 graph (C = 3 input: converted into the padded NHWC tensor; C = 16
+// output: written from the NCHW result) and an fp16 NCHW input read by the generic path: the same values as the fp32
+// bindings, up to the fp16 rounding of the output.
+TEST(CudaEngine, IoFormatsFp16Nhwc) {
+  SKIP_WITHOUT_GPU();
+  const ConvCase cc{2, 3, 12, 10, 16, 3, 3, 1, 1, 1, "silu", false, false};
+  const Graph g = conv_graph(cc, 5);
+  const Tensor x = round_to_fp16(test::random_f32({2, 3, 12, 10}, 6));
+  auto base = make_engine(g, "fp16", {"qdeploy"});
+  ASSERT_TRUE(base);
+  auto a = base->run({{"x", x}});
+  ASSERT_TRUE(a) << a.status().to_string();
+  for (const char* in_fmt : {"fp16:nhwc", "fp16:nchw", "fp32:nhwc"}) {
+    SCOPED_TRACE(in_fmt);
+    BuildOptions opt;
+    opt.device = "cuda";
+    opt.precision = "fp16";
+    opt.tactic_sources = {"qdeploy"};
+    opt.input_formats = {in_fmt};
+    opt.output_formats = {"fp16:nhwc"};
+    auto e = cuda::CudaEngine::create(g, opt);
+    ASSERT_TRUE(e) << e.status().to_string();
+    auto b = (*e)->run({{"x", x}});
+    ASSERT_TRUE(b) << b.status().to_string();
+    ASSERT_EQ((*b)[0].shape(), (Shape{2, 12, 10, 16}));
+    auto back = from_binding_format((*b)[0], (*e)->outputs()[0]);
+    ASSERT_TRUE(back);
+    const Tensor want = round_to_fp16((*a)[0]);
+    // Kernel choices are timed per engine: the conv may sum in another order (fp16 products, fp32 sums).
+    EXPECT_LT(test::max_abs_diff(want, *back), 2e-3 * (max_abs(want) + 1)) << in_fmt;
+  }
+  BuildOptions bad;
+  bad.device = "cuda";
+  bad.precision = "fp16";
+  bad.input_formats = {"int8:nhwc"};
+  auto e = cuda::CudaEngine::create(g, bad);
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.status().message().find("INT8 scale"), std::string::npos) << e.status().to_string();
 }
 
 TEST(CudaEngine, RejectsWrongInputs) {

@@ -12,6 +12,7 @@
 #include "cuda/gpu_test.h"
 #include "backends/cuda/engine_detect.h"
 #include "onnx/importer.h"
+#include "quant/int8_options.h"
 #include "tasks/detector.h"
 #include "tasks/image_io.h"
 #include "test_util.h"
@@ -30,7 +31,9 @@ std::vector<Image> sample_images() {
   return imgs ? std::move(*imgs) : std::vector<Image>{};
 }
 
-std::unique_ptr<cuda::CudaEngine> yolo_engine(bool dynamic_batch) {
+std::unique_ptr<cuda::CudaEngine> yolo_engine(bool dynamic_batch, const std::string& precision = "fp16",
+                                              std::vector<std::string> input_formats = {},
+                                              std::vector<std::string> output_formats = {}) {
   auto g = import_onnx_file(test::source_dir() + "/models/yolov5n_fmnist_det.onnx");
   EXPECT_TRUE(g) << g.status().to_string();
   if (!g) return nullptr;
@@ -41,8 +44,18 @@ std::unique_ptr<cuda::CudaEngine> yolo_engine(bool dynamic_batch) {
   }
   BuildOptions opt;
   opt.device = "cuda";
-  opt.precision = "fp16";
-  auto e = cuda::CudaEngine::create(std::move(*g), opt);
+  opt.precision = precision;
+  opt.input_formats = std::move(input_formats);
+  opt.output_formats = std::move(output_formats);
+  Int8Options int8;
+  if (precision == "int8") {
+    opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
+    auto o = load_int8_options(*g, opt);
+    EXPECT_TRUE(o) << o.status().to_string();
+    if (!o) return nullptr;
+    int8 = std::move(*o);
+  }
+  auto e = cuda::CudaEngine::create(std::move(*g), opt, {}, std::move(int8));
   EXPECT_TRUE(e) << e.status().to_string();
   return e ? std::move(*e) : nullptr;
 }
@@ -150,6 +163,21 @@ TEST(EngineDetectPipeline, YoloV5nFp16SamplesMatchTheCpuPath) {
   auto engine = yolo_engine(false);
   ASSERT_TRUE(engine);
   ASSERT_EQ(engine->inputs()[0].shape[0], 1);  // the shipped model has a fixed batch of 1
+  check_paths(*engine, detect_options(), 1);
+  check_paths(*engine, eval_options(), 1);
+}
+
+// An INT8 engine whose input binding is int8 NHWC (the preprocessing kernel quantizes the network input) and whose
+// output binding is fp16: the GPU path against the CPU path (host letterbox, fp32 input quantized on upload, fp16
+// output widened on the host). Same detections.
+TEST(EngineDetectPipeline, Int8NhwcInputAndFp16OutputMatchTheCpuPath) {
+  SKIP_WITHOUT_GPU();
+  auto engine = yolo_engine(false, "int8", {"int8:nhwc"}, {"fp16"});
+  ASSERT_TRUE(engine);
+  ASSERT_EQ(engine->inputs()[0].dtype, DType::kInt8);
+  ASSERT_EQ(engine->inputs()[0].layout, TensorLayout::kNHWC);
+  ASSERT_GT(engine->inputs()[0].scale, 0.f);
+  ASSERT_EQ(engine->outputs()[0].dtype, DType::kFloat16);
   check_paths(*engine, detect_options(), 1);
   check_paths(*engine, eval_options(), 1);
 }

@@ -46,11 +46,11 @@ TEST_F(PlanCli, BuildInspectRun) {
   EXPECT_NE(b.out.find("built " + plan_), std::string::npos) << b.out;
   EXPECT_NE(b.out.find("x  float32[?x3x8x8]"), std::string::npos) << b.out;
   EXPECT_NE(b.out.find("layers with MACs: 1"), std::string::npos) << b.out;
-  EXPECT_NE(b.out.find("target cpu, precision fp32, format v2"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("target cpu, precision fp32, format v3"), std::string::npos) << b.out;
 
   const CliResult i = cli("inspect " + quote(plan_));
   ASSERT_EQ(i.exit_code, 0) << i.err;
-  for (const char* phrase : {"qdeploy plan format v2", "target: cpu", "precision: fp32", "x  min ?x3x8x8",
+  for (const char* phrase : {"qdeploy plan format v3", "target: cpu", "precision: fp32", "x  min ?x3x8x8",
                              "graph", "build_options", "conv"}) {
     EXPECT_NE(i.out.find(phrase), std::string::npos) << phrase << " in\n" << i.out;
   }
@@ -59,7 +59,7 @@ TEST_F(PlanCli, BuildInspectRun) {
   const auto json = nlohmann::json::parse(j.out, nullptr, false);
   ASSERT_FALSE(json.is_discarded()) << j.out;
   EXPECT_EQ(json["target"], "cpu");
-  EXPECT_EQ(json["format_version"], 2);
+  EXPECT_EQ(json["format_version"], kPlanFormatVersion);
   EXPECT_EQ(json["outputs"][0]["name"], "y");
   EXPECT_EQ(json["layers"][0]["name"], "conv");
   EXPECT_EQ(json["layers"][0]["precision"], "fp32");
@@ -107,6 +107,16 @@ TEST_F(PlanCli, TacticSources) {
                      "--tactic-sources cannot apply");
 }
 
+TEST_F(PlanCli, IoFormatFlags) {
+  const std::string out = " -o " + quote(dir_ + "/f.plan");
+  expect_usage_error(cli("build " + quote(model_) + out + " --input-format int8:nhwc"), "are for --device cuda");
+  expect_usage_error(cli("build " + quote(model_) + out + " --device cuda --output-format fp16:chw16"),
+                     "the layout must be nchw or nhwc");
+  EXPECT_EQ(cli("build " + quote(model_) + out + " --input-format fp32:nchw").exit_code, 0) << "the ONNX form";
+  expect_usage_error(cli("inspect " + quote(dir_ + "/f.plan") + " --output-format fp16"),
+                     "--input-format/--output-format cannot apply");
+}
+
 TEST_F(PlanCli, ShapeProfileFlags) {
   build("--min x:1x3x8x8 --opt x:2x3x8x8 --max x:4x3x8x8");
   const CliResult i = cli("inspect " + quote(plan_));
@@ -149,7 +159,7 @@ TEST_F(PlanCli, FutureFormatVersion) {
   std::string bytes = build();
   bytes[8] = 7;
   expect_usage_error(cli("run " + quote(write("v.plan", bytes)) + " --shapes x:1x3x8x8"),
-                     "plan format v7, this qdeploy reads v2: rebuild the plan with `qdeploy build`");
+                     "plan format v7, this qdeploy reads v3: rebuild the plan with `qdeploy build`");
 }
 
 TEST_F(PlanCli, CudaPlanWithoutAGpu) {

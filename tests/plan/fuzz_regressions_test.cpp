@@ -38,6 +38,10 @@ TEST(PlanFuzz, RegressionsAndSeeds) {
       bool did_run = false;
       const Status st = fuzz::plan_one_input(slurp(e.path()), &did_run);
       EXPECT_NE(st.code(), StatusCode::kInternal) << st.to_string();
+      if (std::string(sub).find("regressions") != std::string::npos) {
+        EXPECT_EQ(st.message().find("plan format v"), std::string::npos)
+            << "refused for its version before reaching the code it guards; upgrade it (tests/fuzz/upgrade_plan.py)";
+      }
       ++n;
       ran += did_run && st.is_ok();
     }

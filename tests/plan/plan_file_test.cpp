@@ -1,6 +1,8 @@
 // The plan container: round trip, and every kind of damage ends in an error that says what is wrong.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <filesystem>
 #include <fstream>
 
@@ -102,8 +104,9 @@ TEST(PlanFile, WrongMagic) {
 
 TEST(PlanFile, OtherFormatVersion) {
   std::string bytes = encode(sample_plan());
-  bytes[8] = 3;  // the version comes before the checksum check: a future format may checksum differently
-  expect_error(decode(bytes), "plan format v3, this qdeploy reads v2: rebuild the plan with `qdeploy build`");
+  bytes[8] = kPlanFormatVersion + 1;  // the version comes before the checksum: a future format may checksum differently
+  expect_error(decode(bytes), "plan format v" + std::to_string(kPlanFormatVersion + 1) + ", this qdeploy reads v" +
+                                  std::to_string(kPlanFormatVersion) + ": rebuild the plan with `qdeploy build`");
   bytes[8] = 0;
   expect_error(decode(bytes), "plan format v0");
 }
@@ -206,13 +209,20 @@ TEST(PlanFile, ShapeProfileChecks) {
 
 TEST(PlanFile, IoAndLayersSections) {
   PlanIo io;
-  io.inputs.push_back({"images", DType::kFloat32, {-1, 3, 640, 640}});
+  io.inputs.push_back({"images", DType::kInt8, {-1, 3, 640, 640}, true, 0.0078721f});
   io.outputs.push_back({"out", DType::kInt64, {}});
   auto back = decode_plan_io(encode_plan_io(io));
   ASSERT_TRUE(back) << back.status().to_string();
   EXPECT_EQ(back->inputs[0].shape, (Shape{-1, 3, 640, 640}));
+  EXPECT_TRUE(back->inputs[0].nhwc);
+  EXPECT_EQ(back->inputs[0].scale, 0.0078721f);
+  EXPECT_EQ(plan_tensor_line(back->inputs[0]), "images  int8[?x3x640x640]  nhwc  scale 0.0078721");
   EXPECT_EQ(back->outputs[0].dtype, DType::kInt64);
+  EXPECT_FALSE(back->outputs[0].nhwc);
+  EXPECT_EQ(plan_tensor_line(back->outputs[0]), "out  int64[scalar]");
   EXPECT_FALSE(decode_plan_io(encode_plan_io(io).substr(0, 10)));
+  io.inputs[0].scale = NAN;
+  EXPECT_FALSE(decode_plan_io(encode_plan_io(io)));
 
   std::vector<PlanLayer> layers = {{"conv1", "Conv", 1000, "int8"}, {"head", "Conv", 5, "float (asked)"}};
   auto l = decode_plan_layers(encode_plan_layers(layers));

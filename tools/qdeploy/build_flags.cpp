@@ -27,6 +27,14 @@ void add_build_flags(CLI::App* sub, BuildFlags& f) {
                   "CUDA fp16 convs: kernels to time, qdeploy and/or cudnn (comma separated; default both, cuDNN "
                   "when libcudnn.so.9 loads)")
       ->delimiter(',');
+  sub->add_option("--input-format", f.input_formats,
+                  "CUDA: memory format of the inputs, DTYPE[:LAYOUT] with fp32|fp16|int8 and nchw|nhwc, e.g. "
+                  "int8:nhwc (int8: quantized with the input's INT8 scale); one for all or one per input, comma "
+                  "separated; default fp32:nchw")
+      ->delimiter(',');
+  sub->add_option("--output-format", f.output_formats,
+                  "CUDA: memory format of the outputs, as --input-format, e.g. fp16:nchw")
+      ->delimiter(',');
 }
 
 // --min/--opt/--max NAME:DIMS (repeatable).
@@ -74,6 +82,7 @@ Status check_flags_for_plan(const std::string& plan_path, const BuildFlags& f) {
   note(!f.min_shapes.empty() || !f.opt_shapes.empty() || !f.max_shapes.empty(), "--min/--opt/--max");
   note(!f.timing_cache.empty(), "--timing-cache");
   note(!f.tactic_sources.empty(), "--tactic-sources");
+  note(!f.input_formats.empty() || !f.output_formats.empty(), "--input-format/--output-format");
   if (!given.empty()) {
     return invalid("'" + plan_path + "' is a plan: its build options were fixed when it was built, so " + given +
                    " cannot apply; drop them, or rebuild the plan from the ONNX model with `qdeploy build`");
@@ -100,6 +109,8 @@ Expected<std::unique_ptr<Engine>> build_from_flags(const std::string& model, con
   opt.max_shapes = QD_TRY(parse_profile_flags(f.max_shapes, "--max"));
   opt.timing_cache = f.timing_cache;
   opt.tactic_sources = f.tactic_sources;
+  opt.input_formats = f.input_formats;
+  opt.output_formats = f.output_formats;
   return build_engine(model, opt);
 }
 

@@ -23,6 +23,7 @@ struct BuildFlags {
   std::vector<std::string> min_shapes, opt_shapes, max_shapes;  // NAME:DIMS (a dynamic-shape profile)
   std::string timing_cache;
   std::vector<std::string> tactic_sources;
+  std::vector<std::string> input_formats, output_formats;
 };
 
 void add_build_flags(CLI::App* sub, BuildFlags& f);

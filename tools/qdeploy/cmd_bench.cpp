@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "core/file_io.h"
 #include "core/progress.h"
+#include "runtime/io_format.h"
 
 #ifdef QD_HAVE_CUDA
 #include "backends/cuda/cuda_engine.h"
@@ -77,7 +78,7 @@ std::map<std::string, Tensor> random_feeds(const Engine& e, const std::map<std::
   std::uniform_real_distribution<double> dist(0.0, 1.0);
   std::map<std::string, Tensor> feeds;
   for (const TensorDesc& d : e.inputs()) {
-    Tensor t(d.dtype, shapes.at(d.name));
+    Tensor t(feed_dtype(d), shapes.at(d.name));
     for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, dist(rng));
     feeds[d.name] = std::move(t);
   }

@@ -18,10 +18,6 @@ struct BuildArgs {
   BuildFlags build;
 };
 
-std::string desc_line(const PlanTensor& t) {
-  return t.name + "  " + dtype_name(t.dtype) + "[" + shape_str(t.shape) + "]";
-}
-
 std::string human_bytes(uint64_t n) {
   char buf[32];
   if (n >= (1u << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", n / 1048576.0);
@@ -49,9 +45,9 @@ int run_build(const BuildArgs& a) {
   if (const PlanSection* s = plan->find("io")) {
     if (auto io = decode_plan_io(s->data)) {
       std::printf("inputs:\n");
-      for (const auto& t : io->inputs) std::printf("  %s\n", desc_line(t).c_str());
+      for (const auto& t : io->inputs) std::printf("  %s\n", plan_tensor_line(t).c_str());
       std::printf("outputs:\n");
-      for (const auto& t : io->outputs) std::printf("  %s\n", desc_line(t).c_str());
+      for (const auto& t : io->outputs) std::printf("  %s\n", plan_tensor_line(t).c_str());
     }
   }
   if (const PlanSection* s = plan->find("layers")) {

@@ -12,6 +12,7 @@
 #include "onnx/importer.h"
 #include "passes/passes.h"
 #include "runtime/engine.h"
+#include "runtime/io_format.h"
 #include "runtime/model.h"
 
 namespace qd::cli {
@@ -97,7 +98,7 @@ int run_plan(const RunArgs& a, const std::map<std::string, Tensor>& given,
       continue;
     }
     Value v;
-    v.dtype = d.dtype;
+    v.dtype = feed_dtype(d);
     v.shape = d.shape;
     auto s = shapes.find(d.name);
     if (s != shapes.end()) v.shape = s->second;

@@ -27,10 +27,6 @@ Int8Report as_report(const std::vector<PlanLayer>& layers) {
   return r;
 }
 
-std::string tensor_line(const PlanTensor& t) {
-  return t.name + "  " + dtype_name(t.dtype) + "[" + shape_str(t.shape) + "]";
-}
-
 // 12020 -> "12.2"
 std::string cuda_version(uint32_t v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
 
@@ -71,7 +67,10 @@ int inspect_plan(const std::string& path, const BuildFlags& flags, bool json) {
     }
     auto tensors = [](const std::vector<PlanTensor>& v) {
       nlohmann::json a = nlohmann::json::array();
-      for (const auto& t : v) a.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}});
+      for (const auto& t : v) {
+        a.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape},
+                     {"layout", t.nhwc ? "nhwc" : "nchw"}, {"scale", t.scale}});
+      }
       return a;
     };
     j["inputs"] = tensors(io.inputs);
@@ -100,9 +99,9 @@ int inspect_plan(const std::string& path, const BuildFlags& flags, bool json) {
                 shape_str(p.max).c_str());
   }
   std::printf("inputs:\n");
-  for (const auto& t : io.inputs) std::printf("  %s\n", tensor_line(t).c_str());
+  for (const auto& t : io.inputs) std::printf("  %s\n", plan_tensor_line(t).c_str());
   std::printf("outputs:\n");
-  for (const auto& t : io.outputs) std::printf("  %s\n", tensor_line(t).c_str());
+  for (const auto& t : io.outputs) std::printf("  %s\n", plan_tensor_line(t).c_str());
   std::printf("sections:\n");
   for (const auto& s : plan->sections) std::printf("  %-16s %12zu bytes\n", s.name.c_str(), s.data.size());
   if (!layers.empty()) print_precision_table(rep);

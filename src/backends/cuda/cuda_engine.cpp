@@ -21,6 +21,7 @@
 #include "plan/plan_file.h"
 #include "quant/int8_options.h"
 #include "quant/qdq.h"
+#include "runtime/io_format.h"
 #include "runtime/plan_sections.h"
 
 namespace qd {
@@ -140,6 +141,10 @@ Status CudaEngine::init() {
   read_timing_cache(opt_.timing_cache, device_name_, &kernel_choice_);
   // Lowering once at the build shapes times the kernels and learns the outputs.
   inputs_ = QD_TRY(engine_inputs(graph_, opt_, &build_shapes_));
+  // The bindings' formats (--input-format / --output-format); int8 ones take the tensors' INT8 scales.
+  const std::map<std::string, float> no_scales;
+  const auto& scales = opt_.precision == "int8" ? int8_.act_scales : no_scales;
+  QD_RETURN_IF_ERROR(apply_io_formats(opt_.input_formats, "input", scales, &inputs_));  // outputs: in lower()
   auto inst = instance(build_shapes_, true);
   if (!inst) return inst.status();
   // A shape profile's smallest and largest shapes are timed too; other shapes in the profile take the nearest timed
@@ -163,7 +168,7 @@ Expected<std::shared_ptr<const Instance>> CudaEngine::instance(const std::map<st
   auto it = instances_.find(shapes);
   if (it != instances_.end()) return it->second;
   if (instances_.size() >= 16) instances_.clear();  // bounded: a few batch sizes are typical
-  LowerInput in{&graph_, &opt_, shapes, &kernel_choice_, &weights_, &int8_, &int8_convs_, tune};
+  LowerInput in{&graph_, &opt_, shapes, &kernel_choice_, &weights_, &int8_, &int8_convs_, tune, &inputs_};
   std::shared_ptr<Instance> inst = QD_TRY(lower(in));
   instances_[shapes] = inst;
   return std::shared_ptr<const Instance>(inst);
@@ -175,12 +180,21 @@ std::string CudaEngine::describe() const {
 
 std::unique_ptr<CudaContext> CudaEngine::create_context() const { return std::make_unique<CudaContext>(*this); }
 
+std::map<std::string, Shape> CudaEngine::input_shapes(const std::map<std::string, Tensor>& inputs) const {
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, t] : inputs) {
+    shapes[name] = t.shape();
+    for (const TensorDesc& d : inputs_) {
+      if (d.name == name) shapes[name] = logical_shape(t, d);
+    }
+  }
+  return shapes;
+}
+
 Expected<std::vector<Tensor>> CudaEngine::run(const std::map<std::string, Tensor>& inputs) {
   std::lock_guard<std::mutex> lock(run_mu_);
   if (!default_ctx_) default_ctx_ = create_context();
-  std::map<std::string, Shape> shapes;
-  for (const auto& [name, t] : inputs) shapes[name] = t.shape();
-  QD_RETURN_IF_ERROR(default_ctx_->set_input_shapes(shapes));
+  QD_RETURN_IF_ERROR(default_ctx_->set_input_shapes(input_shapes(inputs)));
   QD_RETURN_IF_ERROR(default_ctx_->upload(inputs, nullptr));
   QD_RETURN_IF_ERROR(default_ctx_->enqueue(nullptr));
   return default_ctx_->download(nullptr);
@@ -255,7 +269,10 @@ Status CudaContext::set_input_shapes(const std::map<std::string, Shape>& shapes)
     for (size_t i = 0; i < d.shape.size(); ++i) {
       if (d.shape[i] >= 0 && d.shape[i] != it->second[i]) {
         return invalid("input '" + d.name + "' has shape " + shape_str(it->second) + ", the model takes " +
-                       shape_str(d.shape) + " (-1: any)");
+                       shape_str(d.shape) + " (-1: any)" +
+                       (d.layout == TensorLayout::kNHWC ? "; its binding is " + io_format_str(d) +
+                                                              ": give its memory [N,H,W,C] or float32 [N,C,H,W]"
+                                                        : ""));
       }
     }
   }
@@ -313,11 +330,23 @@ Status CudaContext::upload(const std::map<std::string, Tensor>& inputs, cudaStre
     auto it = inputs.find(inst_->slot_names[s]);
     if (it == inputs.end()) return invalid("missing input '" + inst_->slot_names[s] + "'");
     const TensorRef& r = inst_->tensors[inst_->slot_tensor[s]];
-    if (it->second.dtype() != r.dtype || it->second.nbytes() != r.bytes) {
-      return invalid("input '" + inst_->slot_names[s] + "' must be " + dtype_name(r.dtype) + " " +
-                     shape_str(r.shape));
+    const TensorDesc& d = engine_.inputs()[s];
+    const Tensor* t = &it->second;
+    const Shape memory = binding_shape(d, r.shape);
+    Tensor converted;
+    if (!is_binding_memory(*t, d) || t->shape() != memory) {
+      if (is_binding_memory(*t, d) || t->dtype() != DType::kFloat32 || t->shape() != r.shape) {
+        return invalid("input '" + d.name + "' must be " + dtype_name(r.dtype) + " [" + shape_str(memory) + "]" +
+                       (d.dtype == DType::kFloat32 && d.layout == TensorLayout::kNCHW
+                            ? std::string()
+                            : " (its binding, " + io_format_str(d) + ") or float32 [" + shape_str(r.shape) +
+                                  "] (converted on the host)"));
+      }
+      converted = QD_TRY(to_binding_format(*t, d));
+      t = &converted;
     }
-    QD_CUDA_TRY(cudaMemcpyAsync(io_ptrs_[s], it->second.raw(), r.bytes, cudaMemcpyHostToDevice, stream));
+    QD_CUDA_TRY(cudaMemcpyAsync(io_ptrs_[s], t->raw(), r.bytes, cudaMemcpyHostToDevice, stream));
+    if (!converted.empty()) QD_CUDA_TRY(cudaStreamSynchronize(stream));  // before `converted` is freed
   }
   return Status::ok();
 }
@@ -327,7 +356,7 @@ Expected<std::vector<Tensor>> CudaContext::download(cudaStream_t stream) {
   for (size_t k = 0; k < inst_->outputs.size(); ++k) {
     const size_t s = inst_->num_inputs + k;
     const TensorRef& r = inst_->tensors[inst_->slot_tensor[s]];
-    Tensor t = QD_TRY(Tensor::make(r.dtype, r.shape));
+    Tensor t = QD_TRY(Tensor::make(r.dtype, binding_shape(inst_->outputs[k], r.shape)));
     if (r.bytes) QD_CUDA_TRY(cudaMemcpyAsync(t.raw(), io_ptrs_[s], r.bytes, cudaMemcpyDeviceToHost, stream));
     out.push_back(std::move(t));
   }
@@ -414,8 +443,7 @@ Expected<std::vector<LayerTime>> CudaContext::profile(int iterations, cudaStream
 }
 
 Expected<std::map<std::string, Tensor>> CudaContext::read_int8_tensors(const std::map<std::string, Tensor>& inputs) {
-  std::map<std::string, Shape> shapes;
-  for (const auto& [name, t] : inputs) shapes[name] = t.shape();
+  const std::map<std::string, Shape> shapes = engine_.input_shapes(inputs);
   QD_RETURN_IF_ERROR(set_input_shapes(shapes));
   QD_RETURN_IF_ERROR(upload(inputs, nullptr));
   QD_CUDA_TRY(cudaDeviceSynchronize());

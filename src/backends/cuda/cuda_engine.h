@@ -67,6 +67,8 @@ class CudaEngine final : public Engine {
   Status save(const std::string& path) const override;
 
   std::unique_ptr<CudaContext> create_context() const;
+  // The logical (ONNX) input shapes of host tensors given to run() or CudaContext::upload (runtime/io_format.h).
+  std::map<std::string, Shape> input_shapes(const std::map<std::string, Tensor>& inputs) const;
   // Layer table and memory for the given input shapes (built on first use).
   Expected<std::vector<LayerInfo>> layer_info(const std::map<std::string, Shape>& shapes) const;
   Expected<MemoryReport> memory_report(const std::map<std::string, Shape>& shapes) const;

@@ -10,8 +10,8 @@ std::string engine_pipeline_unsupported(const CudaEngine& engine, const Detector
   if (det.raw_heads()) return "the model outputs raw heads (the GPU post-processing takes the decoded output)";
   if (engine.inputs().size() != 1 || engine.outputs().size() != 1) return "the model needs one input and one output";
   const DType in = engine.inputs()[0].dtype;
-  if (in != DType::kFloat32 && in != DType::kFloat16) {
-    return std::string("the engine input is ") + dtype_name(in) + " (the GPU preprocessing writes fp32 or fp16)";
+  if (in != DType::kFloat32 && in != DType::kFloat16 && in != DType::kInt8) {
+    return std::string("the engine input is ") + dtype_name(in) + " (the GPU preprocessing writes fp32, fp16 or int8)";
   }
   const DType out = engine.outputs()[0].dtype;
   if (out != DType::kFloat32 && out != DType::kFloat16) {
@@ -50,7 +50,11 @@ Expected<std::unique_ptr<EngineDetectPipeline>> EngineDetectPipeline::create(con
                    std::to_string(max_batch) + ", boxes, " + std::to_string(det.num_classes() + 5) + "]");
   }
   DetectPipeline::Config cfg = DetectPipeline::config_for(det, max_batch, outs[0].shape[1], outs[0].dtype);
-  cfg.tensor.dtype = in.dtype;  // the CPU path's values (TensorOptions{}), in the dtype the engine takes
+  // The CPU path's values (TensorOptions{}) in the engine input's format: an int8 (NHWC) input binding makes the
+  // preprocessing kernel quantize (and lay out) the network input itself.
+  cfg.tensor.dtype = in.dtype;
+  cfg.tensor.layout = in.layout;
+  cfg.tensor.int8_scale = in.scale;
 
   // The engine step: run on the pipeline's input buffer (bound as the engine's input: the preprocessing kernel
   // writes the network input in place) and hand back the engine's own output buffer. The shapes are set again only

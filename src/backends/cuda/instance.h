@@ -35,6 +35,7 @@ struct TensorRef {
   int slot = -1;               // I/O slot (inputs first, then outputs); -1 otherwise
   const void* constant = nullptr;
   size_t bytes = 0;
+  float scale = 0.f;           // int8 I/O bindings: the value is q * scale
 };
 
 struct Pointers {
@@ -82,6 +83,10 @@ class Instance {
     return p.arena + (*p.offsets)[r.buffer];
   }
   NhwcView view(int t, const Pointers& p) const { return {ptr(t, p), tensors[t].ld, tensors[t].coff}; }
+  TensorView any_view(int t, const Pointers& p) const {
+    const TensorRef& r = tensors[t];
+    return {ptr(t, p), r.dtype, r.nhwc, r.ld, r.coff, r.scale};
+  }
   size_t slot_bytes(size_t slot) const { return tensors[slot_tensor[slot]].bytes; }
 };
 
@@ -100,6 +105,9 @@ struct LowerInput {
   // Time every conv signature without a choice. When false (shapes met at run time inside a plan's profile), a batch
   // size that was not timed takes the nearest timed batch's choice instead.
   bool tune = true;
+  // The input bindings' formats (CudaEngine::inputs(): dtype, layout, int8 scale), in graph order; nullptr: the ONNX
+  // form. The outputs' come from opt->output_formats, applied to the outputs' types once inferred.
+  const std::vector<TensorDesc>* in_formats = nullptr;
 };
 Expected<std::shared_ptr<Instance>> lower(const LowerInput& in);
 

@@ -18,6 +18,7 @@
 #include "ops/window.h"
 #include "passes/passes.h"
 #include "plan/memory_plan.h"
+#include "runtime/io_format.h"
 
 namespace qd::cuda {
 
@@ -25,9 +26,10 @@ namespace {
 
 constexpr int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
-std::string fmt_nhwc(const TensorRef& t) {
-  return "nhwc" + std::to_string(t.ld) + (t.dtype == DType::kInt8 ? ":int8" : ":fp16");
+const char* dtype_word(DType t) {
+  return t == DType::kInt8 ? "int8" : t == DType::kFloat16 ? "fp16" : t == DType::kFloat32 ? "fp32" : dtype_name(t);
 }
+std::string fmt_nhwc(const TensorRef& t) { return "nhwc" + std::to_string(t.ld) + ":" + dtype_word(t.dtype); }
 std::string fmt_of(const TensorRef& t) {
   return t.nhwc ? fmt_nhwc(t) : "nchw:" + std::string(dtype_name(t.dtype));
 }
@@ -98,17 +100,31 @@ class ReformatLayer final : public Layer {
   }
 };
 
-// Space-to-depth of a stem conv's input (see Lowerer::plan_s2d): NCHW -> NHWC fp16, or int8 quantized with `scale`.
+// Space-to-depth of a stem conv's input (see Lowerer::plan_s2d): NCHW (or an NHWC input binding) -> NHWC fp16, or
+// int8 quantized with `scale`.
 class SpaceToDepthLayer final : public Layer {
  public:
   float scale = 1.f;
   Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
-    const TensorRef& x = inst.tensors[ins[0]];
     const TensorRef& y = inst.tensors[outs[0]];
-    const Shape& sh = x.shape;
-    return nchw_to_s2d(inst.ptr(ins[0], ptrs), x.dtype, inst.view(outs[0], ptrs), y.dtype, scale,
+    const Shape& sh = inst.tensors[ins[0]].shape;
+    return nchw_to_s2d(inst.any_view(ins[0], ptrs), inst.view(outs[0], ptrs), y.dtype, scale,
                        static_cast<int>(sh[0]), static_cast<int>(sh[1]), static_cast<int>(sh[2]),
                        static_cast<int>(sh[3]), s);
+  }
+};
+
+// A tensor in another dtype and/or layout: the I/O bindings' formats (--input-format / --output-format) to and from
+// what the layers read and write.
+class ConvertLayer final : public Layer {
+ public:
+  Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
+    const Shape& sh = inst.tensors[ins[0]].shape;
+    const bool four = sh.size() == 4;
+    const int N = four ? static_cast<int>(sh[0]) : 1;
+    const int C = four ? static_cast<int>(sh[1]) : static_cast<int>(numel(sh));
+    const int HW = four ? static_cast<int>(sh[2] * sh[3]) : 1;
+    return convert_tensor(inst.any_view(ins[0], ptrs), inst.any_view(outs[0], ptrs), N, C, HW, s);
   }
 };
 
@@ -321,19 +337,29 @@ class Lowerer {
     if (in_.opt->precision == "int8") QD_RETURN_IF_ERROR(choose_int8());
     QD_RETURN_IF_ERROR(plan_s2d());
     // I/O slots: inputs first, then outputs.
-    for (int v : g_.inputs) {
-      TensorRef r = generic_ref(v);
+    io_in_.assign(nv, -1);
+    for (size_t k = 0; k < g_.inputs.size(); ++k) {
+      const int v = g_.inputs[k];
+      const TensorDesc* f = in_.in_formats ? &in_.in_formats->at(k) : nullptr;
+      const bool formatted = f && (f->dtype != g_.values[v].dtype || f->layout != TensorLayout::kNCHW);
+      TensorRef r = formatted ? binding_ref(v, *f) : generic_ref(v);
       r.slot = static_cast<int>(inst_->slot_names.size());
       inst_->slot_names.push_back(g_.values[v].name);
-      gen_[v] = add_tensor(r);
-      inst_->slot_tensor.push_back(gen_[v]);
+      const int t = add_tensor(r);
+      (formatted ? io_in_[v] : gen_[v]) = t;
+      inst_->slot_tensor.push_back(t);
     }
     inst_->num_inputs = g_.inputs.size();
-    for (int v : g_.outputs) {
+    for (size_t k = 0; k < g_.outputs.size(); ++k) {
+      const int v = g_.outputs[k];
       inst_->slot_names.push_back(g_.values[v].name);
       inst_->slot_tensor.push_back(-1);
       inst_->outputs.push_back({g_.values[v].name, g_.values[v].dtype, g_.values[v].shape});
     }
+    const std::map<std::string, float> no_scales;
+    QD_RETURN_IF_ERROR(apply_io_formats(in_.opt->output_formats, "output",
+                                        in_.opt->precision == "int8" ? in_.int8->act_scales : no_scales,
+                                        &inst_->outputs));
     done_.assign(g_.nodes.size(), false);
     QD_RETURN_IF_ERROR(plan_slice_concats());
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
@@ -342,10 +368,19 @@ class Lowerer {
       Status st = lower_node(static_cast<int>(i));
       if (!st.is_ok()) return st.at_node(n.name, op_name(n.op));
     }
-    // Bind outputs: the tensor holding each output value becomes (or is copied to) its slot.
+    // Bind outputs: the tensor holding each output value becomes (or is copied to) its slot; one in another format
+    // than the ONNX form is converted into it (from the NHWC fp16 copy when it has one and the binding is NHWC).
     for (size_t k = 0; k < g_.outputs.size(); ++k) {
       const int v = g_.outputs[k];
       const int slot = static_cast<int>(inst_->num_inputs + k);
+      const TensorDesc& d = inst_->outputs[k];
+      if (d.dtype != g_.values[v].dtype || d.layout != TensorLayout::kNCHW) {
+        TensorRef o = binding_ref(v, d);
+        o.slot = slot;
+        const int src = o.nhwc && fast_t_[v] >= 0 ? fast_t_[v] : QD_TRY(ensure_generic(v));
+        inst_->slot_tensor[slot] = QD_TRY(add_convert(src, add_tensor(o), ":to_binding"));
+        continue;
+      }
       int t = QD_TRY(ensure_generic(v));
       TensorRef& r = inst_->tensors[t];
       if (r.slot < 0 && !r.constant && r.buffer >= 0 && buffer_users_[r.buffer] == 1) {
@@ -389,6 +424,31 @@ class Lowerer {
     r.bytes = static_cast<size_t>(numel(r.shape)) * dtype_size(r.dtype);
     return r;
   }
+  // A binding's tensor in its format (a float value given as fp16 or int8, NCHW or dense NHWC).
+  TensorRef binding_ref(int v, const TensorDesc& f) const {
+    TensorRef r = generic_ref(v);
+    r.dtype = f.dtype;
+    r.scale = f.scale;
+    if (f.layout == TensorLayout::kNHWC) {
+      r.nhwc = true;
+      r.ld = static_cast<int>(r.shape[1]);
+    }
+    r.bytes = static_cast<size_t>(numel(r.shape)) * dtype_size(r.dtype);
+    return r;
+  }
+  // A layer converting tensor `src` into tensor `dst` (dtype and layout); returns dst.
+  Expected<int> add_convert(int src, int dst, const std::string& suffix) {
+    const TensorRef &x = inst_->tensors[src], &y = inst_->tensors[dst];
+    if (numel(x.shape) > INT_MAX) return unsupported("I/O format conversion of a tensor of 2^31 elements or more");
+    auto l = std::make_unique<ConvertLayer>();
+    const std::string value = inst_->slot_names[x.slot >= 0 ? x.slot : y.slot];
+    l->info = {value + suffix, "reformat", "convert_tensor", std::string(dtype_word(x.dtype)) + "->" + dtype_word(y.dtype),
+               fmt_of(x), fmt_of(y), 0};
+    l->ins = {src};
+    l->outs = {dst};
+    add_layer(std::move(l));
+    return dst;
+  }
   int add_tensor(TensorRef r) {
     if (!r.constant && r.slot < 0) {
       r.buffer = static_cast<int>(buffer_bytes_.size());
@@ -429,6 +489,7 @@ class Lowerer {
       inst_->constants.push_back(std::move(buf));
       return gen_[v] = add_tensor(r);
     }
+    if (io_in_[v] >= 0) return gen_[v] = QD_TRY(add_convert(io_in_[v], add_tensor(generic_ref(v)), ":to_nchw"));
     if (fast_t_[v] < 0) return internal("value '" + g_.values[v].name + "' was never computed");
     const int t = add_tensor(generic_ref(v));
     auto l = std::make_unique<ReformatLayer>();
@@ -442,6 +503,11 @@ class Lowerer {
   // The value as NHWC fp16 (reformatting from NCHW when needed).
   Expected<int> ensure_fast(int v) {
     if (fast_t_[v] >= 0) return fast_t_[v];
+    if (io_in_[v] >= 0) {  // an fp16 NHWC binding with 16-byte pixels is read in place
+      const TensorRef& b = inst_->tensors[io_in_[v]];
+      if (b.nhwc && b.dtype == DType::kFloat16 && b.ld % 8 == 0) return fast_t_[v] = io_in_[v];
+      return fast_t_[v] = QD_TRY(add_convert(io_in_[v], nhwc_tensor(g_.values[v].shape), ":to_nhwc"));
+    }
     const int src = QD_TRY(ensure_generic(v));
     const int t = nhwc_tensor(g_.values[v].shape);
     auto l = std::make_unique<ReformatLayer>();
@@ -494,7 +560,7 @@ class Lowerer {
   Expected<int> ensure_s2d(int v, bool int8) {
     int& t = int8 ? q8_[v] : s2d_t_[v];
     if (t >= 0) return t;
-    const int src = QD_TRY(ensure_generic(v));
+    const int src = io_in_[v] >= 0 ? io_in_[v] : QD_TRY(ensure_generic(v));  // the s2d kernel reads any binding
     t = nhwc_tensor(s2d_shape(g_.values[v].shape), int8 ? DType::kInt8 : DType::kFloat16);
     auto l = std::make_unique<SpaceToDepthLayer>();
     if (int8) l->scale = qscale_[v];
@@ -550,6 +616,15 @@ class Lowerer {
   Status resolve(int v) {
     if (v < 0 || qscale_.empty() || qscale_[v] == 0.f || q8_[v] >= 0) return Status::ok();
     if (s2d_[v]) return ensure_s2d(v, true).status();
+    if (io_in_[v] >= 0 && inst_->tensors[io_in_[v]].dtype == DType::kInt8) {
+      // An int8 input binding already holds the quantized value (the binding's scale is the INT8 scale): the INT8
+      // convs read it in place when its pixels are 16-byte rows, other readers its dequantized conversion.
+      const TensorRef& b = inst_->tensors[io_in_[v]];
+      q8_[v] = b.nhwc && b.ld % 16 == 0
+                   ? io_in_[v]
+                   : QD_TRY(add_convert(io_in_[v], nhwc_tensor(g_.values[v].shape, DType::kInt8), ":to_nhwc"));
+      return Status::ok();
+    }
     if (g_.values[v].shape.size() != 4 || g_.values[v].dtype != DType::kFloat32) {
       return unsupported("INT8 conv input '" + g_.values[v].name + "' is not a 4-d float tensor");
     }
@@ -1623,6 +1698,7 @@ class Lowerer {
   std::shared_ptr<Instance> inst_;
   bool fast_ = false;
   std::vector<int> gen_, fast_t_, uses_;
+  std::vector<int> io_in_;  // per value: the slot tensor of an input given in a format other than the ONNX form
   // Concat nodes lowered as one SliceConcatLayer (plan_slice_concats).
   struct SliceConcatPlan {
     int src = -1;                          // the value every input slices

@@ -213,9 +213,32 @@ __global__ void quantize_from_nchw_kernel(const float* x, int8_t* q, int qld, fl
   }
 }
 
-// One thread per output pixel, 16-byte stores (8 fp16 or 16 int8 channels).
+// A value of x as fp32: int8 dequantized with `scale`.
+template <typename T>
+__device__ __forceinline__ float load_f(T v, float scale) {
+  if constexpr (sizeof(T) == 1) {
+    return __fmul_rn(static_cast<float>(v), scale);
+  } else {
+    return to_f(v);
+  }
+}
+// A value in y's dtype: int8 quantized with `scale`.
+template <typename Y>
+__device__ __forceinline__ Y store_f(float v, float scale) {
+  if constexpr (sizeof(Y) == 1) {
+    return quantize_i8(v, scale);
+  } else if constexpr (sizeof(Y) == 2) {
+    return __float2half_rn(v);
+  } else {
+    return v;
+  }
+}
+
+// One thread per output pixel, 16-byte stores (8 fp16 or 16 int8 channels). x: NCHW, or NHWC with xld values per
+// pixel (the caller's input binding); int8 x to int8 y copies (same scale).
 template <typename T, typename Y>
-__global__ void nchw_to_s2d_kernel(const T* x, Y* y, int ld, int C, int H, int W, float scale, int64_t pixels) {
+__global__ void nchw_to_s2d_kernel(const T* x, bool x_nhwc, int xld, float x_scale, Y* y, int ld, int C, int H, int W,
+                                   float scale, int64_t pixels) {
   constexpr int kVec = 16 / sizeof(Y);
   const int OH = H / 2, OW = W / 2;
   for (int64_t pix = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; pix < pixels;
@@ -228,17 +251,63 @@ __global__ void nchw_to_s2d_kernel(const T* x, Y* y, int ld, int C, int H, int W
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         const int k = c0 + j, blk = k / C, c = k - blk * C;
-        float f = 0.f;
-        if (blk < 4) f = to_f(src[(static_cast<int64_t>(c) * H + 2 * oy + (blk >> 1)) * W + 2 * ox + (blk & 1)]);
-        if constexpr (sizeof(Y) == 1) {
-          v[j] = blk < 4 ? quantize_i8(f, scale) : int8_t{0};
-        } else {
-          v[j] = __float2half_rn(f);
+        v[j] = Y(0.f);
+        if (blk < 4) {
+          const int yy = 2 * oy + (blk >> 1), xx = 2 * ox + (blk & 1);
+          const T t = src[x_nhwc ? (static_cast<int64_t>(yy) * W + xx) * xld + c : (static_cast<int64_t>(c) * H + yy) * W + xx];
+          if constexpr (sizeof(T) == 1 && sizeof(Y) == 1) {
+            v[j] = t;
+          } else {
+            v[j] = store_f<Y>(load_f(t, x_scale), scale);
+          }
         }
       }
       *reinterpret_cast<uint4*>(y + pix * ld + c0) = *reinterpret_cast<const uint4*>(v);
     }
   }
+}
+
+// One thread per element of y (an NHWC y's padding channels included, written zero).
+template <typename X, typename Y>
+__global__ void convert_kernel(TensorView x, TensorView y, int C, int HW, int64_t total) {
+  const X* xp = static_cast<const X*>(x.data);
+  Y* yp = static_cast<Y*>(y.data);
+  const int yc = y.nhwc ? y.ld : C;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t n, p;
+    int c;
+    if (y.nhwc) {
+      c = static_cast<int>(i % yc);
+      p = i / yc % HW;
+      n = i / yc / HW;
+    } else {
+      p = i % HW;
+      c = static_cast<int>(i / HW % C);
+      n = i / HW / C;
+    }
+    if (c >= C) {
+      yp[i] = Y(0.f);
+      continue;
+    }
+    const X v = xp[x.nhwc ? (n * HW + p) * x.ld + x.coff + c : (n * C + c) * HW + p];
+    if constexpr (sizeof(X) == 1 && sizeof(Y) == 1) {
+      yp[i] = x.scale == y.scale ? v : quantize_i8(load_f(v, x.scale), y.scale);
+    } else {
+      yp[i] = store_f<Y>(load_f(v, x.scale), y.scale);
+    }
+  }
+}
+
+template <typename X>
+Status launch_convert(const TensorView& x, const TensorView& y, int C, int HW, int64_t total, cudaStream_t s) {
+  switch (y.dtype) {
+    case DType::kFloat32: convert_kernel<X, float><<<blocks_for(total), kThreads, 0, s>>>(x, y, C, HW, total); break;
+    case DType::kFloat16: convert_kernel<X, __half><<<blocks_for(total), kThreads, 0, s>>>(x, y, C, HW, total); break;
+    case DType::kInt8: convert_kernel<X, int8_t><<<blocks_for(total), kThreads, 0, s>>>(x, y, C, HW, total); break;
+    default: return internal("convert_tensor: the output must be float32, float16 or int8");
+  }
+  return Status::ok();
 }
 
 Status even(const char* what, int C, const NhwcView& a, const NhwcView& b) {
@@ -275,30 +344,51 @@ Status nchw_to_nhwc(const void* x, DType x_type, NhwcView y, int N, int C, int H
   return cuda_status(cudaGetLastError(), "nchw_to_nhwc");
 }
 
-Status nchw_to_s2d(const void* x, DType x_type, NhwcView y, DType y_type, float scale, int N, int C, int H, int W,
+Status nchw_to_s2d(const TensorView& x, NhwcView y, DType y_type, float scale, int N, int C, int H, int W,
                    cudaStream_t s) {
   const int vec = y_type == DType::kInt8 ? 16 : 8;
-  if (y.coff != 0 || y.ld < 4 * C || y.ld % vec || H % 2 || W % 2 || C < 1) {
+  if (y.coff != 0 || y.ld < 4 * C || y.ld % vec || H % 2 || W % 2 || C < 1 || (x.nhwc && (x.coff || x.ld < C))) {
     return internal("nchw_to_s2d: whole tensors, even H and W, ld >= 4C and a multiple of the 16-byte vector");
   }
   const int64_t pixels = static_cast<int64_t>(N) * (H / 2) * (W / 2);
   if (pixels == 0) return Status::ok();
-  if (y_type == DType::kInt8 && x_type == DType::kFloat32) {
-    nchw_to_s2d_kernel<<<blocks_for(pixels), kThreads, 0, s>>>(static_cast<const float*>(x),
-                                                                 static_cast<int8_t*>(y.data), y.ld, C, H, W, scale,
-                                                                 pixels);
-  } else if (y_type == DType::kFloat16 && x_type == DType::kFloat32) {
-    nchw_to_s2d_kernel<<<blocks_for(pixels), kThreads, 0, s>>>(static_cast<const float*>(x),
-                                                                 static_cast<__half*>(y.data), y.ld, C, H, W, 0.f,
-                                                                 pixels);
-  } else if (y_type == DType::kFloat16 && x_type == DType::kFloat16) {
-    nchw_to_s2d_kernel<<<blocks_for(pixels), kThreads, 0, s>>>(static_cast<const __half*>(x),
-                                                                 static_cast<__half*>(y.data), y.ld, C, H, W, 0.f,
-                                                                 pixels);
-  } else {
-    return internal("nchw_to_s2d: fp32 or fp16 to fp16, or fp32 to int8");
+  auto launch = [&](auto* xp) -> Status {
+    if (y_type == DType::kInt8) {
+      nchw_to_s2d_kernel<<<blocks_for(pixels), kThreads, 0, s>>>(xp, x.nhwc, x.ld, x.scale,
+                                                                   static_cast<int8_t*>(y.data), y.ld, C, H, W, scale,
+                                                                   pixels);
+    } else if (y_type == DType::kFloat16) {
+      nchw_to_s2d_kernel<<<blocks_for(pixels), kThreads, 0, s>>>(xp, x.nhwc, x.ld, x.scale,
+                                                                   static_cast<__half*>(y.data), y.ld, C, H, W, 0.f,
+                                                                   pixels);
+    } else {
+      return internal("nchw_to_s2d: the output must be float16 or int8");
+    }
+    return cuda_status(cudaGetLastError(), "nchw_to_s2d");
+  };
+  switch (x.dtype) {
+    case DType::kFloat32: return launch(static_cast<const float*>(x.data));
+    case DType::kFloat16: return launch(static_cast<const __half*>(x.data));
+    case DType::kInt8:
+      if (y_type == DType::kInt8 && x.scale != scale) return internal("nchw_to_s2d: int8 to int8 keeps the scale");
+      return launch(static_cast<const int8_t*>(x.data));
+    default: return internal("nchw_to_s2d: the input must be float32, float16 or int8");
   }
-  return cuda_status(cudaGetLastError(), "nchw_to_s2d");
+}
+
+Status convert_tensor(const TensorView& x, const TensorView& y, int N, int C, int HW, cudaStream_t s) {
+  if (y.nhwc && (y.coff != 0 || y.ld < C)) return internal("convert_tensor: an NHWC output is a whole tensor");
+  const int64_t total = static_cast<int64_t>(N) * HW * (y.nhwc ? y.ld : C);
+  if (total == 0) return Status::ok();
+  Status st;
+  switch (x.dtype) {
+    case DType::kFloat32: st = launch_convert<float>(x, y, C, HW, total, s); break;
+    case DType::kFloat16: st = launch_convert<__half>(x, y, C, HW, total, s); break;
+    case DType::kInt8: st = launch_convert<int8_t>(x, y, C, HW, total, s); break;
+    default: return internal("convert_tensor: the input must be float32, float16 or int8");
+  }
+  QD_RETURN_IF_ERROR(st);
+  return cuda_status(cudaGetLastError(), "convert_tensor");
 }
 
 Status nhwc_to_nchw(NhwcView x, void* y, DType y_type, int N, int C, int H, int W, cudaStream_t s) {

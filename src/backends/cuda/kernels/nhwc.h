@@ -18,10 +18,24 @@ struct NhwcView {
 
 // NCHW fp32 or fp16 -> NHWC fp16 with channels C..ld-1 of each pixel set to zero.
 Status nchw_to_nhwc(const void* x, DType x_type, NhwcView y, int N, int C, int H, int W, cudaStream_t s);
-// Space-to-depth for a stride-2 stem conv (lower.cpp): NCHW [N, C, H, W] (H, W even) -> NHWC [N, H/2, W/2, ld] whose
-// channel (dy * 2 + dx) * C + c is x[n, c, 2y + dy, 2x + dx], channels 4C..ld-1 zero. fp16 (x fp32 or fp16), or int8
-// quantized with `scale` as quantize_nhwc_i8 does (x fp32, y.ld a multiple of 16).
-Status nchw_to_s2d(const void* x, DType x_type, NhwcView y, DType y_type, float scale, int N, int C, int H, int W,
+// Any tensor's memory (convert_tensor, nchw_to_s2d): NCHW (ld, coff unused) or NHWC [N, H, W, ld] with its channels
+// at [coff, coff + C), fp32, fp16 or int8 (the value q * scale).
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  bool nhwc = false;
+  int ld = 0, coff = 0;
+  float scale = 0.f;
+};
+// y = x element by element across dtypes (to int8: the activation rule with y.scale; int8 to int8 with equal scales
+// copies) and layouts, over [N, C, HW]; an NHWC y is a whole tensor (coff 0), its channels C..ld-1 written zero.
+// A tensor that is not 4-d converts as N = 1, C = numel, HW = 1.
+Status convert_tensor(const TensorView& x, const TensorView& y, int N, int C, int HW, cudaStream_t s);
+// Space-to-depth for a stride-2 stem conv (lower.cpp): x [N, C, H, W] (H, W even; NCHW, or NHWC as a caller's input
+// binding) -> NHWC [N, H/2, W/2, ld] whose channel (dy * 2 + dx) * C + c is x[n, c, 2y + dy, 2x + dx], channels
+// 4C..ld-1 zero. fp16, or int8 quantized with `scale` as quantize_nhwc_i8 does (y.ld a multiple of 16); an int8 x
+// (scale x.scale) is copied to int8 (the same scale) or dequantized.
+Status nchw_to_s2d(const TensorView& x, NhwcView y, DType y_type, float scale, int N, int C, int H, int W,
                    cudaStream_t s);
 // NHWC fp16 -> NCHW fp32 or fp16.
 Status nhwc_to_nchw(NhwcView x, void* y, DType y_type, int N, int C, int H, int W, cudaStream_t s);
