@@ -426,9 +426,18 @@ TEST(CudaEngine, Int8MatchesReferenceInt8) {
   EXPECT_EQ(test::max_abs_diff((*b)[0], (*c)[0]), 0.0);
   auto layers = dynamic_cast<cuda::CudaEngine&>(**gpu).layer_info({{"images", {1, 3, 640, 640}}});
   ASSERT_TRUE(layers);
-  int int8_convs = 0;
-  for (const auto& l : *layers) int8_convs += l.kind == "conv" && l.precision == "int8";
+  int int8_convs = 0, int8_pools = 0, quantize_passes = 0;
+  for (const auto& l : *layers) {
+    int8_convs += l.kind == "conv" && l.precision == "int8";
+    int8_pools += l.kind == "MaxPool_nhwc" && l.precision == "int8" && l.in_format == "nhwc512:int8";
+    quantize_passes += l.kind == "quantize";
+  }
   EXPECT_EQ(int8_convs, 60);
+  // SPPF: /model.9/cv1 quantizes into the Concat's first slice and the three MaxPools pool int8 slices of it (4 x
+  // 128 channels); no quantize pass for the Concat.
+  EXPECT_EQ(int8_pools, 3);
+  for (const auto& l : *layers) EXPECT_NE(l.name, "/model.9/cat/Concat_output_0:quantize");
+  std::cout << "yolov5n int8 plan: " << quantize_passes << " quantize passes\n";
 
   // Layers asked in fp16 (a pattern) stay in fp16 in the plan as built, and once saved and loaded.
   opt.fp16_layers = {"/model.24/.*"};

@@ -168,8 +168,10 @@ class QuantizeLayer final : public Layer {
 class MaxPoolLayer final : public Layer {
  public:
   PoolParams p;
+  bool int8 = false;  // on int8 tensors (Lowerer::try_int8_concat)
   Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
-    return maxpool_nhwc(inst.view(ins[0], ptrs), inst.view(outs[0], ptrs), p, s);
+    return int8 ? maxpool_nhwc_i8(inst.view(ins[0], ptrs), inst.view(outs[0], ptrs), p, s)
+                : maxpool_nhwc(inst.view(ins[0], ptrs), inst.view(outs[0], ptrs), p, s);
   }
 };
 
@@ -1301,9 +1303,11 @@ class Lowerer {
     return Status::ok();
   }
 
-  // A channel Concat read only by INT8 convs, whose inputs are INT8 convs' outputs read only by the Concat (YOLOv5's
-  // C3 blocks): the convs quantize their results with the Concat output's scale straight into its int8 tensor's
-  // channel slices. No Concat layer and no quantize pass; the same values as quantizing the concatenated floats.
+  // A channel Concat read only by INT8 convs, whose inputs are INT8 convs' outputs (YOLOv5's C3 blocks) or MaxPools of
+  // earlier inputs (SPPF: x, mp(x), mp(mp(x)), ...), each read only by the Concat and by such MaxPools: the convs
+  // quantize their results with the Concat output's scale straight into its int8 tensor's channel slices and the
+  // MaxPools pool int8 slices into int8 slices. No Concat layer, no quantize pass, no fp16 copies; the same values as
+  // quantizing the concatenated floats (max-pooling commutes with the quantization).
   Status try_int8_concat(int i, bool* lowered) {
     const Node& n = g_.nodes[i];
     if (n.outputs.size() != 1 || n.outputs[0] < 0) return Status::ok();
@@ -1313,21 +1317,43 @@ class Lowerer {
     for (int c : consumers_[out_v]) {
       if (!int8_conv_input(c, out_v)) return Status::ok();
     }
-    std::vector<std::pair<ConvLayer*, int>> convs;  // each input's producer and its layer index
-    for (int v : n.inputs) {
-      if (v < 0 || sole_consumer(v) != i || fast_t_[v] < 0 || g_.values[v].shape[1] % 16) return Status::ok();
-      const auto pit = producer_.find(fast_t_[v]);
-      auto* c = pit == producer_.end() ? nullptr : dynamic_cast<ConvLayer*>(inst_->layers[pit->second].get());
-      if (!c || !c->int8 || c->out != fast_t_[v] || c->p.out_format != OutFormat::kNhwcF16 || aliased_[c->out]) {
+    const auto input_index = [&n](int v) {
+      return static_cast<int>(std::find(n.inputs.begin(), n.inputs.end(), v) - n.inputs.begin());
+    };
+    std::vector<int> producers;  // each input's producing layer
+    std::vector<int> pool_src;   // for a MaxPool input: the index of the input it pools, else -1
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const int v = n.inputs[k];
+      if (v < 0 || is_output_[v] || fast_t_[v] < 0 || aliased_[fast_t_[v]] || g_.values[v].shape[1] % 16 ||
+          input_index(v) != static_cast<int>(k) || std::count(n.inputs.begin(), n.inputs.end(), v) != 1) {
         return Status::ok();
       }
-      convs.push_back({c, pit->second});
+      for (int c : consumers_[v]) {  // the Concat, and MaxPools whose outputs are later inputs
+        const bool pool = g_.nodes[c].op == OpType::MaxPool && input_index(g_.nodes[c].outputs[0]) > static_cast<int>(k);
+        if (c != i && !pool) return Status::ok();
+      }
+      const auto pit = producer_.find(fast_t_[v]);
+      if (pit == producer_.end()) return Status::ok();
+      Layer* l = inst_->layers[pit->second].get();
+      int src = -1;
+      if (auto* c = dynamic_cast<ConvLayer*>(l)) {
+        if (!c->int8 || c->out != fast_t_[v] || c->p.out_format != OutFormat::kNhwcF16) return Status::ok();
+      } else if (auto* mp = dynamic_cast<MaxPoolLayer*>(l)) {
+        const int pi = g_.values[v].producer;
+        if (pi < 0 || g_.nodes[pi].op != OpType::MaxPool || g_.nodes[pi].outputs[0] != v) return Status::ok();
+        const Node& pn = g_.nodes[pi];
+        src = input_index(pn.inputs[0]);
+        if (src >= static_cast<int>(k) || mp->ins[0] != fast_t_[pn.inputs[0]]) return Status::ok();
+      } else {
+        return Status::ok();
+      }
+      producers.push_back(pit->second);
+      pool_src.push_back(src);
     }
     const int y = q8_[out_v] = nhwc_tensor(g_.values[out_v].shape, DType::kInt8);
+    std::vector<int> slices;
     int coff = 0;
-    for (size_t k = 0; k < convs.size(); ++k) {
-      ConvLayer* c = convs[k].first;
-      const int v = n.inputs[k];
+    for (int v : n.inputs) {
       const int t = nhwc_tensor(g_.values[v].shape, DType::kInt8);
       TensorRef& x = inst_->tensors[t];
       buffer_bytes_[x.buffer] = 0;  // lives in y's buffer
@@ -1336,17 +1362,30 @@ class Lowerer {
       x.coff = coff;
       aliased_[t] = true;
       coff += static_cast<int>(g_.values[v].shape[1]);
-      if (const int old = inst_->tensors[c->out].buffer; old >= 0) buffer_bytes_[old] = 0;  // the fp16 output, unused
-      producer_.erase(c->out);
-      producer_[t] = convs[k].second;
-      c->out = t;
-      c->outs = {t};
-      c->p.out_format = OutFormat::kNhwcI8;
-      c->p.out_scale = qscale_[out_v];
-      c->info.out_format = fmt_of(x);
-      c->info.name += "+" + n.name;
-      fast_t_[v] = -1;  // no fp16 copy exists: the Concat was its only reader
+      slices.push_back(t);
     }
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      Layer* l = inst_->layers[producers[k]].get();
+      const int t = slices[k], old = fast_t_[n.inputs[k]];
+      if (const int b = inst_->tensors[old].buffer; b >= 0) buffer_bytes_[b] = 0;  // the fp16 tensor, unused
+      producer_.erase(old);
+      producer_[t] = producers[k];
+      l->outs = {t};
+      l->info.out_format = fmt_of(inst_->tensors[t]);
+      l->info.name += "+" + n.name;
+      if (auto* c = dynamic_cast<ConvLayer*>(l)) {
+        c->out = t;
+        c->p.out_format = OutFormat::kNhwcI8;
+        c->p.out_scale = qscale_[out_v];
+      } else {
+        auto* mp = static_cast<MaxPoolLayer*>(l);
+        mp->int8 = true;
+        mp->ins = {slices[static_cast<size_t>(pool_src[k])]};
+        mp->info.precision = "int8";
+        mp->info.in_format = fmt_of(inst_->tensors[mp->ins[0]]);
+      }
+    }
+    for (int v : n.inputs) fast_t_[v] = -1;  // no fp16 copies exist: the Concat and the MaxPools were the only readers
     *lowered = true;
     return Status::ok();
   }

@@ -103,6 +103,45 @@ __global__ void maxpool_nhwc_kernel(const __half* x, int xld, __half* y, int yld
   }
 }
 
+// INT8: one thread per (output pixel, 16 channels as four packed words, __vmaxs4), or per channel when channel counts,
+// strides or offsets are not multiples of 16. Out-of-image taps are skipped, as in the fp16 kernel.
+template <bool kWide>
+__global__ void maxpool_nhwc_i8_kernel(const int8_t* x, int xld, int8_t* y, int yld, PoolParams p, int64_t total) {
+  const int CV = kWide ? p.C / 16 : p.C;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int cv = static_cast<int>(i % CV);
+    int64_t t = i / CV;
+    const int ow = static_cast<int>(t % p.OW);
+    t /= p.OW;
+    const int oh = static_cast<int>(t % p.OH);
+    const int64_t n = t / p.OH;
+    uint4 m = make_uint4(0x80808080u, 0x80808080u, 0x80808080u, 0x80808080u);  // -128 in every lane
+    int8_t m1 = -128;
+    for (int r = 0; r < p.kh; ++r) {
+      const int ih = oh * p.sh - p.ph + r;
+      if (ih < 0 || ih >= p.H) continue;
+      for (int s = 0; s < p.kw; ++s) {
+        const int iw = ow * p.sw - p.pw + s;
+        if (iw < 0 || iw >= p.W) continue;
+        const int8_t* src = x + ((n * p.H + ih) * p.W + iw) * xld;
+        if constexpr (kWide) {
+          const uint4 v = *reinterpret_cast<const uint4*>(src + cv * 16);
+          m = make_uint4(__vmaxs4(m.x, v.x), __vmaxs4(m.y, v.y), __vmaxs4(m.z, v.z), __vmaxs4(m.w, v.w));
+        } else {
+          m1 = max(m1, src[cv]);
+        }
+      }
+    }
+    int8_t* dst = y + ((n * p.OH + oh) * p.OW + ow) * yld;
+    if constexpr (kWide) {
+      *reinterpret_cast<uint4*>(dst + cv * 16) = m;
+    } else {
+      dst[cv] = m1;
+    }
+  }
+}
+
 template <int L, typename I>
 __global__ void upsample_nhwc_kernel(const __half* x, int xld, __half* y, int yld, int CV, int H, int W, int fh, int fw,
                                      I total) {
@@ -414,6 +453,21 @@ Status maxpool_nhwc(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s)
   QD_LAUNCH_NHWC(maxpool_nhwc_kernel, wide(p.C, x, y), elements, s, static_cast<const __half*>(x.data) + x.coff, x.ld,
                  static_cast<__half*>(y.data) + y.coff, y.ld, p);
   return cuda_status(cudaGetLastError(), "maxpool_nhwc");
+}
+
+Status maxpool_nhwc_i8(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s) {
+  const bool wide = p.C % 16 == 0 && x.ld % 16 == 0 && x.coff % 16 == 0 && y.ld % 16 == 0 && y.coff % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && reinterpret_cast<uintptr_t>(y.data) % 16 == 0;
+  const int64_t total = static_cast<int64_t>(p.N) * p.OH * p.OW * (wide ? p.C / 16 : p.C);
+  if (total == 0) return Status::ok();
+  const auto* in = static_cast<const int8_t*>(x.data) + x.coff;
+  auto* out = static_cast<int8_t*>(y.data) + y.coff;
+  if (wide) {
+    maxpool_nhwc_i8_kernel<true><<<blocks_for(total), kThreads, 0, s>>>(in, x.ld, out, y.ld, p, total);
+  } else {
+    maxpool_nhwc_i8_kernel<false><<<blocks_for(total), kThreads, 0, s>>>(in, x.ld, out, y.ld, p, total);
+  }
+  return cuda_status(cudaGetLastError(), "maxpool_nhwc_i8");
 }
 
 Status upsample_nearest_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W, int fh, int fw, cudaStream_t s) {

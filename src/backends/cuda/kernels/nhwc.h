@@ -44,6 +44,9 @@ struct PoolParams {
   int N, C, H, W, OH, OW, kh, kw, sh, sw, ph, pw;
 };
 Status maxpool_nhwc(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s);
+// The same on int8 NHWC tensors: max-pooling commutes with a shared per-tensor quantization (quant/int8.h), so pooling
+// the quantized values gives the quantized pooled values exactly.
+Status maxpool_nhwc_i8(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s);
 // Nearest-neighbour upsampling by integer factors (ONNX Resize, asymmetric coordinates, floor rounding).
 Status upsample_nearest_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W, int fh, int fw, cudaStream_t s);
 // Copies x's C channels into y's channel slice (a Concat input not written in place by its producer).
