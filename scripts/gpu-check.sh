@@ -8,7 +8,7 @@
 #             INT8 and INT8 with int8 NHWC input / fp16 output bindings (QD_PIPELINE_PRECISIONS: fp16 int8 int8io),
 #             on the FMNIST-Det val set: per-stage GPU times and mAP (docs/benchmarks.md)
 #   precision the precision / speed table and chart of the shipped detector (scripts/precision-speed.py) at 640
-#   qat       QAT fine-tuning of the shipped detector (python -m qdeploy.qat, QD_QAT_ARGS adds flags), then INT8 GPU
+#   qat       QAT fine-tuning of the shipped detector (python -m qdeploy.qat; QD_QAT_ARGS replaces its flags), then INT8 GPU
 #             plans built from its Q/DQ model (all INT8, and with the stem conv in fp16) evaluated on the val set
 # QD_TEST_FILTER narrows the tests (a gtest filter); QD_BENCH_ARGS adds flags to bench/yolov5s_vs_pytorch.py.
 set -uo pipefail
@@ -130,7 +130,7 @@ for step in $STEPS; do
       {
         PYTHONPATH=python python3 -m qdeploy.qat --model yolov5n --nc 10 --weights models/yolov5n_fmnist_det.onnx \
           --data "$D/qat" --placement 1 --calib-batches 16 --batch 32 --workers 12 --out "$D/qat/run" \
-          ${QD_QAT_ARGS:---epochs 2 --max-batches 250 --mosaic 0}
+          ${QD_QAT_ARGS:---epochs 4 --max-batches 250 --mosaic 0 --task-weight 0 --lr 3e-4 --learn-ranges}
         echo "--- fp16"
         val_eval models/yolov5n_fmnist_det.onnx --device cuda --precision fp16 --quiet
         # Fallback sets (share of the conv MACs: /model.0 8.5%, /model.1 5.7%, the Detect head /model.24 1.5%).
