@@ -444,8 +444,8 @@ class Lowerer {
     if (numel(x.shape) > INT_MAX) return unsupported("I/O format conversion of a tensor of 2^31 elements or more");
     auto l = std::make_unique<ConvertLayer>();
     const std::string value = inst_->slot_names[x.slot >= 0 ? x.slot : y.slot];
-    l->info = {value + suffix, "reformat", "convert_tensor", std::string(dtype_word(x.dtype)) + "->" + dtype_word(y.dtype),
-               fmt_of(x), fmt_of(y), 0};
+    l->info = {value + suffix, "reformat", "convert_tensor",
+               std::string(dtype_word(x.dtype)) + "->" + dtype_word(y.dtype), fmt_of(x), fmt_of(y), 0};
     l->ins = {src};
     l->outs = {dst};
     add_layer(std::move(l));
@@ -1329,7 +1329,8 @@ class Lowerer {
         return Status::ok();
       }
       for (int c : consumers_[v]) {  // the Concat, and MaxPools whose outputs are later inputs
-        const bool pool = g_.nodes[c].op == OpType::MaxPool && input_index(g_.nodes[c].outputs[0]) > static_cast<int>(k);
+        const bool pool =
+            g_.nodes[c].op == OpType::MaxPool && input_index(g_.nodes[c].outputs[0]) > static_cast<int>(k);
         if (c != i && !pool) return Status::ok();
       }
       const auto pit = producer_.find(fast_t_[v]);

@@ -73,71 +73,70 @@ __device__ __forceinline__ void store_h2(__half* p, const __half2 (&r)[L]) {
   *reinterpret_cast<typename H2Vec<L>::T*>(p) = *reinterpret_cast<const typename H2Vec<L>::T*>(r);
 }
 
+// Thread i of a pooling kernel with CV channel groups per pixel: its group, output row and column; returns the image.
+template <typename I>
+__device__ __forceinline__ I pool_position(I i, int CV, const PoolParams& p, int* cv, int* oh, int* ow) {
+  *cv = static_cast<int>(i % CV);
+  I t = i / CV;
+  *ow = static_cast<int>(t % p.OW);
+  t /= p.OW;
+  *oh = static_cast<int>(t % p.OH);
+  return t / p.OH;
+}
+
+// Calls f(pixel) for each tap of output pixel (n, oh, ow) inside the image (pixel = (n * H + ih) * W + iw): taps in
+// the padding are skipped, which is max-pooling's -inf padding.
+template <typename I, typename F>
+__device__ __forceinline__ void for_each_tap(const PoolParams& p, I n, int oh, int ow, F f) {
+  for (int r = 0; r < p.kh; ++r) {
+    const int ih = oh * p.sh - p.ph + r;
+    if (ih < 0 || ih >= p.H) continue;
+    for (int s = 0; s < p.kw; ++s) {
+      const int iw = ow * p.sw - p.pw + s;
+      if (iw >= 0 && iw < p.W) f((n * p.H + ih) * p.W + iw);
+    }
+  }
+}
+
 // One thread per (output pixel, 2L channels).
 template <int L, typename I>
 __global__ void maxpool_nhwc_kernel(const __half* x, int xld, __half* y, int yld, PoolParams p, I total) {
-  const int CV = p.C / (2 * L);
   for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < total; i += static_cast<I>(gridDim.x) * blockDim.x) {
-    const int cv = static_cast<int>(i % CV);
-    I t = i / CV;
-    const int ow = static_cast<int>(t % p.OW);
-    t /= p.OW;
-    const int oh = static_cast<int>(t % p.OH);
-    const I n = t / p.OH;
+    int cv, oh, ow;
+    const I n = pool_position(i, p.C / (2 * L), p, &cv, &oh, &ow);
     alignas(16) __half2 m[L];
 #pragma unroll
     for (int l = 0; l < L; ++l) m[l] = __floats2half2_rn(-65504.f, -65504.f);
-    for (int r = 0; r < p.kh; ++r) {
-      const int ih = oh * p.sh - p.ph + r;
-      if (ih < 0 || ih >= p.H) continue;
-      for (int s = 0; s < p.kw; ++s) {
-        const int iw = ow * p.sw - p.pw + s;
-        if (iw < 0 || iw >= p.W) continue;
-        alignas(16) __half2 v[L];
-        load_h2<L>(x + ((n * p.H + ih) * p.W + iw) * xld + cv * 2 * L, v);
+    for_each_tap(p, n, oh, ow, [&](I pix) {
+      alignas(16) __half2 v[L];
+      load_h2<L>(x + pix * xld + cv * 2 * L, v);
 #pragma unroll
-        for (int l = 0; l < L; ++l) m[l] = __hmax2(m[l], v[l]);
-      }
-    }
+      for (int l = 0; l < L; ++l) m[l] = __hmax2(m[l], v[l]);
+    });
     store_h2<L>(y + ((n * p.OH + oh) * p.OW + ow) * yld + cv * 2 * L, m);
   }
 }
 
 // INT8: one thread per (output pixel, 16 channels as four packed words, __vmaxs4), or per channel when channel counts,
-// strides or offsets are not multiples of 16. Out-of-image taps are skipped, as in the fp16 kernel.
+// strides or offsets are not multiples of 16.
 template <bool kWide>
 __global__ void maxpool_nhwc_i8_kernel(const int8_t* x, int xld, int8_t* y, int yld, PoolParams p, int64_t total) {
-  const int CV = kWide ? p.C / 16 : p.C;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int cv = static_cast<int>(i % CV);
-    int64_t t = i / CV;
-    const int ow = static_cast<int>(t % p.OW);
-    t /= p.OW;
-    const int oh = static_cast<int>(t % p.OH);
-    const int64_t n = t / p.OH;
-    uint4 m = make_uint4(0x80808080u, 0x80808080u, 0x80808080u, 0x80808080u);  // -128 in every lane
-    int8_t m1 = -128;
-    for (int r = 0; r < p.kh; ++r) {
-      const int ih = oh * p.sh - p.ph + r;
-      if (ih < 0 || ih >= p.H) continue;
-      for (int s = 0; s < p.kw; ++s) {
-        const int iw = ow * p.sw - p.pw + s;
-        if (iw < 0 || iw >= p.W) continue;
-        const int8_t* src = x + ((n * p.H + ih) * p.W + iw) * xld;
-        if constexpr (kWide) {
-          const uint4 v = *reinterpret_cast<const uint4*>(src + cv * 16);
-          m = make_uint4(__vmaxs4(m.x, v.x), __vmaxs4(m.y, v.y), __vmaxs4(m.z, v.z), __vmaxs4(m.w, v.w));
-        } else {
-          m1 = max(m1, src[cv]);
-        }
-      }
-    }
+    int cv, oh, ow;
+    const int64_t n = pool_position(i, kWide ? p.C / 16 : p.C, p, &cv, &oh, &ow);
     int8_t* dst = y + ((n * p.OH + oh) * p.OW + ow) * yld;
     if constexpr (kWide) {
+      uint4 m = make_uint4(0x80808080u, 0x80808080u, 0x80808080u, 0x80808080u);  // -128 in every lane
+      for_each_tap(p, n, oh, ow, [&](int64_t pix) {
+        const uint4 v = *reinterpret_cast<const uint4*>(x + pix * xld + cv * 16);
+        m = make_uint4(__vmaxs4(m.x, v.x), __vmaxs4(m.y, v.y), __vmaxs4(m.z, v.z), __vmaxs4(m.w, v.w));
+      });
       *reinterpret_cast<uint4*>(dst + cv * 16) = m;
     } else {
-      dst[cv] = m1;
+      int8_t m = -128;
+      for_each_tap(p, n, oh, ow, [&](int64_t pix) { m = max(m, x[pix * xld + cv]); });
+      dst[cv] = m;
     }
   }
 }
