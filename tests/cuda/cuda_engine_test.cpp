@@ -666,6 +666,56 @@ TEST(CudaEngine, PlanRoundTrip) {
   EXPECT_NE(other.status().message().find("75"), std::string::npos) << other.status().to_string();
 }
 
+// Grouped and depthwise INT8 convs (conv_grouped_i8) against the reference's exact INT8 mode: a depthwise 3x3 stride-2
+// conv + Relu, read by a 3x3 conv in 4 groups that feeds a 1x1 conv (int8 epilogue outputs) and by a 3x3 conv in 4
+// groups of 8 -> 4 channels that is a graph output (fp32 NCHW from the epilogue). Both outputs are bit-identical: the
+// integer sums are exact and the epilogue rounds like the reference (Mul, then Add; Relu; requantization).
+TEST(CudaEngine, GroupedInt8ConvsMatchTheReferenceExactly) {
+  SKIP_WITHOUT_GPU();
+  GraphBuilder b;
+  const int x = b.input("x", {2, 32, 15, 14});
+  auto conv = [&](const std::string& name, int in, int k, int c_per_group, int ksize, int stride, int group,
+                  uint32_t seed) {
+    const float ws = 1.f / std::sqrt(static_cast<float>(c_per_group * ksize * ksize));
+    const int w = b.constant(name + "_w", test::random_f32({k, c_per_group, ksize, ksize}, seed, -ws, ws));
+    const int bias = b.constant(name + "_b", test::random_f32({k}, seed + 1, -0.2f, 0.2f));
+    AttrMap a;
+    a.set("kernel_shape", std::vector<int64_t>{ksize, ksize});
+    a.set("strides", std::vector<int64_t>{stride, stride});
+    a.set("pads", std::vector<int64_t>{ksize / 2, ksize / 2, ksize / 2, ksize / 2});
+    a.set("group", static_cast<int64_t>(group));
+    return b.node(OpType::Conv, name, {in, w, bias}, a);
+  };
+  const int dw = b.node(OpType::Relu, "dw_relu", {conv("dw", x, 32, 1, 3, 2, 32, 3)});
+  const int gc = conv("grouped", dw, 32, 8, 3, 1, 4, 5);
+  const int pw = conv("pw", gc, 16, 32, 1, 1, 1, 7);
+  const int gc2 = conv("grouped2", dw, 16, 8, 3, 1, 4, 9);
+  const std::string dir = test::temp_dir("grouped_int8");
+  ASSERT_TRUE(export_onnx_file(b.finish({pw, gc2}), dir + "/g.onnx").is_ok());
+  CalibCache cache;
+  cache.set("x", 0.021f);
+  cache.set("dw_relu_out", 0.013f);
+  cache.set("grouped_out", 0.017f);
+  ASSERT_TRUE(write_calib_cache(dir + "/g.cache", cache).is_ok());
+  BuildOptions opt;
+  opt.precision = "int8";
+  opt.calib_cache = dir + "/g.cache";
+  auto cpu = build_engine(dir + "/g.onnx", opt);
+  ASSERT_TRUE(cpu) << cpu.status().to_string();
+  opt.device = "cuda";
+  auto gpu = build_engine(dir + "/g.onnx", opt);
+  ASSERT_TRUE(gpu) << gpu.status().to_string();
+  const std::map<std::string, Tensor> in{{"x", test::random_f32({2, 32, 15, 14}, 11, -2.f, 2.f)}};
+  auto want = (*cpu)->run(in), got = (*gpu)->run(in);
+  ASSERT_TRUE(want && got) << got.status().to_string();
+  for (size_t o = 0; o < 2; ++o) EXPECT_EQ(test::max_abs_diff((*want)[o], (*got)[o]), 0.0) << "output " << o;
+  auto layers = dynamic_cast<cuda::CudaEngine&>(**gpu).layer_info({{"x", {2, 32, 15, 14}}});
+  ASSERT_TRUE(layers);
+  int grouped = 0;
+  for (const auto& l : *layers) grouped += l.kernel == "conv_grouped_i8" && l.precision == "int8";
+  EXPECT_EQ(grouped, 3);
+}
+
 // I/O formats on the shipped detector's INT8 plan: an int8 NHWC input binding and an fp16 output binding give exactly
 // the fp32-binding plan's output rounded to fp16 (the stem's space-to-depth reads the int8 binding as is, INT8 convs
 // are exact whatever kernel runs them, and the input is quantized by the same rule on the host); given the binding's

@@ -46,6 +46,7 @@ class ConvLayer final : public Layer {
   float* workspace = nullptr;  // set while timing; otherwise the instance's conv workspace region of the arena
   int in = -1, res = -1, out = -1;
   int out2 = -1;  // an int8 output's dequantized fp16 copy (ConvArgs::y2), or -1
+  int groups = 1, group_channels = 0;  // grouped INT8 convs: conv_grouped_i8, no tile configuration
 
   // The pointer/stride fields depend on where tensors ended up (Concat slices), so they are filled at launch.
   ConvArgs args(const Instance& inst, const Pointers& ptrs, ConvParams* q) const {
@@ -81,6 +82,7 @@ class ConvLayer final : public Layer {
     ConvParams q;
     ConvArgs a = args(inst, ptrs, &q);
     if (cudnn) return cudnn->run(q, a, a.workspace, s);
+    if (groups > 1) return launch_conv_grouped_i8(q, a, groups, group_channels, w->C, s);
     return launch_conv_igemm(q, a, config, s);
   }
   // Scratch memory of the chosen kernel (split-K partial sums, or cuDNN's result and workspace).
@@ -1086,13 +1088,8 @@ class Lowerer {
     if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !bias) return Status::ok();
     Shape out_shape;
     const ops::ConvGeom geo = QD_TRY(ops::conv_geom(n, g_.values[n.inputs[0]].shape, w.shape(), &out_shape));
-    if (geo.group != 1) {
-      if (int8_convs_.count(n.name)) {
-        return unsupported("grouped INT8 convolution is not implemented on CUDA yet; keep it in float with "
-                           "--fp16-layers '" + n.name + "'");
-      }
-      return Status::ok();
-    }
+    // Grouped convs: INT8 ones run conv_grouped_i8 (CUDA cores) with the fused epilogue, float ones the generic kernel.
+    if (geo.group != 1 && !int8_convs_.count(n.name)) return Status::ok();
 
     std::string names = n.name;
     int cur = n.outputs[0];
@@ -1297,7 +1294,13 @@ class Lowerer {
     if (l->out2 >= 0) l->outs.push_back(l->out2);
     l->info = {names, "conv", "", int8 ? "int8" : "fp16", fmt_of(inst_->tensors[l->in]),
                fmt_of(inst_->tensors[l->out]), static_cast<double>(node_macs(g_, n))};
-    conv_layers_.push_back(static_cast<int>(inst_->layers.size()));
+    if (geo.group != 1) {
+      l->groups = static_cast<int>(geo.group);
+      l->group_channels = static_cast<int>(geo.c / geo.group);
+      l->info.kernel = "conv_grouped_i8";
+    } else {
+      conv_layers_.push_back(static_cast<int>(inst_->layers.size()));  // timed among the tile configurations
+    }
     add_layer(std::move(l));
     *lowered = true;
     return Status::ok();

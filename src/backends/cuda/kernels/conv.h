@@ -65,5 +65,9 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
 // The fused layer's epilogue (bias, activation, residual, output format; not INT8's rescale) over a convolution
 // computed by another kernel: `acc` is [N*OH*OW][K] fp16 (cuDNN's result, see cudnn_conv.h).
 Status launch_conv_epilogue(const ConvParams& p, const ConvArgs& a, const __half* acc, cudaStream_t stream);
+// Grouped / depthwise INT8 convolution (CUDA cores, int32 accumulation) with the same epilogue as the implicit GEMM:
+// `groups` groups of cg input channels each; weights packed like the implicit GEMM's, rows [R][S][cp] (cp: cg padded
+// to 16) of length p.Kp; p.in_ld input values per pixel.
+Status launch_conv_grouped_i8(const ConvParams& p, const ConvArgs& a, int groups, int cg, int cp, cudaStream_t stream);
 
 }  // namespace qd::cuda
