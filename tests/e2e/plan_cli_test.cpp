@@ -107,6 +107,28 @@ TEST_F(PlanCli, TacticSources) {
                      "--tactic-sources cannot apply");
 }
 
+// --calib DATA: the build calibrates first, exactly as `qdeploy calibrate` does (the same cache, byte for byte), and
+// writes the cache to --calib-cache; without it the cache is a temporary file and the plan keeps the scales.
+TEST_F(PlanCli, CalibrateAtBuildTime) {
+  const std::string samples = quote(test::source_dir() + "/models/samples");
+  const std::string c1 = dir_ + "/build.cache", c2 = dir_ + "/calibrate.cache";
+  build("--precision int8 --calib " + samples + " --calib-algo minmax --calib-cache " + quote(c1));
+  ASSERT_EQ(cli("calibrate " + quote(model_) + " --data " + samples + " --algo minmax --cache " + quote(c2)).exit_code,
+            0);
+  EXPECT_EQ(slurp(c1), slurp(c2));
+  EXPECT_NE(slurp(c1).find("TRT-8600-MinMaxCalibration"), std::string::npos) << slurp(c1);
+  build("--precision int8 --calib " + samples + " --calib-batches 1");
+  EXPECT_NE(cli("inspect " + quote(plan_)).out.find("100.0% of MACs in int8"), std::string::npos);
+
+  const std::string out = " -o " + quote(dir_ + "/c.plan");
+  expect_usage_error(cli("build " + quote(model_) + out + " --calib " + samples), "add --precision int8");
+  expect_usage_error(cli("build " + quote(model_) + out + " --precision int8 --calib " + quote(dir_ + "/none")),
+                     "--calib: ");
+  expect_usage_error(cli("build " + quote(model_) + out + " --precision int8 --calib " + samples + " --calib-algo kl"),
+                     "minmax");
+  expect_usage_error(cli("inspect " + quote(plan_) + " --calib " + samples), "--calib/--calib-algo/--calib-batches");
+}
+
 TEST_F(PlanCli, IoFormatFlags) {
   const std::string out = " -o " + quote(dir_ + "/f.plan");
   expect_usage_error(cli("build " + quote(model_) + out + " --input-format int8:nhwc"), "are for --device cuda");

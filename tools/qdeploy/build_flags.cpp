@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <unistd.h>
+
+#include "calib_data.h"
 #include "plan/plan_file.h"
+#include "quant/calib_cache.h"
 #include "runtime/model.h"
 
 namespace qd::cli {
@@ -12,7 +16,17 @@ void add_build_flags(CLI::App* sub, BuildFlags& f) {
   sub->add_option("--device", f.device, "cpu or cuda")->capture_default_str();
   sub->add_option("--precision", f.precision, "fp32, fp16 or int8")->capture_default_str();
   sub->add_option("--shapes", f.shapes, "Bind input shapes, e.g. images:1x3x640x640 (repeatable)");
-  sub->add_option("--calib-cache", f.calib_cache, "INT8 activation scales (TensorRT calibration cache text format)");
+  sub->add_option("--calib-cache", f.calib_cache,
+                  "INT8 activation scales (TensorRT calibration cache text format); with --calib, where they are "
+                  "written");
+  sub->add_option("--calib", f.calib_data,
+                  "INT8: calibrate at build time on these images (folders or jpg/png files, comma separated), "
+                  "preprocessed as inference does")
+      ->delimiter(',');
+  sub->add_option("--calib-algo", f.calib_algo, "With --calib: minmax, entropy, percentile (99.99) or mse")
+      ->capture_default_str();
+  sub->add_option("--calib-batches", f.calib_batches, "With --calib: use at most this many batches (0: all)")
+      ->capture_default_str();
   sub->add_option("--int8-mode", f.int8_mode, "CPU INT8: exact (integer arithmetic) or fake (float quantize-dequantize)")
       ->capture_default_str();
   sub->add_option("--fp16-layers", f.fp16_layers, "Layers kept in fp16 (names or regexes, comma separated)")->delimiter(',');
@@ -75,6 +89,8 @@ Status check_flags_for_plan(const std::string& plan_path, const BuildFlags& f) {
   };
   note(!f.shapes.empty(), "--shapes");
   note(!f.calib_cache.empty(), "--calib-cache");
+  note(!f.calib_data.empty() || f.calib_algo != defaults.calib_algo || f.calib_batches != defaults.calib_batches,
+       "--calib/--calib-algo/--calib-batches");
   note(f.int8_mode != defaults.int8_mode, "--int8-mode");
   note(!f.fp16_layers.empty(), "--fp16-layers");
   note(!f.fp32_layers.empty(), "--fp32-layers");
@@ -90,10 +106,38 @@ Status check_flags_for_plan(const std::string& plan_path, const BuildFlags& f) {
   return Status::ok();
 }
 
+// --calib: the calibration `qdeploy calibrate MODEL --data DATA --algo ALGO` runs, its cache written to `path`.
+static Status calibrate_for_build(const std::string& model, const BuildFlags& f, const std::string& path) {
+  if (f.precision != "int8") return invalid("--calib calibrates for INT8: add --precision int8");
+  CalibOptions opt;
+  opt.algo = QD_TRY(parse_calib_algo(f.calib_algo));
+  if (f.calib_batches < 0) return invalid("--calib-batches must be >= 0");
+  auto fp32 = QD_TRY(build_from_flags(model, BuildFlags{}));
+  ImageBatches data({f.calib_data, "", "train", f.calib_batches, 8}, fp32.get());
+  QD_RETURN_IF_ERROR(data.init().prefix("--calib"));
+  const CalibCache cache = QD_TRY(calibrate_model(model, data, opt, f.calib_algo));
+  return write_calib_cache(path, cache);
+}
+
 Expected<std::unique_ptr<Engine>> build_from_flags(const std::string& model, const BuildFlags& f) {
   if (is_plan_file(model)) {
     QD_RETURN_IF_ERROR(check_flags_for_plan(model, f));
     return load_engine(model);
+  }
+  if (!f.calib_data.empty()) {
+    BuildFlags g = f;
+    g.calib_data.clear();
+    if (!f.calib_cache.empty()) {
+      QD_RETURN_IF_ERROR(calibrate_for_build(model, f, f.calib_cache));
+      return build_from_flags(model, g);
+    }
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    g.calib_cache = (fs::temp_directory_path(ec) / ("qdeploy-calib-" + std::to_string(::getpid()) + ".cache")).string();
+    Status st = calibrate_for_build(model, f, g.calib_cache);
+    auto engine = st.is_ok() ? build_from_flags(model, g) : Expected<std::unique_ptr<Engine>>(st);
+    fs::remove(g.calib_cache, ec);
+    return engine;
   }
   BuildOptions opt;
   opt.device = f.device;

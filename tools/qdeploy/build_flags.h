@@ -17,6 +17,9 @@ struct BuildFlags {
   std::string precision = "fp32";
   std::vector<std::string> shapes;
   std::string calib_cache;
+  std::vector<std::string> calib_data;  // --calib: calibrate at build time on these images (folders or files)
+  std::string calib_algo = "entropy";
+  int calib_batches = 0;
   std::string int8_mode = "exact";
   std::vector<std::string> fp16_layers, fp32_layers;
   std::string precision_config;
@@ -27,8 +30,10 @@ struct BuildFlags {
 };
 
 void add_build_flags(CLI::App* sub, BuildFlags& f);
-// Builds MODEL with the flags, or loads it when it is a plan; prints nothing. A plan's build options are fixed:
-// with a plan, --device / --precision must match it (or be left out) and other build flags are an error.
+// Builds MODEL with the flags, or loads it when it is a plan; prints nothing but --calib's progress. A plan's build
+// options are fixed: with a plan, --device / --precision must match it (or be left out) and other build flags are an
+// error. --calib DATA calibrates MODEL first (as `qdeploy calibrate` does) and writes the cache to --calib-cache, or to
+// a temporary file removed after the build (the plan keeps the scales).
 Expected<std::unique_ptr<Engine>> build_from_flags(const std::string& model, const BuildFlags& f);
 // The check build_from_flags applies to a plan: flags that would have changed it are refused, not ignored.
 Status check_flags_for_plan(const std::string& plan_path, const BuildFlags& f);

@@ -21,6 +21,7 @@ Status ImageBatches::init() {
     height_ = in.shape[2] > 0 ? static_cast<int>(in.shape[2]) : 640;
     width_ = in.shape[3] > 0 ? static_cast<int>(in.shape[3]) : 640;
   }
+  if (in.shape[0] <= 0 && count_ > 0) batch_ = std::min(batch_, count_);  // a dynamic batch: fewer images, one batch
   if (src_.batches > 0) count_ = std::min(count_, src_.batches * batch_);
   if (src_.max_images > 0) count_ = std::min(count_, src_.max_images);
   count_ = count_ / batch_ * batch_;  // whole batches only (the prepared graph has a fixed batch)
