@@ -9,15 +9,6 @@ namespace qd {
 
 namespace {
 
-const char* dtype_word(DType t) {
-  switch (t) {
-    case DType::kFloat32: return "fp32";
-    case DType::kFloat16: return "fp16";
-    case DType::kInt8: return "int8";
-    default: return dtype_name(t);
-  }
-}
-
 // Element i of a tensor of the binding's dtype as fp32 (int8 dequantized with `scale`).
 float load(const Tensor& t, int64_t i, float scale) {
   switch (t.dtype()) {
@@ -58,6 +49,15 @@ void convert(const Tensor& src, Tensor* dst, const TensorDesc& d, bool to_bindin
 
 }  // namespace
 
+const char* io_dtype_name(DType t) {
+  switch (t) {
+    case DType::kFloat32: return "fp32";
+    case DType::kFloat16: return "fp16";
+    case DType::kInt8: return "int8";
+    default: return dtype_name(t);
+  }
+}
+
 Expected<IoFormat> parse_io_format(const std::string& text) {
   const size_t colon = text.find(':');
   const std::string dt = text.substr(0, colon), lay = colon == std::string::npos ? "nchw" : text.substr(colon + 1);
@@ -82,7 +82,7 @@ Expected<IoFormat> parse_io_format(const std::string& text) {
 }
 
 std::string io_format_str(const IoFormat& f) {
-  return std::string(dtype_word(f.dtype)) + (f.layout == TensorLayout::kNHWC ? ":nhwc" : ":nchw");
+  return std::string(io_dtype_name(f.dtype)) + (f.layout == TensorLayout::kNHWC ? ":nhwc" : ":nchw");
 }
 
 std::string io_format_str(const TensorDesc& d) { return io_format_str(IoFormat{d.dtype, d.layout}); }

@@ -27,6 +27,8 @@ struct IoFormat {
 // "fp16:nhwc" -> {kFloat16, kNHWC}; errors name the accepted values.
 Expected<IoFormat> parse_io_format(const std::string& text);
 std::string io_format_str(const IoFormat& f);
+// "fp32", "fp16", "int8" (other dtypes: dtype_name).
+const char* io_dtype_name(DType t);
 // "int8:nhwc" for a binding.
 std::string io_format_str(const TensorDesc& d);
 

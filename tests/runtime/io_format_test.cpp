@@ -28,7 +28,9 @@ TEST(IoFormat, Parses) {
   for (const char* bad : {"", "int4:nhwc", "fp16:chw16", "FP16", "fp16:", ":nhwc"}) {
     auto b = parse_io_format(bad);
     EXPECT_FALSE(b) << bad;
-    if (!b) EXPECT_NE(b.status().message().find("e.g."), std::string::npos) << b.status().message();
+    if (!b) {
+      EXPECT_NE(b.status().message().find("e.g."), std::string::npos) << b.status().message();
+    }
   }
 }
 

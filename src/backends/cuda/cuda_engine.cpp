@@ -141,10 +141,9 @@ Status CudaEngine::init() {
   read_timing_cache(opt_.timing_cache, device_name_, &kernel_choice_);
   // Lowering once at the build shapes times the kernels and learns the outputs.
   inputs_ = QD_TRY(engine_inputs(graph_, opt_, &build_shapes_));
-  // The bindings' formats (--input-format / --output-format); int8 ones take the tensors' INT8 scales.
-  const std::map<std::string, float> no_scales;
-  const auto& scales = opt_.precision == "int8" ? int8_.act_scales : no_scales;
-  QD_RETURN_IF_ERROR(apply_io_formats(opt_.input_formats, "input", scales, &inputs_));  // outputs: in lower()
+  // The bindings' formats (--input-format / --output-format); int8 ones take the tensors' INT8 scales (int8_ has
+  // none unless this is an INT8 build). The outputs' are applied in lower(), once their types are inferred.
+  QD_RETURN_IF_ERROR(apply_io_formats(opt_.input_formats, "input", int8_.act_scales, &inputs_));
   auto inst = instance(build_shapes_, true);
   if (!inst) return inst.status();
   // A shape profile's smallest and largest shapes are timed too; other shapes in the profile take the nearest timed
@@ -337,7 +336,7 @@ Status CudaContext::upload(const std::map<std::string, Tensor>& inputs, cudaStre
     if (!is_binding_memory(*t, d) || t->shape() != memory) {
       if (is_binding_memory(*t, d) || t->dtype() != DType::kFloat32 || t->shape() != r.shape) {
         return invalid("input '" + d.name + "' must be " + dtype_name(r.dtype) + " [" + shape_str(memory) + "]" +
-                       (d.dtype == DType::kFloat32 && d.layout == TensorLayout::kNCHW
+                       (IoFormat{d.dtype, d.layout}.is_default()
                             ? std::string()
                             : " (its binding, " + io_format_str(d) + ") or float32 [" + shape_str(r.shape) +
                                   "] (converted on the host)"));

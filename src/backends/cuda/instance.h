@@ -98,7 +98,7 @@ struct LowerInput {
   std::map<std::string, Shape> shapes;
   std::map<std::string, std::string>* choices;
   std::map<std::string, std::shared_ptr<PackedConv>>* weights;
-  const Int8Options* int8 = nullptr;  // INT8 plans: the scales and float nodes
+  const Int8Options* int8 = nullptr;  // the scales and float nodes (empty unless an INT8 plan); never null
   // INT8 plans: the convs that run in INT8, the same for every shape; filled by the first lowering (lower_int8 on a
   // copy of the graph is too slow to redo for each new batch size).
   std::optional<std::set<std::string>>* int8_convs = nullptr;

@@ -26,10 +26,7 @@ namespace {
 
 constexpr int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
-const char* dtype_word(DType t) {
-  return t == DType::kInt8 ? "int8" : t == DType::kFloat16 ? "fp16" : t == DType::kFloat32 ? "fp32" : dtype_name(t);
-}
-std::string fmt_nhwc(const TensorRef& t) { return "nhwc" + std::to_string(t.ld) + ":" + dtype_word(t.dtype); }
+std::string fmt_nhwc(const TensorRef& t) { return "nhwc" + std::to_string(t.ld) + ":" + io_dtype_name(t.dtype); }
 std::string fmt_of(const TensorRef& t) {
   return t.nhwc ? fmt_nhwc(t) : "nchw:" + std::string(dtype_name(t.dtype));
 }
@@ -345,7 +342,7 @@ class Lowerer {
     for (size_t k = 0; k < g_.inputs.size(); ++k) {
       const int v = g_.inputs[k];
       const TensorDesc* f = in_.in_formats ? &in_.in_formats->at(k) : nullptr;
-      const bool formatted = f && (f->dtype != g_.values[v].dtype || f->layout != TensorLayout::kNCHW);
+      const bool formatted = f && !in_onnx_form(*f, v);
       TensorRef r = formatted ? binding_ref(v, *f) : generic_ref(v);
       r.slot = static_cast<int>(inst_->slot_names.size());
       inst_->slot_names.push_back(g_.values[v].name);
@@ -360,10 +357,7 @@ class Lowerer {
       inst_->slot_tensor.push_back(-1);
       inst_->outputs.push_back({g_.values[v].name, g_.values[v].dtype, g_.values[v].shape});
     }
-    const std::map<std::string, float> no_scales;
-    QD_RETURN_IF_ERROR(apply_io_formats(in_.opt->output_formats, "output",
-                                        in_.opt->precision == "int8" ? in_.int8->act_scales : no_scales,
-                                        &inst_->outputs));
+    QD_RETURN_IF_ERROR(apply_io_formats(in_.opt->output_formats, "output", in_.int8->act_scales, &inst_->outputs));
     done_.assign(g_.nodes.size(), false);
     QD_RETURN_IF_ERROR(plan_slice_concats());
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
@@ -378,7 +372,7 @@ class Lowerer {
       const int v = g_.outputs[k];
       const int slot = static_cast<int>(inst_->num_inputs + k);
       const TensorDesc& d = inst_->outputs[k];
-      if (d.dtype != g_.values[v].dtype || d.layout != TensorLayout::kNCHW) {
+      if (!in_onnx_form(d, v)) {
         TensorRef o = binding_ref(v, d);
         o.slot = slot;
         const int src = o.nhwc && fast_t_[v] >= 0 ? fast_t_[v] : QD_TRY(ensure_generic(v));
@@ -428,6 +422,10 @@ class Lowerer {
     r.bytes = static_cast<size_t>(numel(r.shape)) * dtype_size(r.dtype);
     return r;
   }
+  // Whether binding d holds value v as the ONNX graph has it (its dtype, NCHW).
+  bool in_onnx_form(const TensorDesc& d, int v) const {
+    return d.dtype == g_.values[v].dtype && d.layout == TensorLayout::kNCHW;
+  }
   // A binding's tensor in its format (a float value given as fp16 or int8, NCHW or dense NHWC).
   TensorRef binding_ref(int v, const TensorDesc& f) const {
     TensorRef r = generic_ref(v);
@@ -447,7 +445,7 @@ class Lowerer {
     auto l = std::make_unique<ConvertLayer>();
     const std::string value = inst_->slot_names[x.slot >= 0 ? x.slot : y.slot];
     l->info = {value + suffix, "reformat", "convert_tensor",
-               std::string(dtype_word(x.dtype)) + "->" + dtype_word(y.dtype), fmt_of(x), fmt_of(y), 0};
+               std::string(io_dtype_name(x.dtype)) + "->" + io_dtype_name(y.dtype), fmt_of(x), fmt_of(y), 0};
     l->ins = {src};
     l->outs = {dst};
     add_layer(std::move(l));
