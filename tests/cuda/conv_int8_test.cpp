@@ -110,9 +110,12 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
     p.out_scale = sy;
     cuda::DeviceBuffer dy2;
     ASSERT_TRUE(dy2.alloc(m_total * cs.k * 2).is_ok());
-    a.y2 = static_cast<__half*>(dy2.get());
+    a.y2 = dy2.get();
+    p.out2_format = cuda::Out2Format::kF16;
+    p.out2_of_q = true;
     ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
     a.y2 = nullptr;
+    p.out2_of_q = false;
     std::vector<int8_t> yq(m_total * cs.k);
     std::vector<uint16_t> ydq(m_total * cs.k);
     ASSERT_EQ(cudaMemcpy(yq.data(), dy.get(), yq.size(), cudaMemcpyDeviceToHost), cudaSuccess);
@@ -135,6 +138,58 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
               << ": int8 output exact " << 100.0 * same / acc.numel() << "%, within 1 LSB "
               << 100.0 * within / acc.numel() << "%\n";
     EXPECT_EQ(within, acc.numel());
+
+    // An int8 residual, read as q_r * s_r in fp32, and a second output with its own format: (1) an fp32 NCHW output,
+    // bit-exact, and an int8 second output quantized with its own scale from the value (a tensor that two Concats
+    // with different scales read), within +-1 LSB; (2) an int8 NHWC output (two channels per store when K is even)
+    // and the value in fp16 as the second output, which must be the fp32 value rounded to fp16.
+    const float sr = 0.02f, sy2 = 0.0371f;
+    std::vector<int8_t> rq(m_total * cs.k);  // NHWC, cs.k channels per pixel
+    for (size_t i = 0; i < rq.size(); ++i) rq[i] = static_cast<int8_t>(static_cast<int>(i * 37 % 255) - 127);
+    cuda::DeviceBuffer dr, dy2b;
+    ASSERT_TRUE(dr.upload(rq).is_ok() && dy2b.alloc(rq.size() * 2).is_ok());
+    p.res_ld = cs.k;
+    p.res_scale = sr;
+    a.residual_i8 = static_cast<const int8_t*>(dr.get());
+    a.y2 = dy2b.get();
+    for (const bool nhwc_i8 : {false, true}) {
+      p.out_format = nhwc_i8 ? cuda::OutFormat::kNhwcI8 : cuda::OutFormat::kNchwF32;
+      p.out2_format = nhwc_i8 ? cuda::Out2Format::kF16 : cuda::Out2Format::kI8;
+      p.out2_scale = sy2;
+      ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
+      std::vector<float> yf(m_total * cs.k);
+      std::vector<int8_t> yq8(m_total * cs.k);
+      std::vector<uint16_t> y2(m_total * cs.k);  // int8 in its low bytes' worth, or fp16
+      ASSERT_EQ(cudaMemcpy(nhwc_i8 ? static_cast<void*>(yq8.data()) : yf.data(), dy.get(),
+                           nhwc_i8 ? yq8.size() : yf.size() * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(y2.data(), dy2b.get(), nhwc_i8 ? y2.size() * 2 : y2.size(), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      const auto* y2q = reinterpret_cast<const int8_t*>(y2.data());
+      int64_t exact = 0, within = 0;
+      for (int n = 0; n < cs.n; ++n)
+        for (int k = 0; k < cs.k; ++k)
+          for (int pix = 0; pix < oh * ow; ++pix) {
+            const int64_t i = (static_cast<int64_t>(n) * cs.k + k) * oh * ow + pix;
+            const int64_t j = (static_cast<int64_t>(n) * oh * ow + pix) * cs.k + k;
+            const float y = static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
+            const float v = y + static_cast<float>(rq[j]) * sr;
+            if (nhwc_i8) {
+              exact += y2[j] == float_to_half(v);
+              within += std::abs(yq8[j] - ops::quantize_value(v, sy, 0, -128, 127)) <= 1;
+            } else {
+              exact += yf[i] == v;
+              within += std::abs(y2q[j] - ops::quantize_value(v, sy2, 0, -128, 127)) <= 1;
+            }
+          }
+      EXPECT_EQ(exact, acc.numel()) << cuda::conv_igemm_config_name(cfg) << " int8 residual, "
+                                    << (nhwc_i8 ? "fp16 second output" : "fp32 output") << " not exact";
+      EXPECT_EQ(within, acc.numel()) << cuda::conv_igemm_config_name(cfg) << " int8 residual, "
+                                     << (nhwc_i8 ? "int8 output" : "int8 second output");
+    }
+    a.residual_i8 = nullptr;
+    a.y2 = nullptr;
+    p.out2_format = cuda::Out2Format::kF16;
   }
   EXPECT_GT(tested, 0);
 }

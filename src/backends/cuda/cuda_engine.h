@@ -97,7 +97,7 @@ class CudaEngine final : public Engine {
   // Packed weights shared by all instances (keyed by conv node name), and the kernel chosen per conv signature.
   mutable std::map<std::string, std::shared_ptr<PackedConv>> weights_;
   mutable std::map<std::string, std::string> kernel_choice_;
-  mutable std::optional<std::set<std::string>> int8_convs_;  // LowerInput::int8_convs
+  mutable std::optional<std::set<std::string>> int8_convs_;  // LowerInput::int8_convs (INT8 Conv and Gemm nodes)
   mutable std::unique_ptr<CudaContext> default_ctx_;
   mutable std::mutex run_mu_;
   friend class Instance;

@@ -42,7 +42,7 @@ class ConvLayer final : public Layer {
   bool int8 = false;
   float* workspace = nullptr;  // set while timing; otherwise the instance's conv workspace region of the arena
   int in = -1, res = -1, out = -1;
-  int out2 = -1;  // an int8 output's dequantized fp16 copy (ConvArgs::y2), or -1
+  int out2 = -1;  // the second output (ConvArgs::y2; its format in p.out2_*), or -1
   int groups = 1, group_channels = 0;  // grouped INT8 convs: conv_grouped_i8, no tile configuration
 
   // The pointer/stride fields depend on where tensors ended up (Concat slices), so they are filled at launch.
@@ -57,8 +57,14 @@ class ConvLayer final : public Layer {
     a.bias = static_cast<const float*>(w->bias.get());
     a.alpha = static_cast<const float*>(w->alpha.get());
     if (res >= 0) {
-      a.residual = static_cast<const __half*>(inst.ptr(res, ptrs)) + inst.tensors[res].coff;
-      q->res_ld = inst.tensors[res].ld;
+      const TensorRef& r = inst.tensors[res];
+      const char* base = static_cast<const char*>(inst.ptr(res, ptrs)) + r.coff * dtype_size(r.dtype);
+      if (r.dtype == DType::kInt8) {
+        a.residual_i8 = reinterpret_cast<const int8_t*>(base);
+      } else {
+        a.residual = reinterpret_cast<const __half*>(base);
+      }
+      q->res_ld = r.ld;
     }
     a.y = inst.ptr(out, ptrs);
     if (p.splits > 1 || cudnn) {
@@ -69,7 +75,7 @@ class ConvLayer final : public Layer {
       q->out_coff = y.coff;
     }
     if (out2 >= 0) {
-      a.y2 = static_cast<__half*>(inst.ptr(out2, ptrs));
+      a.y2 = inst.ptr(out2, ptrs);
       q->out2_ld = inst.tensors[out2].ld;
       q->out2_coff = inst.tensors[out2].coff;
     }
@@ -155,7 +161,7 @@ class QuantizeLayer final : public Layer {
   float scale = 1.f;
   Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
     const TensorRef& x = inst.tensors[ins[0]];
-    const Shape& sh = x.shape;
+    const Shape& sh = inst.tensors[outs[0]].shape;  // 4-d (a Gemm's [N, C] input as [N, C, 1, 1])
     const bool dq = outs.size() > 1;  // the dequantized value, when a consumer other than the INT8 convs reads it
     return quantize_nhwc_i8(inst.ptr(ins[0], ptrs), x.nhwc, inst.view(ins[0], ptrs), inst.view(outs[0], ptrs),
                             dq ? inst.ptr(outs[1], ptrs) : nullptr, dq ? inst.view(outs[1], ptrs) : NhwcView{},
@@ -177,8 +183,10 @@ class MaxPoolLayer final : public Layer {
 class UpsampleLayer final : public Layer {
  public:
   int N = 0, C = 0, H = 0, W = 0, fh = 1, fw = 1;
+  bool int8 = false;  // on int8 tensors (Lowerer::try_int8_concat)
   Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
-    return upsample_nearest_nhwc(inst.view(ins[0], ptrs), inst.view(outs[0], ptrs), N, C, H, W, fh, fw, s);
+    return (int8 ? upsample_nearest_nhwc_i8 : upsample_nearest_nhwc)(inst.view(ins[0], ptrs),
+                                                                     inst.view(outs[0], ptrs), N, C, H, W, fh, fw, s);
   }
 };
 
@@ -399,6 +407,7 @@ class Lowerer {
       inst_->slot_tensor[slot] = t;
     }
     concat_in_place();
+    drop_unread_out2();
     for (size_t v = 0; v < q8_.size(); ++v) {
       if (q8_[v] < 0) continue;
       Instance::Int8Probe p{g_.values[v].name, q8_[v], -1, s2d_[v]};
@@ -592,24 +601,28 @@ class Lowerer {
       Int8Options opt = *in_.int8;
       opt.mode = Int8Mode::kFake;  // cheaper; the choice of layers is the same
       const Int8Report rep = QD_TRY(lower_int8(copy, opt));
+      std::set<std::string> chosen;
       for (const LayerPrecision& l : rep.layers) {
-        if (l.precision == "int8" && l.op == "Conv") int8_convs_.insert(l.node);
+        if (l.precision == "int8") chosen.insert(l.node);
+      }
+      for (const Node& n : g_.nodes) {
+        if (chosen.count(n.name) && (n.op == OpType::Conv || int8_gemm_shape(n))) int8_convs_.insert(n.name);
       }
       if (in_.int8_convs) *in_.int8_convs = int8_convs_;
     }
     qscale_.assign(g_.values.size(), 0.f);
     q8_.assign(g_.values.size(), -1);
     for (const Node& n : g_.nodes) {
-      if (n.op != OpType::Conv || !int8_convs_.count(n.name)) continue;
+      if ((n.op != OpType::Conv && n.op != OpType::Gemm) || !int8_convs_.count(n.name)) continue;
       qscale_[n.inputs[0]] = in_.int8->act_scales.at(g_.values[n.inputs[0]].name);
     }
     return Status::ok();
   }
 
-  // Node c is an INT8 conv reading v as its data input (and nowhere else): it takes v's int8 copy.
+  // Node c is an INT8 conv (or Gemm) reading v as its data input (and nowhere else): it takes v's int8 copy.
   bool int8_conv_input(int c, int v) const {
     const Node& n = g_.nodes[c];
-    return n.op == OpType::Conv && int8_convs_.count(n.name) && n.inputs[0] == v &&
+    return (n.op == OpType::Conv || n.op == OpType::Gemm) && int8_convs_.count(n.name) && n.inputs[0] == v &&
            std::count(n.inputs.begin(), n.inputs.end(), v) == 1;
   }
 
@@ -627,10 +640,11 @@ class Lowerer {
                    : QD_TRY(add_convert(io_in_[v], nhwc_tensor(g_.values[v].shape, DType::kInt8), ":to_nhwc"));
       return Status::ok();
     }
-    if (g_.values[v].shape.size() != 4 || g_.values[v].dtype != DType::kFloat32) {
-      return unsupported("INT8 conv input '" + g_.values[v].name + "' is not a 4-d float tensor");
+    const Shape& vs = g_.values[v].shape;
+    if ((vs.size() != 4 && vs.size() != 2) || g_.values[v].dtype != DType::kFloat32) {
+      return unsupported("INT8 input '" + g_.values[v].name + "' is not a 4-d (Conv) or 2-d (Gemm) float tensor");
     }
-    const Shape& sh = g_.values[v].shape;
+    const Shape sh = vs.size() == 4 ? vs : Shape{vs[0], vs[1], 1, 1};  // a Gemm's [N, C] as N pixels
     auto l = std::make_unique<QuantizeLayer>();
     l->scale = qscale_[v];
     q8_[v] = nhwc_tensor(sh, DType::kInt8);
@@ -669,6 +683,8 @@ class Lowerer {
         bool lowered = false;
         QD_RETURN_IF_ERROR(try_fused_conv(i, &lowered));
         if (lowered) return Status::ok();
+      } else if (n.op == OpType::Gemm && int8_convs_.count(n.name)) {
+        return lower_int8_gemm(i);
       } else if (n.op == OpType::MaxPool || n.op == OpType::Resize || n.op == OpType::Concat) {
         bool lowered = false;
         if (n.op == OpType::Concat && !qscale_.empty()) {
@@ -1208,7 +1224,13 @@ class Lowerer {
     l->in = s2d ? QD_TRY(ensure_s2d(n.inputs[0], int8)) : int8 ? q8_[n.inputs[0]] : QD_TRY(ensure_fast(n.inputs[0]));
     if (res_value >= 0) {
       QD_RETURN_IF_ERROR(resolve(res_value));
-      l->res = QD_TRY(ensure_fast(res_value));
+      if (!q8_.empty() && q8_[res_value] >= 0 && !s2d_[res_value]) {
+        // An INT8 tensor: its int8 copy, read as q * s in fp32 like the reference (its fp16 copy would round it).
+        l->res = q8_[res_value];
+        l->p.res_scale = qscale_[res_value];
+      } else {
+        l->res = QD_TRY(ensure_fast(res_value));
+      }
     }
     const std::string key = n.name + (int8 ? ":int8" : "") + (s2d ? ":s2d" : "");
     auto it = in_.weights->find(key);
@@ -1275,7 +1297,11 @@ class Lowerer {
       l->out = q8_[cur] = nhwc_tensor(g_.values[cur].shape, DType::kInt8);
       p.out_format = OutFormat::kNhwcI8;
       p.out_scale = qscale_[cur];
-      if (others) l->out2 = fast_t_[cur] = nhwc_tensor(g_.values[cur].shape);
+      if (others) {
+        l->out2 = fast_t_[cur] = nhwc_tensor(g_.values[cur].shape);
+        p.out2_format = Out2Format::kF16;
+        p.out2_of_q = true;
+      }
     } else if (fast_consumer && p.K % 8 == 0) {
       l->out = nhwc_tensor(g_.values[cur].shape);
       fast_t_[cur] = l->out;
@@ -1304,11 +1330,84 @@ class Lowerer {
     return Status::ok();
   }
 
-  // A channel Concat read only by INT8 convs, whose inputs are INT8 convs' outputs (YOLOv5's C3 blocks) or MaxPools of
-  // earlier inputs (SPPF: x, mp(x), mp(mp(x)), ...), each read only by the Concat and by such MaxPools: the convs
-  // quantize their results with the Concat output's scale straight into its int8 tensor's channel slices and the
-  // MaxPools pool int8 slices into int8 slices. No Concat layer, no quantize pass, no fp16 copies; the same values as
-  // quantizing the concatenated floats (max-pooling commutes with the quantization).
+  // An INT8 Gemm (A [N, C] with a constant B and bias; the reference's conditions: no transA, alpha = beta = 1) as
+  // the 1x1 INT8 conv it is on N pixels of 1x1: the same kernels and epilogue, y = acc * (s_x * s_w[k]) + bias[k],
+  // written as the [N, K] fp32 result.
+  // Whether an INT8 Gemm (as lower_int8 chose it) has what lower_int8_gemm needs: a 2-d input, a constant 2-d
+  // B, no bias or a constant one per output column. Others stay in float on the GPU.
+  bool int8_gemm_shape(const Node& n) const {
+    if (n.op != OpType::Gemm || n.inputs.size() < 2 || n.inputs[0] < 0) return false;
+    const Tensor* b = g_.constant(n.inputs[1]);
+    const Shape& xs = g_.values[n.inputs[0]].shape;
+    if (!b || b->dtype() != DType::kFloat32 || b->shape().size() != 2 || xs.size() != 2) return false;
+    const auto trans_b = n.attrs.get_int("transB", 0);
+    if (!trans_b) return false;
+    const int64_t C = *trans_b ? b->shape()[1] : b->shape()[0], K = *trans_b ? b->shape()[0] : b->shape()[1];
+    if (C != xs[1]) return false;
+    if (n.inputs.size() < 3 || n.inputs[2] < 0) return true;
+    const Tensor* bias = g_.constant(n.inputs[2]);
+    return bias && bias->dtype() == DType::kFloat32 && bias->numel() == K && bias->shape().back() == K;
+  }
+
+  Status lower_int8_gemm(int i) {
+    const Node& n = g_.nodes[i];
+    const int x = n.inputs[0];
+    const Tensor* b = g_.constant(n.inputs[1]);
+    const Tensor* bias = n.inputs.size() > 2 && n.inputs[2] >= 0 ? g_.constant(n.inputs[2]) : nullptr;
+    const Shape& xs = g_.values[x].shape;
+    if (!int8_gemm_shape(n) || q8_[x] < 0) return internal("INT8 Gemm '" + n.name + "' cannot be lowered");
+    const bool trans_b = QD_TRY(n.attrs.get_int("transB", 0)) != 0;
+    const int64_t C = xs[1], K = trans_b ? b->shape()[0] : b->shape()[1];
+    const std::string key = n.name + ":int8";
+    auto it = in_.weights->find(key);
+    if (it == in_.weights->end()) {
+      Tensor w(DType::kFloat32, {K, C, 1, 1});  // B as conv weights [K][C]
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t c = 0; c < C; ++c) {
+          w.data<float>()[k * C + c] = b->data<float>()[trans_b ? k * C + c : c * K + k];
+        }
+      Tensor bv(DType::kFloat32, {K});
+      if (bias) std::copy(bias->data<float>(), bias->data<float>() + K, bv.data<float>());
+      auto ws = in_.int8->weight_scales.find(g_.values[n.inputs[1]].name);
+      auto packed = QD_TRY(pack_conv_int8(w, &bv, qscale_[x],
+                                          ws == in_.int8->weight_scales.end() ? nullptr : &ws->second));
+      it = in_.weights->emplace(key, packed).first;
+    }
+    auto l = std::make_unique<ConvLayer>();
+    l->int8 = true;
+    l->w = it->second;
+    ConvParams& p = l->p;
+    p.N = static_cast<int>(xs[0]);
+    p.H = p.W = p.OH = p.OW = p.R = p.S = 1;
+    p.C = l->w->C;
+    p.K = static_cast<int>(K);
+    p.Kp = l->w->Kp;
+    p.out_format = OutFormat::kNchwF32;
+    l->in = q8_[x];
+    const int y = n.outputs[0];
+    l->out = gen_[y] = add_tensor(generic_ref(y));
+    l->ins = {l->in};
+    l->outs = {l->out};
+    l->info = {n.name, "gemm", "", "int8", fmt_of(inst_->tensors[l->in]), fmt_of(inst_->tensors[l->out]),
+               static_cast<double>(node_macs(g_, n))};
+    conv_layers_.push_back(static_cast<int>(inst_->layers.size()));
+    add_layer(std::move(l));
+    return Status::ok();
+  }
+
+  // A channel Concat read only by INT8 convs is built in int8 when each of its inputs is
+  //  - an INT8 conv's fp16 output (YOLOv5's C3 blocks): the conv quantizes it with the Concat output's scale straight
+  //    into the int8 tensor's channel slice;
+  //  - a conv's second, fp16 output (the dequantized value of an INT8 tensor that INT8 convs read too, e.g. the
+  //    backbone features YOLOv5's neck concatenates): that output becomes int8 with the Concat's scale, requantized
+  //    from q * s in fp32 as the reference does;
+  //  - a MaxPool of an earlier input (SPPF: x, mp(x), mp(mp(x)), ...): it pools int8 slices into int8 slices;
+  //  - a nearest Resize of an INT8 conv's fp16 output (YOLOv5's upsampling): the conv also writes that output
+  //    quantized with the Concat's scale (as its only output when nothing else reads it), which the Resize
+  //    copies into the slice.
+  // No Concat layer, no quantize pass; the same values as quantizing the concatenated floats (max-pooling and nearest
+  // resizing commute with the quantization). Each input may have other readers only where they do not need its fp16
+  // tensor: INT8 convs (they read its int8 copy), MaxPools of this rule, Resizes already moved to int8 by it.
   Status try_int8_concat(int i, bool* lowered) {
     const Node& n = g_.nodes[i];
     if (n.outputs.size() != 1 || n.outputs[0] < 0) return Status::ok();
@@ -1321,37 +1420,70 @@ class Lowerer {
     const auto input_index = [&n](int v) {
       return static_cast<int>(std::find(n.inputs.begin(), n.inputs.end(), v) - n.inputs.begin());
     };
-    std::vector<int> producers;  // each input's producing layer
-    std::vector<int> pool_src;   // for a MaxPool input: the index of the input it pools, else -1
+    enum class Kind { kConv, kConvOut2, kPool, kResize };
+    struct Input {
+      Kind kind;
+      int layer;         // the layer writing the input (for kResize, the Resize's)
+      int pool_src = -1;  // kPool: the index of the input it pools
+      int conv = -1;      // kResize: the layer of the conv whose output it resizes
+      int resized = -1;   // kResize: that output's value
+    };
+    std::vector<Input> inputs;
+    const auto conv_at = [this](int t) -> std::pair<int, ConvLayer*> {
+      const auto pit = producer_.find(t);
+      if (pit == producer_.end()) return {-1, nullptr};
+      return {pit->second, dynamic_cast<ConvLayer*>(inst_->layers[pit->second].get())};
+    };
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       const int v = n.inputs[k];
       if (v < 0 || is_output_[v] || fast_t_[v] < 0 || aliased_[fast_t_[v]] || g_.values[v].shape[1] % 16 ||
           input_index(v) != static_cast<int>(k) || std::count(n.inputs.begin(), n.inputs.end(), v) != 1) {
         return Status::ok();
       }
-      for (int c : consumers_[v]) {  // the Concat, and MaxPools whose outputs are later inputs
+      for (int c : consumers_[v]) {
         const bool pool =
             g_.nodes[c].op == OpType::MaxPool && input_index(g_.nodes[c].outputs[0]) > static_cast<int>(k);
-        if (c != i && !pool) return Status::ok();
+        if (c != i && !pool && !int8_conv_input(c, v) && !int8_resizes_.count(c)) return Status::ok();
       }
       const auto pit = producer_.find(fast_t_[v]);
       if (pit == producer_.end()) return Status::ok();
       Layer* l = inst_->layers[pit->second].get();
-      int src = -1;
+      Input in{Kind::kConv, pit->second};
       if (auto* c = dynamic_cast<ConvLayer*>(l)) {
-        if (!c->int8 || c->out != fast_t_[v] || c->p.out_format != OutFormat::kNhwcF16) return Status::ok();
+        if (c->int8 && c->out == fast_t_[v] && c->p.out_format == OutFormat::kNhwcF16) {
+          in.kind = Kind::kConv;
+        } else if (c->out2 == fast_t_[v] && c->p.out2_format == Out2Format::kF16) {
+          in.kind = Kind::kConvOut2;
+        } else {
+          return Status::ok();
+        }
       } else if (auto* mp = dynamic_cast<MaxPoolLayer*>(l)) {
         const int pi = g_.values[v].producer;
         if (pi < 0 || g_.nodes[pi].op != OpType::MaxPool || g_.nodes[pi].outputs[0] != v) return Status::ok();
         const Node& pn = g_.nodes[pi];
-        src = input_index(pn.inputs[0]);
-        if (src >= static_cast<int>(k) || mp->ins[0] != fast_t_[pn.inputs[0]]) return Status::ok();
+        in.kind = Kind::kPool;
+        in.pool_src = input_index(pn.inputs[0]);
+        if (in.pool_src >= static_cast<int>(k) || mp->ins[0] != fast_t_[pn.inputs[0]]) return Status::ok();
+      } else if (auto* up = dynamic_cast<UpsampleLayer*>(l)) {
+        const int pi = g_.values[v].producer;
+        if (pi < 0 || g_.nodes[pi].op != OpType::Resize || g_.nodes[pi].outputs[0] != v) return Status::ok();
+        const int u = g_.nodes[pi].inputs[0];
+        if (consumers_[v].size() != 1 || is_output_[u] || fast_t_[u] < 0 || up->ins[0] != fast_t_[u]) {
+          return Status::ok();
+        }
+        const auto [cl, c] = conv_at(fast_t_[u]);
+        if (!c || !c->int8 || c->out != fast_t_[u] || c->p.out_format != OutFormat::kNhwcF16 || c->out2 >= 0) {
+          return Status::ok();
+        }
+        in.kind = Kind::kResize;
+        in.conv = cl;
+        in.resized = u;
       } else {
         return Status::ok();
       }
-      producers.push_back(pit->second);
-      pool_src.push_back(src);
+      inputs.push_back(in);
     }
+    const float scale = qscale_[out_v];
     const int y = q8_[out_v] = nhwc_tensor(g_.values[out_v].shape, DType::kInt8);
     std::vector<int> slices;
     int coff = 0;
@@ -1366,28 +1498,76 @@ class Lowerer {
       coff += static_cast<int>(g_.values[v].shape[1]);
       slices.push_back(t);
     }
-    for (size_t k = 0; k < n.inputs.size(); ++k) {
-      Layer* l = inst_->layers[producers[k]].get();
-      const int t = slices[k], old = fast_t_[n.inputs[k]];
-      if (const int b = inst_->tensors[old].buffer; b >= 0) buffer_bytes_[b] = 0;  // the fp16 tensor, unused
+    // The layer at `index` writes `t` instead of its tensor `old`, whose buffer is no longer used.
+    const auto retarget = [this](int index, int old, int t) {
+      Layer* l = inst_->layers[index].get();
+      if (const int b = inst_->tensors[old].buffer; b >= 0) buffer_bytes_[b] = 0;
       producer_.erase(old);
-      producer_[t] = producers[k];
-      l->outs = {t};
-      l->info.out_format = fmt_of(inst_->tensors[t]);
+      producer_[t] = index;
+      std::replace(l->outs.begin(), l->outs.end(), old, t);
+      l->info.out_format = fmt_of(inst_->tensors[l->outs[0]]);
+      return l;
+    };
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const Input& in = inputs[k];
+      const int t = slices[k], old = fast_t_[n.inputs[k]];
+      Layer* l = retarget(in.layer, old, t);
       l->info.name += "+" + n.name;
-      if (auto* c = dynamic_cast<ConvLayer*>(l)) {
-        c->out = t;
-        c->p.out_format = OutFormat::kNhwcI8;
-        c->p.out_scale = qscale_[out_v];
-      } else {
-        auto* mp = static_cast<MaxPoolLayer*>(l);
-        mp->int8 = true;
-        mp->ins = {slices[static_cast<size_t>(pool_src[k])]};
-        mp->info.precision = "int8";
-        mp->info.in_format = fmt_of(inst_->tensors[mp->ins[0]]);
+      switch (in.kind) {
+        case Kind::kConv: {
+          auto* c = static_cast<ConvLayer*>(l);
+          c->out = t;
+          c->p.out_format = OutFormat::kNhwcI8;
+          c->p.out_scale = scale;
+          break;
+        }
+        case Kind::kConvOut2: {
+          auto* c = static_cast<ConvLayer*>(l);
+          c->out2 = t;
+          c->p.out2_format = Out2Format::kI8;
+          c->p.out2_scale = scale;
+          break;
+        }
+        case Kind::kPool: {
+          auto* mp = static_cast<MaxPoolLayer*>(l);
+          mp->int8 = true;
+          mp->ins = {slices[static_cast<size_t>(in.pool_src)]};
+          mp->info.precision = "int8";
+          mp->info.in_format = fmt_of(inst_->tensors[mp->ins[0]]);
+          break;
+        }
+        case Kind::kResize: {
+          // The conv's output quantized with this Concat's scale: its only output when the Resize was its only
+          // reader, else a second one beside the fp16 tensor the others read.
+          auto* c = static_cast<ConvLayer*>(inst_->layers[in.conv].get());
+          const int u = in.resized;
+          const int q = nhwc_tensor(g_.values[u].shape, DType::kInt8);
+          const bool others = consumers_[u].size() > 1;
+          if (others) {
+            c->out2 = q;
+            c->outs.push_back(q);
+            producer_[q] = in.conv;
+            c->p.out2_format = Out2Format::kI8;
+            c->p.out2_of_q = false;
+            c->p.out2_scale = scale;
+          } else {
+            retarget(in.conv, c->out, q);
+            c->out = q;
+            c->p.out_format = OutFormat::kNhwcI8;
+            c->p.out_scale = scale;
+            fast_t_[u] = -1;
+          }
+          auto* up = static_cast<UpsampleLayer*>(l);
+          up->int8 = true;
+          up->ins = {q};
+          up->info.precision = "int8";
+          up->info.in_format = fmt_of(inst_->tensors[q]);
+          int8_resizes_.insert(g_.values[n.inputs[k]].producer);
+          break;
+        }
       }
     }
-    for (int v : n.inputs) fast_t_[v] = -1;  // no fp16 copies exist: the Concat and the MaxPools were the only readers
+    for (int v : n.inputs) fast_t_[v] = -1;  // no fp16 copies are left for these values' remaining readers
     *lowered = true;
     return Status::ok();
   }
@@ -1486,6 +1666,20 @@ class Lowerer {
     }
   }
 
+  // A conv's second output that no layer reads is not written: e.g. the dequantized fp16 copy of an INT8 tensor
+  // whose only other readers were residual Adds, which now read its int8 copy.
+  void drop_unread_out2() {
+    std::set<int> read(inst_->slot_tensor.begin(), inst_->slot_tensor.end());
+    for (const auto& l : inst_->layers) read.insert(l->ins.begin(), l->ins.end());
+    for (auto& lp : inst_->layers) {
+      auto* c = dynamic_cast<ConvLayer*>(lp.get());
+      if (!c || c->out2 < 0 || read.count(c->out2) || aliased_[c->out2]) continue;
+      if (const int b = inst_->tensors[c->out2].buffer; b >= 0) buffer_bytes_[b] = 0;
+      c->outs.erase(std::remove(c->outs.begin(), c->outs.end(), c->out2), c->outs.end());
+      c->out2 = -1;
+    }
+  }
+
   // Lifetimes over the layer sequence, then the arena layout.
   Status plan() {
     std::vector<BufferLife> lives(buffer_bytes_.size());
@@ -1522,11 +1716,15 @@ class Lowerer {
 
   // ---- kernel choice: time the candidates of each conv signature not chosen yet ----
   // A signature is "<kind>:n<N>:<the rest>"; the batch sits alone in the second field (see nearest_batch_choice).
-  static std::string signature(const ConvParams& p, bool res, bool int8) {
+  // 0: no residual, 1: fp16, 2: int8.
+  static int residual_kind(const ConvLayer& c) {
+    return c.res < 0 ? 0 : c.p.res_scale != 0.f ? 2 : 1;
+  }
+  static std::string signature(const ConvParams& p, int res, bool int8) {
     char buf[200];
     std::snprintf(buf, sizeof buf, "%s:n%d:h%dw%dc%d:k%d:r%ds%d:st%dx%d:p%dx%d:d%dx%d:o%d:res%d",
                   int8 ? "conv_i8" : "conv_f16", p.N, p.H, p.W, p.C, p.K, p.R, p.S, p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w,
-                  static_cast<int>(p.out_format), res ? 1 : 0);
+                  static_cast<int>(p.out_format), res);
     return buf;
   }
   // Batch sizes inside a plan's profile that the builder did not time (a last, partial batch) take the choice made
@@ -1638,7 +1836,7 @@ class Lowerer {
     std::vector<int> todo;
     for (int li : conv_layers_) {
       auto* c = static_cast<ConvLayer*>(inst_->layers[li].get());
-      const std::string sig = signature(c->p, c->res >= 0, c->int8);
+      const std::string sig = signature(c->p, residual_kind(*c), c->int8);
       auto it = in_.choices->find(sig);
       if (it != in_.choices->end() && apply(c, it->second)) continue;
       if (in_.tune || in_.opt->max_shapes.empty() || it != in_.choices->end()) {
@@ -1682,7 +1880,7 @@ class Lowerer {
     Status st;
     for (int li : todo) {
       auto* c = static_cast<ConvLayer*>(inst_->layers[li].get());
-      const std::string sig = signature(c->p, c->res >= 0, c->int8);
+      const std::string sig = signature(c->p, residual_kind(*c), c->int8);
       if (auto it = in_.choices->find(sig); it != in_.choices->end() && apply(c, it->second)) continue;
       float best = 1e30f;
       Candidate best_c{-1, 1};
@@ -1762,6 +1960,7 @@ class Lowerer {
   std::vector<bool> s2d_;             // per value: a graph input the stem convs read as its space-to-depth
   std::vector<int> s2d_t_;            // its fp16 space-to-depth tensor, once made
   std::map<int, bool> aliased_;
+  std::set<int> int8_resizes_;  // Resize nodes try_int8_concat moved to int8 (they no longer read the fp16 tensor)
   std::vector<int> conv_layers_;
 };
 

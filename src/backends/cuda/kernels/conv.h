@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
 #include "core/status.h"
@@ -19,6 +20,8 @@ enum class Act : int { kNone = 0, kRelu, kSilu, kSigmoid, kLeakyRelu, kHardSwish
 const char* act_name(Act a);
 
 enum class OutFormat : int { kNhwcF16 = 0, kNchwF16, kNchwF32, kNhwcI8 };
+// The optional second output (ConvArgs::y2), always NHWC: fp16, or int8 quantized with ConvParams::out2_scale.
+enum class Out2Format : int { kF16 = 0, kI8 };
 
 struct ConvParams {
   int N = 0, H = 0, W = 0, C = 0;  // input; C is the padded channel count (16 bytes' worth)
@@ -29,11 +32,17 @@ struct ConvParams {
   int in_ld = 0;                   // elements between input pixels (>= C)
   int out_ld = 0, out_coff = 0;    // NHWC output: elements between pixels, first channel
   int out2_ld = 0, out2_coff = 0;  // the same for ConvArgs::y2
-  int res_ld = 0;                  // residual (NHWC fp16) elements between pixels
+  int res_ld = 0;                  // residual (NHWC) elements between pixels
+  float res_scale = 0.f;           // ConvArgs::residual_i8: the residual is q * res_scale
   OutFormat out_format = OutFormat::kNhwcF16;
   Act act = Act::kNone;
   float act_a = 0.f, act_b = 0.f;  // LeakyRelu alpha; HardSigmoid alpha/beta; Clip min/max
   float out_scale = 1.f;           // kNhwcI8: the output's quantization scale
+  // ConvArgs::y2: its format, its scale (kI8), and its source: the value v, or (out2_of_q, with a kNhwcI8 output) the
+  // output's dequantized value q * out_scale, which is what every other reader of an INT8 tensor sees.
+  Out2Format out2_format = Out2Format::kF16;
+  bool out2_of_q = false;
+  float out2_scale = 1.f;
   // Split-K: the K loop is cut into `splits` ranges run by separate blocks, whose fp32 partial sums go to a
   // workspace that a second kernel adds up before the epilogue. Pays off when M x K alone gives too few blocks to
   // fill the GPU (small images, batch 1).
@@ -45,9 +54,12 @@ struct ConvArgs {
   const void* w = nullptr;
   const float* bias = nullptr;     // [K], never null
   const float* alpha = nullptr;    // INT8: [K] s_x * s_w[k]
-  const __half* residual = nullptr;  // NHWC, added after the activation; may be null
+  // Added after the activation; at most one, may both be null. NHWC fp16, or int8 (an INT8 tensor read as its
+  // dequantized value q * res_scale in fp32, as the reference does).
+  const __half* residual = nullptr;
+  const int8_t* residual_i8 = nullptr;
   void* y = nullptr;
-  __half* y2 = nullptr;            // kNhwcI8 only, optional: also q * out_scale, NHWC fp16 (the dequantized value)
+  void* y2 = nullptr;              // optional second output (ConvParams::out2_*), e.g. for a tensor's other readers
   float* workspace = nullptr;        // splits x M x K floats when splits > 1
 };
 

@@ -92,28 +92,71 @@ __device__ __forceinline__ int requantize(float v, float scale) {
   return max(-128, min(127, __float2int_rn(__fdiv_rn(v, scale))));
 }
 
+__device__ __forceinline__ bool has_residual(const ConvArgs& a) { return a.residual || a.residual_i8; }
+
+// The residual's value at (pixel m, channel k): fp16, or an int8 tensor's dequantized value in fp32.
+__device__ __forceinline__ float residual_at(const ConvParams& p, const ConvArgs& a, int m, int k) {
+  const int64_t at = static_cast<int64_t>(m) * p.res_ld + k;
+  return a.residual_i8 ? __fmul_rn(static_cast<float>(a.residual_i8[at]), p.res_scale) : __half2float(a.residual[at]);
+}
+
+// Channels k and k + 1 (k even, res_ld even) with one load.
+__device__ __forceinline__ void add_residual2(const ConvParams& p, const ConvArgs& a, int m, int k, float& v0,
+                                              float& v1) {
+  const int64_t at = static_cast<int64_t>(m) * p.res_ld + k;
+  if (a.residual_i8) {
+    const char2 r = *reinterpret_cast<const char2*>(a.residual_i8 + at);
+    v0 += __fmul_rn(static_cast<float>(r.x), p.res_scale);
+    v1 += __fmul_rn(static_cast<float>(r.y), p.res_scale);
+  } else {
+    const __half2 r = *reinterpret_cast<const __half2*>(a.residual + at);
+    v0 += __low2float(r);
+    v1 += __high2float(r);
+  }
+}
+
+// The second output's value u at (pixel m, channel k).
+__device__ __forceinline__ void store_out2(const ConvParams& p, const ConvArgs& a, int m, int k, float u) {
+  const int64_t at = static_cast<int64_t>(m) * p.out2_ld + p.out2_coff + k;
+  if (p.out2_format == Out2Format::kI8) {
+    static_cast<int8_t*>(a.y2)[at] = static_cast<int8_t>(requantize(u, p.out2_scale));
+  } else {
+    static_cast<__half*>(a.y2)[at] = __float2half_rn(u);
+  }
+}
+
+// Channels k and k + 1 (k, out2_ld and out2_coff even).
+__device__ __forceinline__ void store_out2_pair(const ConvParams& p, const ConvArgs& a, int m, int k, float u0,
+                                                float u1) {
+  const int64_t at = static_cast<int64_t>(m) * p.out2_ld + p.out2_coff + k;
+  if (p.out2_format == Out2Format::kI8) {
+    *reinterpret_cast<char2*>(static_cast<int8_t*>(a.y2) + at) =
+        make_char2(static_cast<signed char>(requantize(u0, p.out2_scale)),
+                   static_cast<signed char>(requantize(u1, p.out2_scale)));
+  } else {
+    *reinterpret_cast<__half2*>(static_cast<__half*>(a.y2) + at) = __floats2half2_rn(u0, u1);
+  }
+}
+
 __device__ __forceinline__ void store_out(const ConvParams& p, const ConvArgs& a, int m, int k, float v) {
+  float u = v;  // what y2 gets
   if (p.out_format == OutFormat::kNhwcI8) {
     const int q = requantize(v, p.out_scale);
     static_cast<int8_t*>(a.y)[static_cast<int64_t>(m) * p.out_ld + p.out_coff + k] = static_cast<int8_t>(q);
-    if (a.y2) {  // what the tensor's other readers take: the dequantized value, as a quantize pass would write it
-      a.y2[static_cast<int64_t>(m) * p.out2_ld + p.out2_coff + k] =
-          __float2half_rn(__fmul_rn(static_cast<float>(q), p.out_scale));
-    }
-    return;
-  }
-  if (p.out_format == OutFormat::kNhwcF16) {
+    if (p.out2_of_q) u = __fmul_rn(static_cast<float>(q), p.out_scale);
+  } else if (p.out_format == OutFormat::kNhwcF16) {
     static_cast<__half*>(a.y)[static_cast<int64_t>(m) * p.out_ld + p.out_coff + k] = __float2half_rn(v);
-    return;
-  }
-  const int hw = p.OH * p.OW;
-  const int n = m / hw, pix = m - n * hw;
-  const int64_t idx = (static_cast<int64_t>(n) * p.K + k) * hw + pix;
-  if (p.out_format == OutFormat::kNchwF16) {
-    static_cast<__half*>(a.y)[idx] = __float2half_rn(v);
   } else {
-    static_cast<float*>(a.y)[idx] = v;
+    const int hw = p.OH * p.OW;
+    const int n = m / hw, pix = m - n * hw;
+    const int64_t idx = (static_cast<int64_t>(n) * p.K + k) * hw + pix;
+    if (p.out_format == OutFormat::kNchwF16) {
+      static_cast<__half*>(a.y)[idx] = __float2half_rn(v);
+    } else {
+      static_cast<float*>(a.y)[idx] = v;
+    }
   }
+  if (a.y2) store_out2(p, a, m, k, u);
 }
 
 // The fused epilogue of conv_igemm_kernel for one BM x BN tile (or split-K's partial sums).
@@ -142,7 +185,7 @@ __device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvAr
   // Two channels per store (half2, or two int8 and the dequantized half2) when every address is even.
   const bool i8 = p.out_format == OutFormat::kNhwcI8;
   const bool paired = (p.out_format == OutFormat::kNhwcF16 || i8) && (p.out_ld % 2 == 0) && (p.out_coff % 2 == 0) &&
-                      (p.K % 2 == 0) && (a.residual == nullptr || p.res_ld % 2 == 0) &&
+                      (p.K % 2 == 0) && (!has_residual(a) || p.res_ld % 2 == 0) &&
                       (a.y2 == nullptr || (p.out2_ld % 2 == 0 && p.out2_coff % 2 == 0));
 #pragma unroll
   for (int i = 0; i < kMT; ++i) {
@@ -162,30 +205,27 @@ __device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvAr
         float v1 = apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1), p.act,
                              p.act_a, p.act_b);
         if (paired) {
-          if (a.residual) {
-            const __half2 r = *reinterpret_cast<const __half2*>(a.residual + static_cast<int64_t>(m) * p.res_ld + k0);
-            v0 += __low2float(r);
-            v1 += __high2float(r);
-          }
+          if (has_residual(a)) add_residual2(p, a, m, k0, v0, v1);
           const int64_t at = static_cast<int64_t>(m) * p.out_ld + p.out_coff + k0;
+          float u0 = v0, u1 = v1;  // what y2 gets
           if (i8) {
             const int q0 = requantize(v0, p.out_scale), q1 = requantize(v1, p.out_scale);
             *reinterpret_cast<char2*>(static_cast<int8_t*>(a.y) + at) =
                 make_char2(static_cast<signed char>(q0), static_cast<signed char>(q1));
-            if (a.y2) {
-              *reinterpret_cast<__half2*>(a.y2 + static_cast<int64_t>(m) * p.out2_ld + p.out2_coff + k0) =
-                  __floats2half2_rn(__fmul_rn(static_cast<float>(q0), p.out_scale),
-                                    __fmul_rn(static_cast<float>(q1), p.out_scale));
+            if (p.out2_of_q) {
+              u0 = __fmul_rn(static_cast<float>(q0), p.out_scale);
+              u1 = __fmul_rn(static_cast<float>(q1), p.out_scale);
             }
           } else {
             *reinterpret_cast<__half2*>(static_cast<__half*>(a.y) + at) = __floats2half2_rn(v0, v1);
           }
+          if (a.y2) store_out2_pair(p, a, m, k0, u0, u1);
           continue;
         }
-        if (a.residual) v0 += __half2float(a.residual[static_cast<int64_t>(m) * p.res_ld + k0]);
+        if (has_residual(a)) v0 += residual_at(p, a, m, k0);
         store_out(p, a, m, k0, v0);
         if (k0 + 1 < p.K) {
-          if (a.residual) v1 += __half2float(a.residual[static_cast<int64_t>(m) * p.res_ld + k0 + 1]);
+          if (has_residual(a)) v1 += residual_at(p, a, m, k0 + 1);
           store_out(p, a, m, k0 + 1, v1);
         }
       }
@@ -391,7 +431,7 @@ __global__ void conv_splitk_epilogue(const ConvParams p, const ConvArgs a, int64
       v = sum + a.bias[k];
     }
     v = apply_act(v, p.act, p.act_a, p.act_b);
-    if (a.residual) v += __half2float(a.residual[static_cast<int64_t>(m) * p.res_ld + k]);
+    if (has_residual(a)) v += residual_at(p, a, m, k);
     store_out(p, a, m, k, v);
   }
 }
@@ -423,7 +463,7 @@ __global__ void conv_epilogue_kernel(const ConvParams p, const ConvArgs a, const
     for (int j = 0; j < 8; ++j) {
       if (k0 + j >= p.K) break;
       v[j] = apply_act(v[j] + a.bias[k0 + j], p.act, p.act_a, p.act_b);
-      if (a.residual) v[j] += __half2float(a.residual[static_cast<int64_t>(m) * p.res_ld + k0 + j]);
+      if (has_residual(a)) v[j] += residual_at(p, a, m, k0 + j);
     }
     if (vec_out) {
       uint4 raw;
@@ -466,7 +506,7 @@ __global__ void conv_grouped_i8_kernel(const ConvParams p, const ConvArgs a, int
       }
     }
     float v = apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc), a.alpha[k]), a.bias[k]), p.act, p.act_a, p.act_b);
-    if (a.residual) v += __half2float(a.residual[static_cast<int64_t>(m) * p.res_ld + k]);
+    if (has_residual(a)) v += residual_at(p, a, m, k);
     store_out(p, a, m, k, v);
   }
 }
@@ -577,8 +617,8 @@ Status launch_conv_epilogue(const ConvParams& p, const ConvArgs& a, const __half
   if (M == 0 || p.K == 0) return Status::ok();
   const int64_t groups = M * ((p.K + 7) / 8);
   const bool vec_in = p.K % 8 == 0 && reinterpret_cast<uintptr_t>(acc) % 16 == 0;
-  const bool vec_out = vec_in && p.out_format == OutFormat::kNhwcF16 && p.out_ld % 8 == 0 && p.out_coff % 8 == 0 &&
-                       reinterpret_cast<uintptr_t>(a.y) % 16 == 0;
+  const bool vec_out = vec_in && p.out_format == OutFormat::kNhwcF16 && !a.y2 && p.out_ld % 8 == 0 &&
+                       p.out_coff % 8 == 0 && reinterpret_cast<uintptr_t>(a.y) % 16 == 0;
   const int64_t blocks = std::min<int64_t>(ceil_div(groups, 256), 65535 * 16);
   conv_epilogue_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p, a, acc, groups, vec_in, vec_out);
   return cuda_status(cudaGetLastError(), "conv_epilogue");

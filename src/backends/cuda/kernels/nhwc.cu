@@ -479,6 +479,15 @@ Status upsample_nearest_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W,
   return cuda_status(cudaGetLastError(), "upsample_nearest_nhwc");
 }
 
+Status upsample_nearest_nhwc_i8(NhwcView x, NhwcView y, int N, int C, int H, int W, int fh, int fw, cudaStream_t s) {
+  if (C % 2 || x.ld % 2 || x.coff % 2 || y.ld % 2 || y.coff % 2) {
+    return internal("upsample_nearest_nhwc_i8: channel count, strides and offsets must be even");
+  }
+  // Pairs of int8 channels move as the fp16 kernel's 2-byte elements.
+  return upsample_nearest_nhwc({x.data, x.ld / 2, x.coff / 2}, {y.data, y.ld / 2, y.coff / 2}, N, C / 2, H, W, fh, fw,
+                               s);
+}
+
 Status quantize_nhwc_i8(const void* x, bool x_nhwc, NhwcView x_view, NhwcView q, void* dq, NhwcView dq_view, int N,
                         int C, int H, int W, float scale, cudaStream_t s) {
   if (q.coff != 0 || q.ld < C || q.ld % 16) return internal("quantize_nhwc_i8: q must be whole, ld a multiple of 16");

@@ -49,6 +49,8 @@ Status maxpool_nhwc(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s)
 Status maxpool_nhwc_i8(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s);
 // Nearest-neighbour upsampling by integer factors (ONNX Resize, asymmetric coordinates, floor rounding).
 Status upsample_nearest_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W, int fh, int fw, cudaStream_t s);
+// The same on int8 NHWC tensors (a copy, so exact for any quantization): C, ld and coff even.
+Status upsample_nearest_nhwc_i8(NhwcView x, NhwcView y, int N, int C, int H, int W, int fh, int fw, cudaStream_t s);
 // Copies x's C channels into y's channel slice (a Concat input not written in place by its producer).
 Status copy_channels_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W, cudaStream_t s);
 
