@@ -510,12 +510,14 @@ TEST(CudaEngine, Int8ClassifiersMatchReferenceInt8) {
   }
 }
 
-// Every tensor the INT8 plan quantizes (the conv inputs: written by quantize passes, by conv epilogues, into Concat
-// slices, or as the stem input's space-to-depth) against the same tensor of the reference's exact INT8 mode run end
-// to end on the same input, quantized with the same scale. The first stages (/model.0 to /model.3, before
-// differences can pile up) agree within 1 LSB on >= 99.9% of the elements; deeper tensors drift, because a code one
-// LSB off (SiLU's exp is not bit-identical across implementations; fp16 storage between the non-INT8 ops) changes
-// every later layer that reads it, so the whole model is held to >= 95%. (Each conv alone is exact: conv_int8_test.)
+// Every tensor the INT8 plan quantizes (the conv inputs: written by conv epilogues, into Concat slices, by int8
+// MaxPools and Resizes, or as the stem input's space-to-depth) against the same tensor of the reference's exact INT8
+// mode run end to end on the same input, quantized with the same scale. Every operation on the way is the
+// reference's to the bit except SiLU, whose fast exp and division in the epilogue are a few ulp off: a value that
+// lands within that of a rounding tie gets the other code, and each such code changes what later layers read. The
+// first stages (/model.0 to /model.3) agree within 1 LSB on >= 99.9% of the elements, the whole model on >= 99%
+// (99.54% measured on an H100; 100% identical when SiLU was computed as the reference does, see docs/benchmarks.md).
+// (Each conv alone is exact: conv_int8_test.)
 TEST(CudaEngine, Int8TensorsWithinOneLsbOfTheReference) {
   SKIP_WITHOUT_GPU();
   const std::string model = test::source_dir() + "/models/yolov5n_fmnist_det.onnx";
@@ -578,7 +580,7 @@ TEST(CudaEngine, Int8TensorsWithinOneLsbOfTheReference) {
             << 100.0 * exact / total << "% identical, " << 100.0 * within / total << "% within 1 LSB\n";
   std::cout << "  /model.0-3: " << 100.0 * early_within / early_total << "% within 1 LSB\n";
   EXPECT_GE(early_within, early_total - early_total / 1000);
-  EXPECT_GE(within, total - total / 20);
+  EXPECT_GE(within, total - total / 100);
 }
 
 // g with its input's batch symbolic ("batch", -1).
