@@ -9,7 +9,7 @@
 #             on the FMNIST-Det val set: per-stage GPU times and mAP (docs/benchmarks.md)
 #   precision the precision / speed table and chart of the shipped detector (scripts/precision-speed.py) at 640
 #   qat       QAT fine-tuning of the shipped detector (python -m qdeploy.qat; QD_QAT_ARGS replaces its flags), then INT8 GPU
-#             plans built from its Q/DQ model (all INT8, and with the stem conv in fp16) evaluated on the val set
+#             plans built from its Q/DQ model (all INT8, and with layers in fp16: QD_QAT_FALLBACKS) evaluated on the val set
 # QD_TEST_FILTER narrows the tests (a gtest filter); QD_BENCH_ARGS adds flags to bench/yolov5s_vs_pytorch.py.
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu-check.sh OUTDIR [STEP...]}
@@ -133,9 +133,11 @@ for step in $STEPS; do
           ${QD_QAT_ARGS:---epochs 4 --max-batches 250 --mosaic 0 --task-weight 0 --lr 3e-4 --learn-ranges}
         echo "--- fp16"
         val_eval models/yolov5n_fmnist_det.onnx --device cuda --precision fp16 --quiet
-        # Fallback sets (share of the conv MACs: /model.0 8.5%, /model.1 5.7%, the Detect head /model.24 1.5%).
-        for fb in none /model.0/conv/Conv '/model.24/.*' '/model.1/conv/Conv,/model.24/.*' \
-                  '/model.0/conv/Conv,/model.24/.*'; do
+        # Fallback sets (share of the conv MACs: /model.0 8.5%, /model.1 5.7%, the Detect head /model.24 1.5%);
+        # QD_QAT_FALLBACKS (space-separated, each a --fp16-layers list or `none`) replaces them.
+        fbs=(none /model.0/conv/Conv '/model.24/.*' '/model.1/conv/Conv,/model.24/.*' '/model.0/conv/Conv,/model.24/.*')
+        [ -n "${QD_QAT_FALLBACKS:-}" ] && read -ra fbs <<< "$QD_QAT_FALLBACKS"
+        for fb in "${fbs[@]}"; do
           echo "--- qat int8, fp16 layers: $fb"
           [ "$fb" = none ] && fl=() || fl=(--fp16-layers "$fb")
           val_eval "$D/qat/run/qat.onnx" --device cuda --precision int8 "${fl[@]}" --quiet

@@ -1224,8 +1224,9 @@ class Lowerer {
     l->in = s2d ? QD_TRY(ensure_s2d(n.inputs[0], int8)) : int8 ? q8_[n.inputs[0]] : QD_TRY(ensure_fast(n.inputs[0]));
     if (res_value >= 0) {
       QD_RETURN_IF_ERROR(resolve(res_value));
-      if (!q8_.empty() && q8_[res_value] >= 0 && !s2d_[res_value]) {
+      if (int8 && !q8_.empty() && q8_[res_value] >= 0 && !s2d_[res_value]) {
         // An INT8 tensor: its int8 copy, read as q * s in fp32 like the reference (its fp16 copy would round it).
+        // INT8 convs only: the fp16 kernels' epilogue reads fp16 residuals (conv_igemm.cu).
         l->res = q8_[res_value];
         l->p.res_scale = qscale_[res_value];
       } else {
@@ -1452,7 +1453,7 @@ class Lowerer {
       if (auto* c = dynamic_cast<ConvLayer*>(l)) {
         if (c->int8 && c->out == fast_t_[v] && c->p.out_format == OutFormat::kNhwcF16) {
           in.kind = Kind::kConv;
-        } else if (c->out2 == fast_t_[v] && c->p.out2_format == Out2Format::kF16) {
+        } else if (c->int8 && c->out2 == fast_t_[v] && c->p.out2_format == Out2Format::kF16) {
           in.kind = Kind::kConvOut2;
         } else {
           return Status::ok();

@@ -205,21 +205,34 @@ __device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvAr
         float v1 = apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1), p.act,
                              p.act_a, p.act_b);
         if (paired) {
-          if (has_residual(a)) add_residual2(p, a, m, k0, v0, v1);
+          // The fp16 kernels (fp16 convs) see only fp16 residuals and, beside an int8 output, its dequantized fp16
+          // copy (Lowerer): kept to that, their epilogue stays as short as it was before int8 residuals and second
+          // outputs of other formats, which only INT8 convs get.
+          if constexpr (kI8) {
+            if (has_residual(a)) add_residual2(p, a, m, k0, v0, v1);
+          } else if (a.residual) {
+            const __half2 r = *reinterpret_cast<const __half2*>(a.residual + static_cast<int64_t>(m) * p.res_ld + k0);
+            v0 += __low2float(r);
+            v1 += __high2float(r);
+          }
           const int64_t at = static_cast<int64_t>(m) * p.out_ld + p.out_coff + k0;
           float u0 = v0, u1 = v1;  // what y2 gets
           if (i8) {
             const int q0 = requantize(v0, p.out_scale), q1 = requantize(v1, p.out_scale);
             *reinterpret_cast<char2*>(static_cast<int8_t*>(a.y) + at) =
                 make_char2(static_cast<signed char>(q0), static_cast<signed char>(q1));
-            if (p.out2_of_q) {
+            if (!kI8 || p.out2_of_q) {
               u0 = __fmul_rn(static_cast<float>(q0), p.out_scale);
               u1 = __fmul_rn(static_cast<float>(q1), p.out_scale);
+            }
+            if (!kI8 && a.y2) {
+              *reinterpret_cast<__half2*>(static_cast<__half*>(a.y2) + static_cast<int64_t>(m) * p.out2_ld +
+                                          p.out2_coff + k0) = __floats2half2_rn(u0, u1);
             }
           } else {
             *reinterpret_cast<__half2*>(static_cast<__half*>(a.y) + at) = __floats2half2_rn(v0, v1);
           }
-          if (a.y2) store_out2_pair(p, a, m, k0, u0, u1);
+          if (kI8 && a.y2) store_out2_pair(p, a, m, k0, u0, u1);
           continue;
         }
         if (has_residual(a)) v0 += residual_at(p, a, m, k0);
