@@ -6,6 +6,11 @@
 #include <limits>
 #include <random>
 
+#include "onnx/importer.h"
+#include "passes/passes.h"
+#include "quant/calib_cache.h"
+#include "quant/calibrator.h"
+
 namespace qd::test {
 
 std::string source_dir() {
@@ -43,6 +48,20 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
     m = std::max(m, d);
   }
   return m;
+}
+
+Status write_minmax_cache(const std::string& model, const std::string& input, const Tensor& feed,
+                          const std::string& path) {
+  auto g = import_onnx_file(model);
+  if (!g) return g.status();
+  PrepareOptions prep;
+  prep.input_shapes[input] = feed.shape();
+  QD_RETURN_IF_ERROR(prepare_graph(*g, prep));
+  CalibOptions co;
+  co.algo = CalibAlgo::kMinMax;
+  Calibrator cal(*g, co);
+  QD_RETURN_IF_ERROR(cal.observe_range({{input, feed}}));
+  return write_calib_cache(path, cal.result());
 }
 
 }  // namespace qd::test

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "core/status.h"
 #include "core/tensor.h"
 
 namespace qd::test {
@@ -15,5 +16,9 @@ std::string temp_dir(const std::string& tag);
 Tensor random_f32(const Shape& shape, uint32_t seed, float lo = -1.f, float hi = 1.f);
 // max |a - b| over all elements (shapes must match; returns +inf otherwise).
 double max_abs_diff(const Tensor& a, const Tensor& b);
+// A min-max calibration cache (TensorRT text format) for the ONNX model's input `input`, from the one batch `feed`
+// (the model is prepared for its shape), written to `path`.
+Status write_minmax_cache(const std::string& model, const std::string& input, const Tensor& feed,
+                          const std::string& path);
 
 }  // namespace qd::test

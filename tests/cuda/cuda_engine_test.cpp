@@ -15,7 +15,6 @@
 #include "onnx/importer.h"
 #include "ops/quantize.h"
 #include "quant/calib_cache.h"
-#include "quant/calibrator.h"
 #include "passes/passes.h"
 #include "plan/plan_file.h"
 #include "runtime/io_format.h"
@@ -477,20 +476,11 @@ TEST(CudaEngine, Int8ClassifiersMatchReferenceInt8) {
   SKIP_WITHOUT_GPU();
   for (const char* name : {"model_bn", "model_gn"}) {
     const std::string model = test::source_dir() + "/models/" + name + ".onnx";
-    auto g = import_onnx_file(model);
-    ASSERT_TRUE(g);
-    PrepareOptions prep;
-    prep.input_shapes["input"] = {1, 3, 32, 32};
-    ASSERT_TRUE(prepare_graph(*g, prep).is_ok());
-    CalibOptions co;
-    co.algo = CalibAlgo::kMinMax;
-    Calibrator cal(*g, co);
     std::map<std::string, Tensor> in{{"input", test::random_f32({1, 3, 32, 32}, 5, 0.f, 1.f)}};
-    ASSERT_TRUE(cal.observe_range(in).is_ok());
     BuildOptions opt;
     opt.precision = "int8";
     opt.calib_cache = test::temp_dir("int8_cls") + "/" + name + ".cache";
-    ASSERT_TRUE(write_calib_cache(opt.calib_cache, cal.result()).is_ok());
+    ASSERT_TRUE(test::write_minmax_cache(model, "input", in.at("input"), opt.calib_cache).is_ok());
     auto cpu = build_engine(model, opt);
     ASSERT_TRUE(cpu) << cpu.status().to_string();
     opt.device = "cuda";

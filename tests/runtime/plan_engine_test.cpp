@@ -6,12 +6,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "onnx/importer.h"
 #include "onnx/onnx_builder.h"
-#include "passes/passes.h"
 #include "plan/plan_file.h"
-#include "quant/calib_cache.h"
-#include "quant/calibrator.h"
 #include "runtime/engine.h"
 #include "runtime/plan_sections.h"
 #include "test_util.h"
@@ -84,17 +80,10 @@ class PlanEngine : public ::testing::Test {
 
   // A min-max calibration cache for model_bn from one random batch.
   std::string model_bn_cache() {
-    auto g = import_onnx_file(model_path("model_bn.onnx"));
-    EXPECT_TRUE(g);
-    PrepareOptions p;
-    p.input_shapes["input"] = {1, 3, 32, 32};
-    EXPECT_TRUE(prepare_graph(*g, p).is_ok());
-    CalibOptions co;
-    co.algo = CalibAlgo::kMinMax;
-    Calibrator cal(*g, co);
-    EXPECT_TRUE(cal.observe_range({{"input", test::random_f32({1, 3, 32, 32}, 1, 0.f, 1.f)}}).is_ok());
     const std::string path = dir_ + "/model_bn.cache";
-    EXPECT_TRUE(write_calib_cache(path, cal.result()).is_ok());
+    EXPECT_TRUE(test::write_minmax_cache(model_path("model_bn.onnx"), "input",
+                                         test::random_f32({1, 3, 32, 32}, 1, 0.f, 1.f), path)
+                    .is_ok());
     return path;
   }
 
