@@ -138,12 +138,19 @@ __device__ __forceinline__ void store_out2_pair(const ConvParams& p, const ConvA
   }
 }
 
+// One output element. kI8 (INT8 convs): any second output (ConvParams::out2_*); otherwise (fp16 convs) only the
+// dequantized fp16 copy beside an int8 output, the one kind the Lowerer gives them, so their code stays short.
+template <bool kI8>
 __device__ __forceinline__ void store_out(const ConvParams& p, const ConvArgs& a, int m, int k, float v) {
   float u = v;  // what y2 gets
   if (p.out_format == OutFormat::kNhwcI8) {
     const int q = requantize(v, p.out_scale);
     static_cast<int8_t*>(a.y)[static_cast<int64_t>(m) * p.out_ld + p.out_coff + k] = static_cast<int8_t>(q);
-    if (p.out2_of_q) u = __fmul_rn(static_cast<float>(q), p.out_scale);
+    if (!kI8 || p.out2_of_q) u = __fmul_rn(static_cast<float>(q), p.out_scale);
+    if (!kI8) {
+      if (a.y2) static_cast<__half*>(a.y2)[static_cast<int64_t>(m) * p.out2_ld + p.out2_coff + k] = __float2half_rn(u);
+      return;
+    }
   } else if (p.out_format == OutFormat::kNhwcF16) {
     static_cast<__half*>(a.y)[static_cast<int64_t>(m) * p.out_ld + p.out_coff + k] = __float2half_rn(v);
   } else {
@@ -156,7 +163,14 @@ __device__ __forceinline__ void store_out(const ConvParams& p, const ConvArgs& a
       static_cast<float*>(a.y)[idx] = v;
     }
   }
-  if (a.y2) store_out2(p, a, m, k, u);
+  if (kI8 && a.y2) store_out2(p, a, m, k, u);
+}
+
+// The residual's value for element (m, k): any kind for INT8 convs, fp16 for the others (see store_out).
+template <bool kI8>
+__device__ __forceinline__ float residual_or_zero(const ConvParams& p, const ConvArgs& a, int m, int k) {
+  if constexpr (kI8) return has_residual(a) ? residual_at(p, a, m, k) : 0.f;
+  return a.residual ? __half2float(a.residual[static_cast<int64_t>(m) * p.res_ld + k]) : 0.f;
 }
 
 // The fused epilogue of conv_igemm_kernel for one BM x BN tile (or split-K's partial sums).
@@ -235,11 +249,11 @@ __device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvAr
           if (kI8 && a.y2) store_out2_pair(p, a, m, k0, u0, u1);
           continue;
         }
-        if (has_residual(a)) v0 += residual_at(p, a, m, k0);
-        store_out(p, a, m, k0, v0);
+        if (has_residual(a)) v0 += residual_or_zero<kI8>(p, a, m, k0);
+        store_out<kI8>(p, a, m, k0, v0);
         if (k0 + 1 < p.K) {
-          if (has_residual(a)) v1 += residual_at(p, a, m, k0 + 1);
-          store_out(p, a, m, k0 + 1, v1);
+          if (has_residual(a)) v1 += residual_or_zero<kI8>(p, a, m, k0 + 1);
+          store_out<kI8>(p, a, m, k0 + 1, v1);
         }
       }
     }
@@ -444,13 +458,13 @@ __global__ void conv_splitk_epilogue(const ConvParams p, const ConvArgs a, int64
       v = sum + a.bias[k];
     }
     v = apply_act(v, p.act, p.act_a, p.act_b);
-    if (has_residual(a)) v += residual_at(p, a, m, k);
-    store_out(p, a, m, k, v);
+    if (has_residual(a)) v += residual_or_zero<kI8>(p, a, m, k);
+    store_out<kI8>(p, a, m, k, v);
   }
 }
 
-// The epilogue over a convolution computed elsewhere (cuDNN): acc is [M][K] fp16. One thread per 8 channels of a
-// pixel, with 16-byte loads and stores where the layout allows.
+// The epilogue over a convolution computed elsewhere (cuDNN, fp16 convs only): acc is [M][K] fp16. One thread per 8
+// channels of a pixel, with 16-byte loads and stores where the layout allows.
 __global__ void conv_epilogue_kernel(const ConvParams p, const ConvArgs a, const __half* acc, int64_t groups,
                                      bool vec_in, bool vec_out) {
   const int kg = (p.K + 7) / 8;
@@ -476,7 +490,7 @@ __global__ void conv_epilogue_kernel(const ConvParams p, const ConvArgs a, const
     for (int j = 0; j < 8; ++j) {
       if (k0 + j >= p.K) break;
       v[j] = apply_act(v[j] + a.bias[k0 + j], p.act, p.act_a, p.act_b);
-      if (has_residual(a)) v[j] += residual_at(p, a, m, k0 + j);
+      if (a.residual) v[j] += __half2float(a.residual[static_cast<int64_t>(m) * p.res_ld + k0 + j]);
     }
     if (vec_out) {
       uint4 raw;
@@ -488,7 +502,7 @@ __global__ void conv_epilogue_kernel(const ConvParams p, const ConvArgs a, const
     }
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      if (k0 + j < p.K) store_out(p, a, m, k0 + j, v[j]);
+      if (k0 + j < p.K) store_out<false>(p, a, m, k0 + j, v[j]);
     }
   }
 }
@@ -520,7 +534,7 @@ __global__ void conv_grouped_i8_kernel(const ConvParams p, const ConvArgs a, int
     }
     float v = apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc), a.alpha[k]), a.bias[k]), p.act, p.act_a, p.act_b);
     if (has_residual(a)) v += residual_at(p, a, m, k);
-    store_out(p, a, m, k, v);
+    store_out<true>(p, a, m, k, v);
   }
 }
 
