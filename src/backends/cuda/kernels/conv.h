@@ -59,7 +59,10 @@ struct ConvArgs {
   const __half* residual = nullptr;
   const int8_t* residual_i8 = nullptr;
   void* y = nullptr;
-  void* y2 = nullptr;              // optional second output (ConvParams::out2_*), e.g. for a tensor's other readers
+  // Optional second output (ConvParams::out2_*), e.g. for a tensor's other readers. The fp16 configurations and the
+  // cuDNN epilogue take only fp16 residuals and, beside a kNhwcI8 output, its dequantized fp16 copy (kF16,
+  // out2_of_q); int8 residuals and the other second outputs are for the INT8 configurations.
+  void* y2 = nullptr;
   float* workspace = nullptr;        // splits x M x K floats when splits > 1
 };
 
