@@ -32,7 +32,8 @@ from .loss import YoloLoss
 from .models import MODEL_NAMES, build_model, is_classifier
 from .models.fuse import fuse_conv_bn
 from .optim import apply_lr, autocast, default_device, grad_scaler, lr_factor
-from .quant import METHODS, TensorQuantizer, calibrate, export_qat_classifier, export_qat_detector, quantize_model
+from .quant import METHODS, TensorQuantizer, calibrate, export_qat_classifier, export_qat_detector, keep_float, \
+    quantize_model
 from .train import images_to_float, make_loaders, validation_loss
 from .train_cls import top1
 
@@ -44,6 +45,11 @@ def make_student_teacher(args, nc, device, example_input):
     for p in teacher.parameters():
         p.requires_grad_(False)
     student = quantize_model(copy.deepcopy(teacher), args.placement, example_input.to(device))
+    if args.float_layers:
+        kept = keep_float(student, args.float_layers.split(","))
+        if not kept:
+            raise SystemExit(f"--float-layers {args.float_layers!r} matches no quantized conv or linear")
+        print(f"kept in float while fine-tuning: {', '.join(kept)}", flush=True)
     return student, teacher
 
 
@@ -196,6 +202,9 @@ def parse_args(argv=None):
     ap.add_argument("--task-weight", type=float, default=1.0, help="weight of the task loss (0: pure distillation)")
     ap.add_argument("--learn-ranges", action="store_true",
                     help="train the quantizers' scales too (LSQ) instead of keeping the calibrated ranges")
+    ap.add_argument("--float-layers", default="",
+                    help="convs / linears left unquantized while fine-tuning, as the deployment's fp16 layers will "
+                         "be: module-name regexes, comma separated (e.g. 'model.1.conv,model.24.m.[0-9]')")
     ap.add_argument("--mosaic", type=float, default=0.5)
     ap.add_argument("--head-only", action="store_true", help="export s8/s16/s32 raw heads instead of output0")
     ap.add_argument("--dynamic", action="store_true", help="dynamic batch axis in the ONNX export")

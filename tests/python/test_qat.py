@@ -70,7 +70,7 @@ def test_gradients_reach_the_student_only(detect):
 def test_cli_flags():
     base = ["--model", "yolov5n", "--weights", "w.pt", "--data", "d", "--out", "o"]
     args = parse_args(base)
-    assert args.distill_mode == "decoded" and args.task_weight == 1.0
+    assert args.distill_mode == "decoded" and args.task_weight == 1.0 and args.float_layers == ""
     args = parse_args(base + ["--distill-mode", "raw", "--task-weight", "0"])
     assert args.distill_mode == "raw" and args.task_weight == 0.0
     with pytest.raises(SystemExit):

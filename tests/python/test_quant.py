@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from qdeploy.models import build_model
-from qdeploy.quant import (TensorQuantizer, activation_quantizers, calibrate, export_qat_detector, quantize_model,
-                           set_quantization)
+from qdeploy.quant import (TensorQuantizer, activation_quantizers, calibrate, export_qat_detector, keep_float,
+                           quantize_model, set_quantization)
 from qdeploy.quant.calib import HistogramCalibrator, MaxCalibrator
 
 onnx = pytest.importorskip("onnx")
@@ -132,6 +132,24 @@ def test_placement_1_ties_quantizers_across_concat_and_pool():
     assert bottleneck.add.a_quantizer is bottleneck.cv1.conv.input_quantizer
     assert bottleneck.add.b_quantizer is not bottleneck.add.a_quantizer
     assert not any(type(m).__name__ in ("QuantSiLU", "QuantConcat") for m in model.modules())
+
+
+def test_keep_float_disables_the_layers_and_unties_their_inputs():
+    model = quantize_model(build_model("yolov5n", 10), placement=1)
+    shared = model.model[18].conv.input_quantizer  # P3's output: read by conv 18 and the first Detect conv
+    assert model.model[24].m[0].input_quantizer is shared
+    names = keep_float(model, ["model.1.conv", r"model\.24\.m\.[0-9]"])
+    assert names == ["model.1.conv", "model.24.m.0", "model.24.m.1", "model.24.m.2"]
+    for conv in (model.model[1].conv, *model.model[24].m):
+        assert not conv.input_quantizer.enabled and not conv.weight_quantizer.enabled
+    assert model.model[18].conv.input_quantizer is shared and shared.enabled  # still quantized for conv 18
+    calibrate(model, [torch.rand(2, 3, 64, 64)], method="max")
+    x = torch.rand(1, 3, 64, 64)
+    head_in = {}
+    model.model[24].m[0].register_forward_pre_hook(lambda m, inp: head_in.setdefault("x", inp[0]))
+    model.eval()(x)
+    assert not torch.equal(shared(head_in["x"]), head_in["x"])  # the Detect conv reads the unquantized tensor
+    assert keep_float(model, ["model.99.conv"]) == []
 
 
 def test_placement_2_quantizes_every_layer():

@@ -3,10 +3,10 @@
 from .calib import METHODS
 from .calibrate import calibrate, set_quantization
 from .export import export_qat_classifier, export_qat_detector
-from .placement import activation_quantizers, quantize_model
+from .placement import activation_quantizers, keep_float, quantize_model
 from .quantizer import TensorQuantizer
 
 __all__ = [
     "METHODS", "TensorQuantizer", "activation_quantizers", "calibrate", "export_qat_classifier",
-    "export_qat_detector", "quantize_model", "set_quantization",
+    "export_qat_detector", "keep_float", "quantize_model", "set_quantization",
 ]

@@ -10,13 +10,15 @@ Placement 2 (every layer): placement 1's quantizers without ties, plus SiLU (its
 Concat inputs, so that every tensor an int8-only accelerator sees has a scale of its own from training.
 """
 
+import re
+
 import torch
 from torch import nn
 
 from ..models.blocks import Add, Concat
 from ..models.fuse import fuse_conv_bn
 from .modules import QuantAdd, QuantConcat, QuantConv2d, QuantLinear, QuantMaxPool2d, QuantSiLU
-from .quantizer import TensorQuantizer
+from .quantizer import TensorQuantizer, activation_quantizer
 
 PLACEMENT_1 = {nn.Conv2d: QuantConv2d, nn.Linear: QuantLinear, nn.MaxPool2d: QuantMaxPool2d, Add: QuantAdd}
 PLACEMENT_2 = {**PLACEMENT_1, nn.SiLU: QuantSiLU, Concat: QuantConcat}
@@ -125,3 +127,19 @@ def _scale_groups(model, example_input):
         if q not in members:
             members.append(q)
     return list(groups.values())
+
+
+def keep_float(model, patterns):
+    """Leave the quantized convs and linears whose module names (e.g. ``model.24.m.0``) fully match one of the regexes
+    ``patterns`` in float, as a deployment with those layers in fp16 runs them: weight quantizer off, and the input
+    quantizer replaced by a disabled one of their own, so that a quantizer tied with other readers of the same
+    tensor stays on for those. Returns the names."""
+    compiled = [re.compile(p) for p in patterns]
+    names = []
+    for name, module in model.named_modules():
+        if isinstance(module, (QuantConv2d, QuantLinear)) and any(r.fullmatch(name) for r in compiled):
+            module.weight_quantizer.enabled = False
+            module.input_quantizer = activation_quantizer()
+            module.input_quantizer.enabled = False
+            names.append(name)
+    return names
