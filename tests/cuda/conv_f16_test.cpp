@@ -71,13 +71,14 @@ TEST_P(ConvF16, EveryConfigurationMatchesTheReference) {
   ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
   int tested = 0;
   for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) {
-    if (cuda::conv_igemm_config_int8(cfg)) continue;
+    p.splits = 1;
+    if (cuda::conv_igemm_config_int8(cfg) || !cuda::conv_igemm_config_fits(cfg, p)) continue;
     ++tested;
     const std::string name = cuda::conv_igemm_config_name(cfg);
     for (int splits : {1, 3}) {
-      if (splits > 1 && cuda::conv_igemm_config_stream(cfg)) break;
       p.out_format = cuda::OutFormat::kNchwF32;
       p.splits = splits;
+      if (!cuda::conv_igemm_config_fits(cfg, p)) break;  // streaming and special-purpose ones: no split-K
       cuda::DeviceBuffer wsb;
       if (splits > 1) {
         ASSERT_TRUE(wsb.alloc(cuda::conv_igemm_workspace(p)).is_ok());
@@ -113,6 +114,8 @@ TEST_P(ConvF16, EveryConfigurationMatchesTheReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, ConvF16,
                          ::testing::Values(Case{1, 24, 17, 13, 40, 3, 3, 2, 1}, Case{2, 64, 20, 20, 72, 1, 1, 1, 0},
                                            Case{1, 3, 18, 22, 32, 6, 6, 2, 2},
+                                           // the space-to-depth stem's shape: stem_halo_f16 runs too
+                                           Case{2, 12, 6, 128, 32, 3, 3, 1, 1}, Case{1, 16, 3, 64, 16, 3, 3, 1, 1},
                                            // enough M tiles that the streaming configurations run several per block
                                            Case{8, 16, 112, 112, 32, 3, 3, 1, 1}));
 

@@ -76,14 +76,15 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
   ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
   int tested = 0;
   for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) {
-    if (!cuda::conv_igemm_config_int8(cfg)) continue;
+    p.splits = 1;
+    if (!cuda::conv_igemm_config_int8(cfg) || !cuda::conv_igemm_config_fits(cfg, p)) continue;
     ++tested;
     // fp32 NCHW output: the same float operations as the reference's Mul and Add, so bit-exact; with split-K too
     // (int32 partial sums add up to the same accumulator).
     for (int splits : {1, 2, 3}) {
-      if (splits > 1 && cuda::conv_igemm_config_stream(cfg)) break;
       p.out_format = cuda::OutFormat::kNchwF32;
       p.splits = splits;
+      if (!cuda::conv_igemm_config_fits(cfg, p)) break;  // streaming and special-purpose ones: no split-K
       cuda::DeviceBuffer ws;
       if (splits > 1) {
         ASSERT_TRUE(ws.alloc(cuda::conv_igemm_workspace(p)).is_ok());
@@ -198,6 +199,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvInt8,
                          ::testing::Values(Case{1, 16, 12, 12, 32, 3, 3, 1, 1}, Case{2, 3, 17, 13, 32, 6, 6, 2, 2},
                                            Case{1, 64, 20, 20, 128, 1, 1, 1, 0}, Case{2, 48, 9, 11, 40, 3, 3, 2, 1},
                                            Case{1, 256, 10, 10, 255, 1, 1, 1, 0},
+                                           // the space-to-depth stem's shape: stem_halo_i8 runs too
+                                           Case{2, 12, 6, 128, 32, 3, 3, 1, 1}, Case{1, 16, 3, 64, 16, 3, 3, 1, 1},
                                            // enough M tiles that the streaming configurations run several per block
                                            Case{8, 16, 112, 112, 32, 3, 3, 1, 1}));
 

@@ -1765,8 +1765,9 @@ class Lowerer {
     const auto& v = in_.opt->tactic_sources;
     return v.empty() || std::find(v.begin(), v.end(), source) != v.end();
   }
-  // cuDNN takes the input's real pixel stride (a Concat's channel slice is wider than its channels).
-  ConvParams cudnn_params(const ConvLayer& c) const {
+  // The layer's parameters as launched, with the input's real pixel stride (a Concat's channel slice is wider than
+  // its channels): what cuDNN and the special-purpose configurations (conv_igemm_config_fits) need to know.
+  ConvParams launch_params(const ConvLayer& c) const {
     ConvParams q = c.p;
     q.in_ld = inst_->tensors[c.in].ld;
     return q;
@@ -1776,22 +1777,24 @@ class Lowerer {
   std::vector<Candidate> candidates(const ConvLayer& c) const {
     std::vector<Candidate> out;
     if (!c.int8 && uses_source("cudnn")) {
-      for (int algo : CudnnConv::algorithms(cudnn_params(c))) out.push_back({0, 1, algo});
+      for (int algo : CudnnConv::algorithms(launch_params(c))) out.push_back({0, 1, algo});
     }
     if (!out.empty() && !uses_source("qdeploy")) return out;
     for (const Candidate& own : own_candidates(c)) out.push_back(own);
     return out;
   }
   // qdeploy's own: the tile configurations of the layer's precision, with split-K where it can pay off.
-  static std::vector<Candidate> own_candidates(const ConvLayer& c) {
-    const ConvParams& p = c.p;
+  std::vector<Candidate> own_candidates(const ConvLayer& c) const {
+    const ConvParams p = launch_params(c);
     std::vector<Candidate> out;
     const int64_t mk = static_cast<int64_t>(p.N) * p.OH * p.OW * p.K;
     const int ktiles = p.Kp / (c.int8 ? 64 : 32);  // the K loop's steps: 64 int8 or 32 fp16 elements
     for (int k = 0; k < conv_igemm_configs(); ++k) {
       if (conv_igemm_config_int8(k) != c.int8) continue;
       for (int splits : {1, 2, 4, 8}) {
-        if (splits > 1 && conv_igemm_config_stream(k)) break;
+        ConvParams q = p;
+        q.splits = splits;
+        if (!conv_igemm_config_fits(k, q)) continue;
         if (splits == 1 || (mk <= (int64_t{1} << 21) && ktiles >= 4 * splits)) out.push_back({k, splits});
       }
     }
@@ -1812,7 +1815,7 @@ class Lowerer {
                                row * sizeof(__half), w.K, cudaMemcpyDeviceToDevice));
     }
     c->cudnn =
-        QD_TRY(CudnnConv::create(cudnn_params(*c), cand.algo, w.dense.get() ? w.dense.get() : w.w.get(), warm));
+        QD_TRY(CudnnConv::create(launch_params(*c), cand.algo, w.dense.get() ? w.dense.get() : w.w.get(), warm));
     return Status::ok();
   }
   // Applies a remembered choice; false when it names no candidate this build may use.

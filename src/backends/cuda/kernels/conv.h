@@ -75,6 +75,8 @@ size_t conv_igemm_workspace(const ConvParams& p);
 int conv_igemm_configs();
 bool conv_igemm_config_int8(int config);
 bool conv_igemm_config_stream(int config);  // streams over M tiles; never split-K
+// Whether configuration `config` can run `p` (special-purpose ones fit few shapes, streaming ones no split-K).
+bool conv_igemm_config_fits(int config, const ConvParams& p);
 std::string conv_igemm_config_name(int config);
 Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cudaStream_t stream);
 // The fused layer's epilogue (bias, activation, residual, output format; not INT8's rescale) over a convolution

@@ -538,11 +538,97 @@ __global__ void conv_grouped_i8_kernel(const ConvParams p, const ConvArgs a, int
   }
 }
 
+// The stem on its space-to-depth input (3x3, stride 1, pad 1, 16 input channels, up to 32 outputs; the output width a
+// multiple of 64): a block computes 64 consecutive output pixels of one row for all output channels. Its three input
+// rows (66 pixels with the halo) and the weights go to shared memory once, and the tensor-core fragments of each of
+// the 9 taps are read from there: the implicit GEMM's im2col gather reads every input pixel 9 times through L2, which
+// bounds it there (Nsight Compute: 70% of L2 throughput, 8% of DRAM's), this kernel 3 times. The implicit GEMM's
+// epilogue. kI8: m16n8k32 on two taps per step (a zero tenth), else m16n8k16 on one.
+template <bool kI8>
+__global__ void __launch_bounds__(128) conv_stem_halo_kernel(const ConvParams p, const ConvArgs a) {
+  using Acc = std::conditional_t<kI8, int, float>;
+  constexpr int kBM = 64, kBN = 32, kC = 16, kElem = kI8 ? 1 : 2;
+  constexpr int kPixBytes = kC * kElem;       // one pixel's channels, one tap of a weight row
+  constexpr int kPix = kBM + 2;               // pixels in a halo row
+  constexpr int kTaps = kI8 ? 10 : 9;         // per weight row in shared memory (int8: a zero tenth)
+  constexpr int kWRow = kTaps * kPixBytes;
+  constexpr int kZero = 3 * kPix * kPixBytes;  // a zero pixel after the halo rows (int8's tenth tap)
+  __shared__ __align__(16) unsigned char xs[kZero + 16];
+  __shared__ __align__(16) unsigned char ws[kBN * kWRow];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int ow0 = blockIdx.x * kBM, oh = blockIdx.y, n = blockIdx.z;
+  // The weights are constants: loaded before waiting for the kernel that writes the input.
+  for (int i = tid; i < kBN * kWRow / 16; i += 128) {
+    const int k = i / (kWRow / 16), off = i % (kWRow / 16) * 16;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (k < p.K && off < 9 * kPixBytes) {
+      v = *reinterpret_cast<const uint4*>(static_cast<const char*>(a.w) + static_cast<int64_t>(k) * p.Kp * kElem + off);
+    }
+    *reinterpret_cast<uint4*>(ws + k * kWRow + off) = v;
+  }
+  pdl_wait();
+  for (int i = tid; i < 3 * kPix * (kPixBytes / 16); i += 128) {
+    const int chunk = i % (kPixBytes / 16), px = i / (kPixBytes / 16) % kPix, r = i / (kPixBytes / 16) / kPix;
+    const int ih = oh - 1 + r, iw = ow0 - 1 + px;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (ih >= 0 && ih < p.H && iw >= 0 && iw < p.W) {
+      v = *reinterpret_cast<const uint4*>(static_cast<const char*>(a.x) +
+                                          (static_cast<int64_t>(n * p.H + ih) * p.W + iw) * p.in_ld * kElem + chunk * 16);
+    }
+    *reinterpret_cast<uint4*>(xs + (r * kPix + px) * kPixBytes + chunk * 16) = v;
+  }
+  if (tid == 0) *reinterpret_cast<uint4*>(xs + kZero) = make_uint4(0, 0, 0, 0);
+  __syncthreads();
+
+  Acc acc[1][4][4] = {};
+  // ldmatrix.x4 addressing: A's four 8x8 matrices are (rows 0-7 | 8-15) x (first | second k half), B's (n-tile j |
+  // j + 1) x (first | second k half); for int8 a k half is one tap.
+  const int a_row = warp * 16 + (lane & 7) + (lane >> 3 & 1) * 8, a_half = lane >> 4;
+  const int b_row = (lane & 7) + (lane >> 4) * 8, b_half = lane >> 3 & 1;
+  const auto pixel = [&](int tap) {  // this lane's A row for `tap`: its input pixel in the halo
+    if (tap >= 9) return smem_addr(xs + kZero);
+    return smem_addr(xs + ((tap / 3) * kPix + a_row + tap % 3) * kPixBytes);
+  };
+  constexpr int kSteps = kI8 ? 5 : 9;
+#pragma unroll
+  for (int st = 0; st < kSteps; ++st) {
+    uint32_t af[4];
+    if constexpr (kI8) {
+      ldmatrix_x4(pixel(2 * st + a_half), af[0], af[1], af[2], af[3]);
+    } else {
+      ldmatrix_x4(pixel(st) + a_half * 16, af[0], af[1], af[2], af[3]);
+    }
+#pragma unroll
+    for (int jp = 0; jp < 2; ++jp) {
+      uint32_t b[4];
+      const int off = kI8 ? (2 * st + b_half) * kPixBytes : st * kPixBytes + b_half * 16;
+      ldmatrix_x4(smem_addr(ws + (jp * 16 + b_row) * kWRow + off), b[0], b[1], b[2], b[3]);
+      if constexpr (kI8) {
+        mma_16832_s8(acc[0][2 * jp], af, b[0], b[1]);
+        mma_16832_s8(acc[0][2 * jp + 1], af, b[2], b[3]);
+      } else {
+        mma_16816(acc[0][2 * jp], af, b[0], b[1]);
+        mma_16816(acc[0][2 * jp + 1], af, b[2], b[3]);
+      }
+    }
+  }
+  pdl_trigger();
+  igemm_epilogue<kBM, kBN, 16, 32, kI8, Acc, 1, 4>(p, a, p.N * p.OH * p.OW, (n * p.OH + oh) * p.OW + ow0, 0, warp, 0,
+                                                   lane, acc);
+}
+
+bool stem_halo_fits(const ConvParams& p) {
+  return p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 1 && p.pad_w == 1 &&
+         p.dil_h == 1 && p.dil_w == 1 && p.C == 16 && p.in_ld == 16 && p.K <= 32 && p.OW % 64 == 0 &&
+         p.OH == p.H && p.OW == p.W && p.splits == 1 && p.Kp >= 9 * 16;
+}
+
 struct Config {
   const char* name;
   int bm, bn, threads, stages;
   void (*kernel)(ConvParams, ConvArgs);
   bool int8, stream;
+  bool halo = false;  // conv_stem_halo_kernel: only where stem_halo_fits
 };
 
 // name: block tile x warp tile, pipeline stages. Timing picks per layer.
@@ -579,6 +665,9 @@ const Config kConfigs[] = {
     {"igemm_i8_128x32_w32x32_s3_stream", 128, 32, 128, 3, conv_igemm_kernel<128, 32, 32, 32, 3, true, true>, true, true},
     {"igemm_i8_64x64_w32x32_s3_stream", 64, 64, 128, 3, conv_igemm_kernel<64, 64, 32, 32, 3, true, true>, true, true},
     {"igemm_i8_32x64_w32x16_s3_stream", 32, 64, 128, 3, conv_igemm_kernel<32, 64, 32, 16, 3, true, true>, true, true},
+    // The space-to-depth stem with its input rows in shared memory.
+    {"stem_halo_f16", 64, 32, 128, 0, conv_stem_halo_kernel<false>, false, false, true},
+    {"stem_halo_i8", 64, 32, 128, 0, conv_stem_halo_kernel<true>, true, false, true},
 };
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 int g_blocks_per_sm[kNumConfigs] = {};  // resident blocks per SM (conv_igemm_init), for the streaming grids
@@ -589,6 +678,10 @@ bool g_pdl = false;                     // programmatic dependent launch (comput
 int conv_igemm_configs() { return kNumConfigs; }
 bool conv_igemm_config_int8(int config) { return config >= 0 && config < kNumConfigs && kConfigs[config].int8; }
 bool conv_igemm_config_stream(int config) { return config >= 0 && config < kNumConfigs && kConfigs[config].stream; }
+bool conv_igemm_config_fits(int config, const ConvParams& p) {
+  return config >= 0 && config < kNumConfigs && (!kConfigs[config].halo || stem_halo_fits(p)) &&
+         (p.splits == 1 || !kConfigs[config].stream);
+}
 std::string conv_igemm_config_name(int config) {
   return config >= 0 && config < kNumConfigs ? kConfigs[config].name : "?";
 }
@@ -606,6 +699,9 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
   if (M == 0 || p.K == 0) return Status::ok();
   if (p.splits < 1 || (p.splits > 1 && !a.workspace)) return internal("conv_igemm: split-K needs a workspace");
   if (c.stream && p.splits > 1) return internal(std::string("conv_igemm: ") + c.name + " does not split K");
+  if (!conv_igemm_config_fits(config, p)) {
+    return internal(std::string("conv_igemm: ") + c.name + " does not fit this convolution");
+  }
   const int64_t ntiles = ceil_div(p.K, c.bn);
   int64_t mblocks = ceil_div(M, c.bm);
   if (c.stream) {  // about one wave: the blocks that fit on the SMs at once, shared by the N tiles
@@ -614,7 +710,9 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
     QD_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     mblocks = std::min(mblocks, std::max<int64_t>(1, static_cast<int64_t>(sms) * g_blocks_per_sm[config] / ntiles));
   }
-  const dim3 grid(static_cast<unsigned>(mblocks), static_cast<unsigned>(ntiles), static_cast<unsigned>(p.splits));
+  const dim3 grid = c.halo ? dim3(p.OW / 64, p.OH, p.N)
+                           : dim3(static_cast<unsigned>(mblocks), static_cast<unsigned>(ntiles),
+                                  static_cast<unsigned>(p.splits));
   cudaLaunchConfig_t launch = {};
   launch.gridDim = grid;
   launch.blockDim = dim3(c.threads);
