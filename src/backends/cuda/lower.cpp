@@ -3,6 +3,7 @@
 // Concat in place, kernel timing, and the activation memory plan.
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <set>
 #include <cmath>
 #include <cstdio>
@@ -606,7 +607,7 @@ class Lowerer {
         if (l.precision == "int8") chosen.insert(l.node);
       }
       for (const Node& n : g_.nodes) {
-        if (chosen.count(n.name) && (n.op == OpType::Conv || int8_gemm_shape(n))) int8_convs_.insert(n.name);
+        if (chosen.count(n.name) && (n.op == OpType::Conv || int8_gemm_operands(n))) int8_convs_.insert(n.name);
       }
       if (in_.int8_convs) *in_.int8_convs = int8_convs_;
     }
@@ -1239,9 +1240,7 @@ class Lowerer {
       std::shared_ptr<PackedConv> packed;
       const Tensor w2 = s2d ? space_to_depth_weights(w) : w;
       if (int8) {
-        auto ws = in_.int8->weight_scales.find(g_.values[n.inputs[1]].name);
-        packed = QD_TRY(pack_conv_int8(w2, bias, qscale_[n.inputs[0]],
-                                       ws == in_.int8->weight_scales.end() ? nullptr : &ws->second));
+        packed = QD_TRY(pack_conv_int8(w2, bias, qscale_[n.inputs[0]], qat_weight_scales(n.inputs[1])));
       } else {
         packed = QD_TRY(pack_conv(w2, bias, has_bn ? &bn : nullptr));
       }
@@ -1331,34 +1330,49 @@ class Lowerer {
     return Status::ok();
   }
 
-  // An INT8 Gemm (A [N, C] with a constant B and bias; the reference's conditions: no transA, alpha = beta = 1) as
-  // the 1x1 INT8 conv it is on N pixels of 1x1: the same kernels and epilogue, y = acc * (s_x * s_w[k]) + bias[k],
-  // written as the [N, K] fp32 result.
-  // Whether an INT8 Gemm (as lower_int8 chose it) has what lower_int8_gemm needs: a 2-d input, a constant 2-d
-  // B, no bias or a constant one per output column. Others stay in float on the GPU.
-  bool int8_gemm_shape(const Node& n) const {
-    if (n.op != OpType::Gemm || n.inputs.size() < 2 || n.inputs[0] < 0) return false;
-    const Tensor* b = g_.constant(n.inputs[1]);
+  // An INT8 Gemm's operands as lower_int8_gemm takes them: a 2-d input [N, C], a constant 2-d B ([C, K], or [K, C]
+  // with transB), no bias or a constant one per output column. Other Gemms stay in float on the GPU.
+  struct Int8Gemm {
+    const Tensor* b = nullptr;
+    const Tensor* bias = nullptr;
+    bool trans_b = false;
+    int64_t C = 0, K = 0;
+  };
+  std::optional<Int8Gemm> int8_gemm_operands(const Node& n) const {
+    if (n.op != OpType::Gemm || n.inputs.size() < 2 || n.inputs[0] < 0) return std::nullopt;
+    Int8Gemm m;
+    m.b = g_.constant(n.inputs[1]);
     const Shape& xs = g_.values[n.inputs[0]].shape;
-    if (!b || b->dtype() != DType::kFloat32 || b->shape().size() != 2 || xs.size() != 2) return false;
+    if (!m.b || m.b->dtype() != DType::kFloat32 || m.b->shape().size() != 2 || xs.size() != 2) return std::nullopt;
     const auto trans_b = n.attrs.get_int("transB", 0);
-    if (!trans_b) return false;
-    const int64_t C = *trans_b ? b->shape()[1] : b->shape()[0], K = *trans_b ? b->shape()[0] : b->shape()[1];
-    if (C != xs[1]) return false;
-    if (n.inputs.size() < 3 || n.inputs[2] < 0) return true;
-    const Tensor* bias = g_.constant(n.inputs[2]);
-    return bias && bias->dtype() == DType::kFloat32 && bias->numel() == K && bias->shape().back() == K;
+    if (!trans_b) return std::nullopt;
+    m.trans_b = *trans_b != 0;
+    m.C = m.b->shape()[m.trans_b ? 1 : 0];
+    m.K = m.b->shape()[m.trans_b ? 0 : 1];
+    if (m.C != xs[1]) return std::nullopt;
+    if (n.inputs.size() < 3 || n.inputs[2] < 0) return m;
+    m.bias = g_.constant(n.inputs[2]);
+    if (!m.bias || m.bias->dtype() != DType::kFloat32 || m.bias->numel() != m.K || m.bias->shape().back() != m.K) {
+      return std::nullopt;
+    }
+    return m;
   }
 
+  // The QAT model's per-channel scales of weight constant `w`, or null (then computed from the weights).
+  const std::vector<float>* qat_weight_scales(int w) const {
+    auto it = in_.int8->weight_scales.find(g_.values[w].name);
+    return it == in_.int8->weight_scales.end() ? nullptr : &it->second;
+  }
+
+  // An INT8 Gemm (the reference's conditions: no transA, alpha = beta = 1; int8_gemm_operands') as the 1x1 INT8 conv
+  // it is on N pixels of 1x1: the same kernels and epilogue, y = acc * (s_x * s_w[k]) + bias[k], written as the
+  // [N, K] fp32 result.
   Status lower_int8_gemm(int i) {
     const Node& n = g_.nodes[i];
     const int x = n.inputs[0];
-    const Tensor* b = g_.constant(n.inputs[1]);
-    const Tensor* bias = n.inputs.size() > 2 && n.inputs[2] >= 0 ? g_.constant(n.inputs[2]) : nullptr;
-    const Shape& xs = g_.values[x].shape;
-    if (!int8_gemm_shape(n) || q8_[x] < 0) return internal("INT8 Gemm '" + n.name + "' cannot be lowered");
-    const bool trans_b = QD_TRY(n.attrs.get_int("transB", 0)) != 0;
-    const int64_t C = xs[1], K = trans_b ? b->shape()[0] : b->shape()[1];
+    const auto gemm = int8_gemm_operands(n);
+    if (!gemm || q8_[x] < 0) return internal("INT8 Gemm '" + n.name + "' cannot be lowered");
+    const auto [b, bias, trans_b, C, K] = *gemm;
     const std::string key = n.name + ":int8";
     auto it = in_.weights->find(key);
     if (it == in_.weights->end()) {
@@ -1369,16 +1383,14 @@ class Lowerer {
         }
       Tensor bv(DType::kFloat32, {K});
       if (bias) std::copy(bias->data<float>(), bias->data<float>() + K, bv.data<float>());
-      auto ws = in_.int8->weight_scales.find(g_.values[n.inputs[1]].name);
-      auto packed = QD_TRY(pack_conv_int8(w, &bv, qscale_[x],
-                                          ws == in_.int8->weight_scales.end() ? nullptr : &ws->second));
+      auto packed = QD_TRY(pack_conv_int8(w, &bv, qscale_[x], qat_weight_scales(n.inputs[1])));
       it = in_.weights->emplace(key, packed).first;
     }
     auto l = std::make_unique<ConvLayer>();
     l->int8 = true;
     l->w = it->second;
     ConvParams& p = l->p;
-    p.N = static_cast<int>(xs[0]);
+    p.N = static_cast<int>(g_.values[x].shape[0]);
     p.H = p.W = p.OH = p.OW = p.R = p.S = 1;
     p.C = l->w->C;
     p.K = static_cast<int>(K);
@@ -1430,11 +1442,6 @@ class Lowerer {
       int resized = -1;   // kResize: that output's value
     };
     std::vector<Input> inputs;
-    const auto conv_at = [this](int t) -> std::pair<int, ConvLayer*> {
-      const auto pit = producer_.find(t);
-      if (pit == producer_.end()) return {-1, nullptr};
-      return {pit->second, dynamic_cast<ConvLayer*>(inst_->layers[pit->second].get())};
-    };
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       const int v = n.inputs[k];
       if (v < 0 || is_output_[v] || fast_t_[v] < 0 || aliased_[fast_t_[v]] || g_.values[v].shape[1] % 16 ||
@@ -1472,12 +1479,13 @@ class Lowerer {
         if (consumers_[v].size() != 1 || is_output_[u] || fast_t_[u] < 0 || up->ins[0] != fast_t_[u]) {
           return Status::ok();
         }
-        const auto [cl, c] = conv_at(fast_t_[u]);
+        const auto cit = producer_.find(fast_t_[u]);
+        auto* c = cit == producer_.end() ? nullptr : dynamic_cast<ConvLayer*>(inst_->layers[cit->second].get());
         if (!c || !c->int8 || c->out != fast_t_[u] || c->p.out_format != OutFormat::kNhwcF16 || c->out2 >= 0) {
           return Status::ok();
         }
         in.kind = Kind::kResize;
-        in.conv = cl;
+        in.conv = cit->second;
         in.resized = u;
       } else {
         return Status::ok();

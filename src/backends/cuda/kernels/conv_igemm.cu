@@ -166,10 +166,11 @@ __device__ __forceinline__ void store_out(const ConvParams& p, const ConvArgs& a
   if (kI8 && a.y2) store_out2(p, a, m, k, u);
 }
 
-// The residual's value for element (m, k): any kind for INT8 convs, fp16 for the others (see store_out).
+// The residual's value for element (m, k), when there is one: any kind for INT8 convs, fp16 for the others (see
+// store_out; an fp16 kernel given only an int8 residual adds nothing rather than reading through a null pointer).
 template <bool kI8>
-__device__ __forceinline__ float residual_or_zero(const ConvParams& p, const ConvArgs& a, int m, int k) {
-  if constexpr (kI8) return has_residual(a) ? residual_at(p, a, m, k) : 0.f;
+__device__ __forceinline__ float residual_value(const ConvParams& p, const ConvArgs& a, int m, int k) {
+  if constexpr (kI8) return residual_at(p, a, m, k);
   return a.residual ? __half2float(a.residual[static_cast<int64_t>(m) * p.res_ld + k]) : 0.f;
 }
 
@@ -249,10 +250,10 @@ __device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvAr
           if (kI8 && a.y2) store_out2_pair(p, a, m, k0, u0, u1);
           continue;
         }
-        if (has_residual(a)) v0 += residual_or_zero<kI8>(p, a, m, k0);
+        if (has_residual(a)) v0 += residual_value<kI8>(p, a, m, k0);
         store_out<kI8>(p, a, m, k0, v0);
         if (k0 + 1 < p.K) {
-          if (has_residual(a)) v1 += residual_or_zero<kI8>(p, a, m, k0 + 1);
+          if (has_residual(a)) v1 += residual_value<kI8>(p, a, m, k0 + 1);
           store_out<kI8>(p, a, m, k0 + 1, v1);
         }
       }
@@ -458,7 +459,7 @@ __global__ void conv_splitk_epilogue(const ConvParams p, const ConvArgs a, int64
       v = sum + a.bias[k];
     }
     v = apply_act(v, p.act, p.act_a, p.act_b);
-    if (has_residual(a)) v += residual_or_zero<kI8>(p, a, m, k);
+    if (has_residual(a)) v += residual_value<kI8>(p, a, m, k);
     store_out<kI8>(p, a, m, k, v);
   }
 }
@@ -533,7 +534,7 @@ __global__ void conv_grouped_i8_kernel(const ConvParams p, const ConvArgs a, int
       }
     }
     float v = apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc), a.alpha[k]), a.bias[k]), p.act, p.act_a, p.act_b);
-    if (has_residual(a)) v += residual_at(p, a, m, k);
+    if (has_residual(a)) v += residual_value<true>(p, a, m, k);
     store_out<true>(p, a, m, k, v);
   }
 }
@@ -698,9 +699,8 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
   const int64_t M = static_cast<int64_t>(p.N) * p.OH * p.OW;
   if (M == 0 || p.K == 0) return Status::ok();
   if (p.splits < 1 || (p.splits > 1 && !a.workspace)) return internal("conv_igemm: split-K needs a workspace");
-  if (c.stream && p.splits > 1) return internal(std::string("conv_igemm: ") + c.name + " does not split K");
-  if (!conv_igemm_config_fits(config, p)) {
-    return internal(std::string("conv_igemm: ") + c.name + " does not fit this convolution");
+  if (!conv_igemm_config_fits(config, p)) {  // e.g. a streaming configuration asked to split K
+    return internal(std::string("conv_igemm: ") + c.name + " does not fit this convolution (or split-K)");
   }
   const int64_t ntiles = ceil_div(p.K, c.bn);
   int64_t mblocks = ceil_div(M, c.bm);
@@ -742,8 +742,8 @@ Status launch_conv_epilogue(const ConvParams& p, const ConvArgs& a, const __half
   if (M == 0 || p.K == 0) return Status::ok();
   const int64_t groups = M * ((p.K + 7) / 8);
   const bool vec_in = p.K % 8 == 0 && reinterpret_cast<uintptr_t>(acc) % 16 == 0;
-  const bool vec_out = vec_in && p.out_format == OutFormat::kNhwcF16 && !a.y2 && p.out_ld % 8 == 0 &&
-                       p.out_coff % 8 == 0 && reinterpret_cast<uintptr_t>(a.y) % 16 == 0;
+  const bool vec_out = vec_in && p.out_format == OutFormat::kNhwcF16 && p.out_ld % 8 == 0 && p.out_coff % 8 == 0 &&
+                       reinterpret_cast<uintptr_t>(a.y) % 16 == 0;
   const int64_t blocks = std::min<int64_t>(ceil_div(groups, 256), 65535 * 16);
   conv_epilogue_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p, a, acc, groups, vec_in, vec_out);
   return cuda_status(cudaGetLastError(), "conv_epilogue");
