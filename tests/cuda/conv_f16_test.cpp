@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "backends/cuda/device.h"
@@ -117,7 +118,23 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvF16,
                                            // the space-to-depth stem's shape: stem_halo_f16 runs too
                                            Case{2, 12, 6, 128, 32, 3, 3, 1, 1}, Case{1, 16, 3, 64, 16, 3, 3, 1, 1},
                                            // enough M tiles that the streaming configurations run several per block
-                                           Case{8, 16, 112, 112, 32, 3, 3, 1, 1}));
+                                           Case{8, 16, 112, 112, 32, 3, 3, 1, 1},
+                                           // 36 K tiles (the pipelines wrap around their stages many times), 256
+                                           // output channels (one 256-wide N tile), a partial M tile
+                                           Case{1, 128, 10, 10, 256, 3, 3, 1, 1}));
+
+// On Hopper the binary built for sm_90a runs the wgmma configurations: the tests above cover them only if they are
+// offered, so a probe that fails (a build without 90a, a driver that loads the sm_90 code) fails here.
+TEST(ConvIgemm, WgmmaOnHopper) {
+  SKIP_WITHOUT_GPU();
+  ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
+  int dev = 0, major = 0, minor = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), cudaSuccess);
+  if (major != 9 || minor != 0 || std::getenv("QD_NO_WGMMA")) GTEST_SKIP() << "not an sm_90 device, or QD_NO_WGMMA";
+  EXPECT_TRUE(cuda::conv_igemm_wgmma());
+}
 
 }  // namespace
 }  // namespace qd

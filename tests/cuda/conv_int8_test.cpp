@@ -202,7 +202,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvInt8,
                                            // the space-to-depth stem's shape: stem_halo_i8 runs too
                                            Case{2, 12, 6, 128, 32, 3, 3, 1, 1}, Case{1, 16, 3, 64, 16, 3, 3, 1, 1},
                                            // enough M tiles that the streaming configurations run several per block
-                                           Case{8, 16, 112, 112, 32, 3, 3, 1, 1}));
+                                           Case{8, 16, 112, 112, 32, 3, 3, 1, 1},
+                                           // 18 K tiles, a partial M tile
+                                           Case{1, 128, 10, 10, 128, 3, 3, 1, 1}));
 
 }  // namespace
 }  // namespace qd

@@ -75,6 +75,7 @@ size_t conv_igemm_workspace(const ConvParams& p);
 int conv_igemm_configs();
 bool conv_igemm_config_int8(int config);
 bool conv_igemm_config_stream(int config);  // streams over M tiles; never split-K
+bool conv_igemm_wgmma();  // whether the wgmma (sm_90a) configurations are offered (after conv_igemm_init)
 // Whether configuration `config` can run `p` (special-purpose ones fit few shapes, streaming ones no split-K).
 bool conv_igemm_config_fits(int config, const ConvParams& p);
 std::string conv_igemm_config_name(int config);

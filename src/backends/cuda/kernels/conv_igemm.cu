@@ -10,6 +10,7 @@
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/kernels/activation.cuh"
 #include "backends/cuda/kernels/conv.h"
+#include "backends/cuda/kernels/wgmma.cuh"
 
 namespace qd::cuda {
 
@@ -84,6 +85,13 @@ __device__ __forceinline__ void pdl_trigger() {
 // Byte offset of 16-byte chunk `c` (0..3) of tile row `r`: rows are 64 bytes; the XOR spreads the 8 rows one
 // ldmatrix phase reads over all 32 banks.
 __device__ __forceinline__ uint32_t tile_offset(int r, int c) { return r * 64 + ((c ^ ((r >> 1) & 3)) << 4); }
+// The same for rows of kRow bytes: 64 as above, or 128 with the 128-byte swizzle (chunk c of row r at c ^ (r & 7)),
+// the layouts wgmma's descriptors name (wgmma.cuh).
+template <int kRow>
+__device__ __forceinline__ uint32_t tile_offset(int r, int c) {
+  if constexpr (kRow == 64) return tile_offset(r, c);
+  return r * 128 + ((c ^ (r & 7)) << 4);
+}
 
 // The INT8 contract's requantization: round half to even, saturate. The exact division here: requantize.cuh's
 // reciprocal with a tie check made the conv kernels 3% slower at batch 32 (more instructions and a branch in the
@@ -267,26 +275,46 @@ __device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvAr
 // cp.async pipeline runs on across tile boundaries: the next tile's first loads are in flight during this tile's
 // last steps and epilogue. For layers with few K steps per tile (thin 1x1 convs), where a block otherwise waits out
 // its loads' latency with nothing to do. Not with split-K.
-template <int BM, int BN, int WM, int WN, int kStages, bool kI8, bool kStream>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, kStream ? 3 : 0)
+// kWg (sm_90a): each warpgroup multiplies its 64 rows of the A tile by the whole B tile with wgmma (wgmma.cuh), reading
+// both from shared memory, instead of each warp loading fragments with ldmatrix for mma.sync: WM = 16 (a warp's rows
+// of the result), WN = BN. The loads run kStages - 2 tiles ahead so that one tile's MMAs stay in flight while the
+// next tile's are issued (the stage they read is refilled only after the following barrier).
+// The wgmma kernels are bound by latency more than by the tensor cores (YOLOv5s at batch 32 lost 15-20% per layer
+// when 72 registers instead of 64 let 3 blocks of 128x64 on an SM instead of 4): their register budget is set so that
+// as many blocks fit as shared memory allows, while leaving the accumulators (BN / 2 per thread) and 32 more.
+constexpr int wg_min_blocks(int threads, int smem_bytes, int bn) {
+  int blocks = 2048 / threads;
+  if (228 * 1024 / (smem_bytes + 1024) < blocks) blocks = 228 * 1024 / (smem_bytes + 1024);
+  while (blocks > 1 && (65536 / (blocks * threads) & ~7) < bn / 2 + 32) --blocks;
+  return blocks < 1 ? 1 : blocks;
+}
+
+template <int BM, int BN, int WM, int WN, int kStages, bool kI8, bool kStream, bool kWg = false, int kRow = 64>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
+                                  kStream ? 3
+                                  : kWg   ? wg_min_blocks((BM / WM) * (BN / WN) * 32, kStages * (BM + BN) * kRow, BN)
+                                          : 0)
     conv_igemm_kernel(const ConvParams p, const ConvArgs a) {
   using Acc = std::conditional_t<kI8, int, float>;
   constexpr int kElem = kI8 ? 1 : 2;             // bytes per element
   constexpr int kChunk = 16 / kElem;             // elements per 16-byte chunk
-  constexpr int kTileK = 64 / kElem;             // elements per 64-byte tile row
+  constexpr int kTileK = kRow / kElem;           // elements per tile row (64 or 128 bytes)
+  constexpr int kRowChunks = kRow / 16;          // 16-byte chunks per tile row
   constexpr int kWarpsN = BN / WN;
   constexpr int kThreads = (BM / WM) * kWarpsN * 32;
   constexpr int kMT = WM / 16, kNT = WN / 8;
-  constexpr int kAIters = BM * 4 / kThreads, kBIters = BN * 4 / kThreads;
-  constexpr int kStageBytes = (BM + BN) * 64;
+  constexpr int kAIters = BM * kRowChunks / kThreads, kBIters = BN * kRowChunks / kThreads;
+  constexpr int kStageBytes = (BM + BN) * kRow;
   static_assert(kAIters >= 1 && kBIters >= 1 && kNT % 2 == 0, "tile shape");
-  extern __shared__ __align__(128) unsigned char smem[];
+  static_assert(!kWg || (WM == 16 && WN == BN && BM % 64 == 0 && !kStream && kStages >= 4), "wgmma tile shape");
+  static_assert(kRow == 64 || (kRow == 128 && kWg), "128-byte rows: wgmma only");
+  extern __shared__ __align__(1024) unsigned char smem[];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp / kWarpsN, warp_n = warp % kWarpsN;
   const int M = p.N * p.OH * p.OW;
   const int block_n = blockIdx.y * BN;
-  const int kc = tid & 3;  // this thread's 16-byte chunk within a tile row
+  const int kc = tid % kRowChunks;  // this thread's 16-byte chunk within a tile row
   const int mtiles = (M + BM - 1) / BM;
 
   // The output pixels whose im2col rows this thread loads: fixed for the K loop of one M tile.
@@ -295,7 +323,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, kStream ? 3 : 0)
   auto set_rows = [&](int block_m) {
 #pragma unroll
     for (int i = 0; i < kAIters; ++i) {
-      const int m = block_m + tid / 4 + i * (kThreads / 4);
+      const int m = block_m + tid / kRowChunks + i * (kThreads / kRowChunks);
       a_ok[i] = m < M;
       const int mm = a_ok[i] ? m : 0;
       const int n = mm / (p.OH * p.OW), pix = mm - n * p.OH * p.OW;
@@ -308,36 +336,35 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, kStream ? 3 : 0)
   const uint32_t smem_base = smem_addr(smem);
   const int rs_total = p.R * p.S;
   // This block's range of K tiles (all of them without split-K).
-  const int ktiles_all = p.Kp / kTileK;
+  const int ktiles_all = (p.Kp + kTileK - 1) / kTileK;  // 128-byte rows: the last may pass the weight row's end
   const int per_split = (ktiles_all + p.splits - 1) / p.splits;
   const int kt0 = blockIdx.z * per_split;
   const int ktiles = max(0, min(ktiles_all - kt0, per_split));
 
   auto load_tile = [&](int kt, int stage) {
     const uint32_t sa = smem_base + stage * kStageBytes;
-    const uint32_t sb = sa + BM * 64;
+    const uint32_t sb = sa + BM * kRow;
     const int k = (kt0 + kt) * kTileK + kc * kChunk;
     const int rs = k / p.C, c = k - rs * p.C;
     const int r = rs / p.S, s = rs - r * p.S;
     const bool k_ok = rs < rs_total;
 #pragma unroll
     for (int i = 0; i < kAIters; ++i) {
-      const int row = tid / 4 + i * (kThreads / 4);
+      const int row = tid / kRowChunks + i * (kThreads / kRowChunks);
       const int ih = a_ih[i] + r * p.dil_h, iw = a_iw[i] + s * p.dil_w;
       const bool ok = k_ok && a_ok[i] && ih >= 0 && ih < p.H && iw >= 0 && iw < p.W;
       const char* src = ok ? static_cast<const char*>(a.x) +
                                  ((static_cast<int64_t>(a_n[i] * p.H + ih) * p.W + iw) * p.in_ld + c) * kElem
                            : static_cast<const char*>(a.x);
-      cp_async16(sa + tile_offset(row, kc), src, ok ? 16 : 0);
+      cp_async16(sa + tile_offset<kRow>(row, kc), src, ok ? 16 : 0);
     }
 #pragma unroll
     for (int i = 0; i < kBIters; ++i) {
-      const int row = tid / 4 + i * (kThreads / 4);
+      const int row = tid / kRowChunks + i * (kThreads / kRowChunks);
       const int ko = block_n + row;
-      const bool ok = ko < p.K;
-      const char* src = static_cast<const char*>(a.w) +
-                        (ok ? (static_cast<int64_t>(ko) * p.Kp + (kt0 + kt) * kTileK + kc * kChunk) * kElem : 0);
-      cp_async16(sb + tile_offset(row, kc), src, ok ? 16 : 0);
+      const bool ok = ko < p.K && k < p.Kp;
+      const char* src = static_cast<const char*>(a.w) + (ok ? (static_cast<int64_t>(ko) * p.Kp + k) * kElem : 0);
+      cp_async16(sb + tile_offset<kRow>(row, kc), src, ok ? 16 : 0);
     }
   };
 
@@ -352,39 +379,74 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, kStream ? 3 : 0)
   };
   clear();
 
-  // One K tile from pipeline stage `stage`: two k16 (fp16) or k32 (int8) MMA steps per warp.
+  // One K tile from pipeline stage `stage`: two k16 (fp16) or k32 (int8) MMA steps per warp. kWg: issued and
+  // committed as one group, left in flight.
   auto compute = [&](int stage) {
     const uint32_t sa = smem_base + stage * kStageBytes;
-    const uint32_t sb = sa + BM * 64;
+    const uint32_t sb = sa + BM * kRow;
+    if constexpr (kWg) {
+      const uint64_t da = wgmma_desc<kRow>(sa + (warp >> 2) * 64 * kRow), db = wgmma_desc<kRow>(sb);
+      wgmma_fence_acc(acc);
+      wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
-      uint32_t af[kMT][4];
+      for (int kk = 0; kk < kRow / 32; ++kk) wgmma_async<BN, kI8>(acc, da + 2 * kk, db + 2 * kk);
+      wgmma_commit();
+      wgmma_fence_acc(acc);
+    } else {
 #pragma unroll
-      for (int i = 0; i < kMT; ++i) {
-        const int row = warp_m * WM + i * 16 + (lane & 15);
-        ldmatrix_x4(sa + tile_offset(row, kk * 2 + (lane >> 4)), af[i][0], af[i][1], af[i][2], af[i][3]);
-      }
-      uint32_t bf[kNT][2];
+      for (int kk = 0; kk < 2; ++kk) {
+        uint32_t af[kMT][4];
 #pragma unroll
-      for (int j = 0; j < kNT; j += 2) {
-        const int row = warp_n * WN + j * 8 + ((lane >> 4) << 3) + (lane & 7);
-        ldmatrix_x4(sb + tile_offset(row, kk * 2 + ((lane >> 3) & 1)), bf[j][0], bf[j][1], bf[j + 1][0],
-                    bf[j + 1][1]);
-      }
-#pragma unroll
-      for (int i = 0; i < kMT; ++i)
-#pragma unroll
-        for (int j = 0; j < kNT; ++j) {
-          if constexpr (kI8) {
-            mma_16832_s8(acc[i][j], af[i], bf[j][0], bf[j][1]);
-          } else {
-            mma_16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
-          }
+        for (int i = 0; i < kMT; ++i) {
+          const int row = warp_m * WM + i * 16 + (lane & 15);
+          ldmatrix_x4(sa + tile_offset(row, kk * 2 + (lane >> 4)), af[i][0], af[i][1], af[i][2], af[i][3]);
         }
+        uint32_t bf[kNT][2];
+#pragma unroll
+        for (int j = 0; j < kNT; j += 2) {
+          const int row = warp_n * WN + j * 8 + ((lane >> 4) << 3) + (lane & 7);
+          ldmatrix_x4(sb + tile_offset(row, kk * 2 + ((lane >> 3) & 1)), bf[j][0], bf[j][1], bf[j + 1][0],
+                      bf[j + 1][1]);
+        }
+#pragma unroll
+        for (int i = 0; i < kMT; ++i)
+#pragma unroll
+          for (int j = 0; j < kNT; ++j) {
+            if constexpr (kI8) {
+              mma_16832_s8(acc[i][j], af[i], bf[j][0], bf[j][1]);
+            } else {
+              mma_16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
+            }
+          }
+      }
     }
   };
 
-  if constexpr (!kStream) {  // one M tile: the K loop, then the epilogue
+  if constexpr (kWg) {  // as below, loading kStages - 2 tiles ahead; one tile's MMAs in flight
+    const int block_m = blockIdx.x * BM;
+    set_rows(block_m);
+    pdl_wait();
+#pragma unroll
+    for (int s = 0; s < kStages - 2; ++s) {
+      if (s < ktiles) load_tile(s, s);
+      cp_async_commit();
+    }
+    for (int kt = 0; kt < ktiles; ++kt) {
+      cp_async_wait<kStages - 3>();
+      fence_proxy_async_shared();
+      __syncthreads();  // tile kt loaded; every warpgroup's MMAs on tile kt - 2 done (waited below)
+      const int next = kt + kStages - 2;
+      if (next < ktiles) load_tile(next, next % kStages);
+      cp_async_commit();
+      compute(kt % kStages);
+      wgmma_wait<1>();
+    }
+    wgmma_wait<0>();
+    wgmma_fence_acc(acc);
+    cp_async_wait<0>();
+    pdl_trigger();
+    igemm_epilogue<BM, BN, WM, WN, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+  } else if constexpr (!kStream) {  // one M tile: the K loop, then the epilogue
     const int block_m = blockIdx.x * BM;
     set_rows(block_m);
     pdl_wait();
@@ -630,7 +692,13 @@ struct Config {
   void (*kernel)(ConvParams, ConvArgs);
   bool int8, stream;
   bool halo = false;  // conv_stem_halo_kernel: only where stem_halo_fits
+  bool wg = false;    // wgmma: only where the loaded binary has sm_90a code (g_wgmma)
+  int row = 64;       // bytes per tile row (the K extent of a pipeline stage): 64, or 128 for some wgmma ones
 };
+
+// The wgmma configurations: BM / 64 warpgroups of 128 threads.
+#define QD_WG_CONFIG(BM, BN, S, I8, ROW, NAME) \
+  {NAME, BM, BN, 2 * BM, S, conv_igemm_kernel<BM, BN, 16, BN, S, I8, false, true, ROW>, I8, false, false, true, ROW}
 
 // name: block tile x warp tile, pipeline stages. Timing picks per layer.
 const Config kConfigs[] = {
@@ -669,19 +737,47 @@ const Config kConfigs[] = {
     // The space-to-depth stem with its input rows in shared memory.
     {"stem_halo_f16", 64, 32, 128, 0, conv_stem_halo_kernel<false>, false, false, true},
     {"stem_halo_i8", 64, 32, 128, 0, conv_stem_halo_kernel<true>, true, false, true},
+    // Hopper's warpgroup MMA (sm_90a).
+    QD_WG_CONFIG(128, 256, 4, false, 64, "wgmma_f16_128x256_s4"),
+    QD_WG_CONFIG(128, 128, 4, false, 64, "wgmma_f16_128x128_s4"),
+    QD_WG_CONFIG(128, 64, 4, false, 64, "wgmma_f16_128x64_s4"),
+    QD_WG_CONFIG(64, 128, 4, false, 64, "wgmma_f16_64x128_s4"),
+    QD_WG_CONFIG(64, 64, 4, false, 64, "wgmma_f16_64x64_s4"),
+    QD_WG_CONFIG(64, 32, 4, false, 64, "wgmma_f16_64x32_s4"),
+    QD_WG_CONFIG(128, 128, 4, true, 64, "wgmma_i8_128x128_s4"),
+    QD_WG_CONFIG(128, 64, 4, true, 64, "wgmma_i8_128x64_s4"),
+    QD_WG_CONFIG(64, 128, 4, true, 64, "wgmma_i8_64x128_s4"),
+    QD_WG_CONFIG(64, 64, 4, true, 64, "wgmma_i8_64x64_s4"),
+    QD_WG_CONFIG(64, 32, 4, true, 64, "wgmma_i8_64x32_s4"),
+    // 128-byte rows: half the pipeline steps (barriers, address arithmetic) per MAC.
+    QD_WG_CONFIG(128, 256, 4, false, 128, "wgmma_f16_128x256_k64_s4"),
+    QD_WG_CONFIG(128, 128, 4, false, 128, "wgmma_f16_128x128_k64_s4"),
+    QD_WG_CONFIG(128, 64, 4, false, 128, "wgmma_f16_128x64_k64_s4"),
+    QD_WG_CONFIG(64, 128, 4, false, 128, "wgmma_f16_64x128_k64_s4"),
+    QD_WG_CONFIG(64, 64, 4, false, 128, "wgmma_f16_64x64_k64_s4"),
+    QD_WG_CONFIG(128, 128, 4, true, 128, "wgmma_i8_128x128_k128_s4"),
+    QD_WG_CONFIG(128, 64, 4, true, 128, "wgmma_i8_128x64_k128_s4"),
+    QD_WG_CONFIG(64, 128, 4, true, 128, "wgmma_i8_64x128_k128_s4"),
+    QD_WG_CONFIG(64, 64, 4, true, 128, "wgmma_i8_64x64_k128_s4"),
 };
+#undef QD_WG_CONFIG
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 int g_blocks_per_sm[kNumConfigs] = {};  // resident blocks per SM (conv_igemm_init), for the streaming grids
 bool g_pdl = false;                     // programmatic dependent launch (compute capability 9.0+)
+bool g_wgmma = false;                   // the wgmma configurations can run (conv_igemm_init)
+
+// Whether this binary's code for the device has wgmma (sm_90a): written by the code the device runs.
+__global__ void wgmma_probe_kernel(int* out) { *out = QD_WGMMA_DEVICE; }
 
 }  // namespace
 
 int conv_igemm_configs() { return kNumConfigs; }
 bool conv_igemm_config_int8(int config) { return config >= 0 && config < kNumConfigs && kConfigs[config].int8; }
 bool conv_igemm_config_stream(int config) { return config >= 0 && config < kNumConfigs && kConfigs[config].stream; }
+bool conv_igemm_wgmma() { return g_wgmma; }
 bool conv_igemm_config_fits(int config, const ConvParams& p) {
   return config >= 0 && config < kNumConfigs && (!kConfigs[config].halo || stem_halo_fits(p)) &&
-         (p.splits == 1 || !kConfigs[config].stream);
+         (!kConfigs[config].wg || g_wgmma) && (p.splits == 1 || !kConfigs[config].stream);
 }
 std::string conv_igemm_config_name(int config) {
   return config >= 0 && config < kNumConfigs ? kConfigs[config].name : "?";
@@ -716,7 +812,7 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
   cudaLaunchConfig_t launch = {};
   launch.gridDim = grid;
   launch.blockDim = dim3(c.threads);
-  launch.dynamicSmemBytes = c.stages * (c.bm + c.bn) * 64;
+  launch.dynamicSmemBytes = c.stages * (c.bm + c.bn) * c.row;
   launch.stream = stream;
   cudaLaunchAttribute pdl[1];
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -763,9 +859,19 @@ Status conv_igemm_init() {
   QD_CUDA_TRY(cudaGetDevice(&dev));
   QD_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   g_pdl = major >= 9 && std::getenv("QD_NO_PDL") == nullptr;
+  {
+    int* flag = nullptr;
+    int has = 0;
+    QD_CUDA_TRY(cudaMalloc(&flag, sizeof(int)));
+    wgmma_probe_kernel<<<1, 1>>>(flag);
+    const cudaError_t err = cudaMemcpy(&has, flag, sizeof(int), cudaMemcpyDeviceToHost);
+    cudaFree(flag);
+    QD_CUDA_TRY(err);
+    g_wgmma = has != 0 && std::getenv("QD_NO_WGMMA") == nullptr;
+  }
   for (int i = 0; i < kNumConfigs; ++i) {
     const Config& c = kConfigs[i];
-    const int smem = c.stages * (c.bm + c.bn) * 64;
+    const int smem = c.stages * (c.bm + c.bn) * c.row;
     QD_CUDA_TRY(cudaFuncSetAttribute(c.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     int per_sm = 0;
     QD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, c.kernel, c.threads, smem));
