@@ -47,6 +47,9 @@ struct ConvParams {
   // workspace that a second kernel adds up before the epilogue. Pays off when M x K alone gives too few blocks to
   // fill the GPU (small images, batch 1).
   int splits = 1;
+  // Set by launch_conv_igemm (QD_NO_STAGED_EPILOGUE, for A/B runs): the epilogue stores from the registers even where
+  // it could go through shared memory.
+  bool direct_epilogue = false;
 };
 
 struct ConvArgs {

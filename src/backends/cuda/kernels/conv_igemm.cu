@@ -269,6 +269,198 @@ __device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvAr
   }
 }
 
+// How staged_epilogue can write this layer: kNhwc (NHWC fp16 or int8 output, every tensor it touches in whole groups
+// of 8 channels, 16 bytes of fp16 or 8 of int8, at aligned addresses), kNchw (NCHW fp16 or fp32 output in groups of
+// 8 pixels of a channel: OH * OW a multiple of 8; no second output), or not at all.
+enum class Staging { kNone, kNhwc, kNchw };
+__device__ __forceinline__ Staging staging(const ConvParams& p, const ConvArgs& a) {
+  const auto aligned = [](const void* ptr, int bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
+  if (p.splits != 1 || p.direct_epilogue) return Staging::kNone;
+  if (p.out_format == OutFormat::kNchwF16 || p.out_format == OutFormat::kNchwF32) {
+    return (p.OH * p.OW) % 8 == 0 && !a.y2 && aligned(a.y, 16) ? Staging::kNchw : Staging::kNone;
+  }
+  const bool i8 = p.out_format == OutFormat::kNhwcI8;
+  return p.K % 8 == 0 && p.out_ld % 8 == 0 && p.out_coff % 8 == 0 && aligned(a.y, i8 ? 8 : 16) &&
+                 (!has_residual(a) || p.res_ld % 8 == 0) && aligned(a.residual, 16) && aligned(a.residual_i8, 8) &&
+                 (!a.y2 || (p.out2_ld % 8 == 0 && p.out2_coff % 8 == 0 && aligned(a.y2, 16)))
+             ? Staging::kNhwc
+             : Staging::kNone;
+}
+
+__device__ __forceinline__ uint4 pack_half8(const float (&v)[8]) {
+  uint4 raw;
+  __half2* h = reinterpret_cast<__half2*>(&raw);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+  return raw;
+}
+
+// 8 channels quantized with `scale`; q gets the integers.
+__device__ __forceinline__ uint2 pack_int8x8(const float (&v)[8], float scale, int (&q)[8]) {
+  uint2 raw;
+  int8_t* b = reinterpret_cast<int8_t*>(&raw);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    q[j] = requantize(v[j], scale);
+    b[j] = static_cast<int8_t>(q[j]);
+  }
+  return raw;
+}
+
+// The epilogue of igemm_epilogue's paired path, for NHWC outputs (stageable), through shared memory: the warps write
+// their fragments' activated values (fp32, the rounding of the register path) into the tile in `smem`, then each
+// thread takes 8 consecutive channels of a pixel and adds the residual, converts and stores them with 16-byte (fp16) or
+// 8-byte (int8) accesses, a warp covering whole pixel rows: the fragments' own 4-byte (fp16) or 2-byte (int8) stores
+// spread over 8 pixels per instruction. The tile's rows are BN floats, their 16-byte chunks XOR-swizzled by the row so
+// that both phases are free of bank conflicts. The caller has finished with the pipeline's shared memory.
+template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, typename Acc, int kMT, int kNT>
+__device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvArgs& a, int M, int block_m, int block_n,
+                                                int warp_m, int warp_n, int lane, const Acc (&acc)[kMT][kNT][4],
+                                                float* tile) {
+  static_assert(BN % 32 == 0, "at least 8 chunks per row");
+  const auto at = [](int r, int c) {  // float index of column c (a multiple of 2) in row r
+    return r * BN + ((((c >> 2) ^ (r & 7)) << 2) | (c & 3));
+  };
+#pragma unroll
+  for (int j = 0; j < kNT; ++j) {
+    const int c = warp_n * WN + j * 8 + (lane & 3) * 2, k0 = block_n + c;
+    const bool in = k0 < p.K;  // K % 8 == 0: both channels or neither
+    const float b0 = in ? a.bias[k0] : 0.f, b1 = in ? a.bias[k0 + 1] : 0.f;
+    const float s0 = kI8 && in ? a.alpha[k0] : 1.f, s1 = kI8 && in ? a.alpha[k0 + 1] : 1.f;
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = warp_m * WM + i * 16 + (lane >> 2) + h * 8;
+        float2 v;
+        v.x = apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h]), s0), b0), p.act, p.act_a, p.act_b);
+        v.y = apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1), p.act, p.act_a,
+                        p.act_b);
+        *reinterpret_cast<float2*>(tile + at(r, c)) = v;
+      }
+  }
+  __syncthreads();
+  const bool i8 = p.out_format == OutFormat::kNhwcI8;
+  constexpr int kGroups = BN / 8;  // per tile row
+  for (int g = threadIdx.x; g < BM * kGroups; g += kThreads) {
+    const int r = g / kGroups, c = g % kGroups * 8;
+    const int m = block_m + r, k0 = block_n + c;
+    if (m >= M || k0 >= p.K) continue;
+    float v[8];
+    const float4 lo = *reinterpret_cast<const float4*>(tile + at(r, c));
+    const float4 hi = *reinterpret_cast<const float4*>(tile + at(r, c + 4));
+    v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+    const int64_t res_at = static_cast<int64_t>(m) * p.res_ld + k0;
+    if (a.residual) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(a.residual + res_at);
+      const __half2* h = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        v[2 * j] += __low2float(h[j]);
+        v[2 * j + 1] += __high2float(h[j]);
+      }
+    } else if (kI8 && a.residual_i8) {
+      const uint2 raw = *reinterpret_cast<const uint2*>(a.residual_i8 + res_at);
+      const int8_t* q = reinterpret_cast<const int8_t*>(&raw);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] += __fmul_rn(static_cast<float>(q[j]), p.res_scale);
+    }
+    const int64_t out_at = static_cast<int64_t>(m) * p.out_ld + p.out_coff + k0;
+    float u[8];  // what y2 gets
+#pragma unroll
+    for (int j = 0; j < 8; ++j) u[j] = v[j];
+    if (i8) {
+      int q[8];
+      *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y) + out_at) = pack_int8x8(v, p.out_scale, q);
+      if (!kI8 || p.out2_of_q) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) u[j] = __fmul_rn(static_cast<float>(q[j]), p.out_scale);
+      }
+    } else {
+      *reinterpret_cast<uint4*>(static_cast<__half*>(a.y) + out_at) = pack_half8(v);
+    }
+    // The fp16 kernels' only second output is the fp16 copy beside an int8 output (see store_out).
+    if (!a.y2 || (!kI8 && !i8)) continue;
+    const int64_t out2_at = static_cast<int64_t>(m) * p.out2_ld + p.out2_coff + k0;
+    if (kI8 && p.out2_format == Out2Format::kI8) {
+      int q[8];
+      *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y2) + out2_at) = pack_int8x8(u, p.out2_scale, q);
+    } else {
+      *reinterpret_cast<uint4*>(static_cast<__half*>(a.y2) + out2_at) = pack_half8(u);
+    }
+  }
+}
+
+// staged_epilogue for NCHW outputs (Staging::kNchw; the detection heads, which write NCHW for the decoding): the tile
+// is stored channel-major, each thread then takes 8 consecutive pixels of one channel (never two images: OH * OW is a
+// multiple of 8) and writes them with 16-byte (fp16) or two 16-byte (fp32) stores, a warp covering runs of pixels of a
+// channel plane. 8-float runs XOR-swizzled by the channel pair, so that the fragments' writes are free of conflicts.
+template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, typename Acc, int kMT, int kNT>
+__device__ __forceinline__ void staged_epilogue_nchw(const ConvParams& p, const ConvArgs& a, int M, int block_m,
+                                                     int block_n, int warp_m, int warp_n, int lane,
+                                                     const Acc (&acc)[kMT][kNT][4], float* tile) {
+  static_assert(BM % 32 == 0, "at least 4 runs of 8 pixels per channel");
+  const auto at = [](int c, int r) { return c * BM + (r ^ (((c >> 1) & 3) << 3)); };
+#pragma unroll
+  for (int j = 0; j < kNT; ++j) {
+    const int c = warp_n * WN + j * 8 + (lane & 3) * 2, k0 = block_n + c;
+    const float b0 = k0 < p.K ? a.bias[k0] : 0.f, b1 = k0 + 1 < p.K ? a.bias[k0 + 1] : 0.f;
+    const float s0 = kI8 && k0 < p.K ? a.alpha[k0] : 1.f, s1 = kI8 && k0 + 1 < p.K ? a.alpha[k0 + 1] : 1.f;
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = warp_m * WM + i * 16 + (lane >> 2) + h * 8;
+        tile[at(c, r)] =
+            apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h]), s0), b0), p.act, p.act_a, p.act_b);
+        tile[at(c + 1, r)] = apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1), p.act,
+                                       p.act_a, p.act_b);
+      }
+  }
+  __syncthreads();
+  const int hw = p.OH * p.OW;
+  constexpr int kRuns = BM / 8;  // per channel
+  for (int g = threadIdx.x; g < BN * kRuns; g += kThreads) {
+    const int c = g / kRuns, r = g % kRuns * 8;
+    const int m = block_m + r, k = block_n + c;
+    if (m >= M || k >= p.K) continue;
+    float v[8];
+    const float4 lo = *reinterpret_cast<const float4*>(tile + at(c, r));
+    const float4 hi = *reinterpret_cast<const float4*>(tile + at(c, r + 4));
+    v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+    if (has_residual(a)) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] += residual_value<kI8>(p, a, m + j, k);
+    }
+    const int n = m / hw, pix = m - n * hw;
+    const int64_t idx = (static_cast<int64_t>(n) * p.K + k) * hw + pix;
+    if (p.out_format == OutFormat::kNchwF16) {
+      *reinterpret_cast<uint4*>(static_cast<__half*>(a.y) + idx) = pack_half8(v);
+    } else {
+      float4* y = reinterpret_cast<float4*>(static_cast<float*>(a.y) + idx);
+      y[0] = make_float4(v[0], v[1], v[2], v[3]);
+      y[1] = make_float4(v[4], v[5], v[6], v[7]);
+    }
+  }
+}
+
+// The epilogue of a block that computed one M tile (block_m, the N tile at block_n): through shared memory (`tile`,
+// the caller done with it, BM x BN floats) where staging() allows, else from the registers.
+template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, typename Acc, int kMT, int kNT>
+__device__ __forceinline__ void tile_epilogue(const ConvParams& p, const ConvArgs& a, int M, int block_m, int block_n,
+                                              int warp_m, int warp_n, int lane, const Acc (&acc)[kMT][kNT][4],
+                                              float* tile) {
+  const Staging st = staging(p, a);
+  if (st != Staging::kNone) __syncthreads();  // every warp is done with the shared memory `tile` reuses
+  if (st == Staging::kNhwc) {
+    staged_epilogue<BM, BN, WM, WN, kThreads, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc, tile);
+  } else if (st == Staging::kNchw) {
+    staged_epilogue_nchw<BM, BN, WM, WN, kThreads, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc, tile);
+  } else {
+    igemm_epilogue<BM, BN, WM, WN, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+  }
+}
+
 // kI8: int8 x int8 -> int32 (m16n8k32), 16 channels per 16-byte chunk; otherwise fp16 x fp16 -> fp32 (m16n8k16),
 // 8 channels per chunk. The tile layout in bytes, the pipeline and the ldmatrix addressing are the same.
 // kStream: a block takes M tiles blockIdx.x, blockIdx.x + gridDim.x, ... (a grid of about one wave), and the
@@ -306,7 +498,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
   constexpr int kAIters = BM * kRowChunks / kThreads, kBIters = BN * kRowChunks / kThreads;
   constexpr int kStageBytes = (BM + BN) * kRow;
   static_assert(kAIters >= 1 && kBIters >= 1 && kNT % 2 == 0, "tile shape");
-  static_assert(!kWg || (WM == 16 && WN == BN && BM % 64 == 0 && !kStream && kStages >= 4), "wgmma tile shape");
+  static_assert(!kWg || (WM == 16 && WN == BN && BM % 64 == 0 && !kStream && kStages >= 3), "wgmma tile shape");
   static_assert(kRow == 64 || (kRow == 128 && kWg), "128-byte rows: wgmma only");
   extern __shared__ __align__(1024) unsigned char smem[];
 
@@ -422,6 +614,18 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
     }
   };
 
+  // The epilogue of a block that computed one M tile: staged through the pipeline's shared memory where the tile
+  // fits (tile_epilogue), else from the registers.
+  constexpr bool kStaged = BN % 32 == 0 && BM % 32 == 0 && BM * BN * 4 <= kStages * kStageBytes;
+  auto epilogue = [&](int block_m) {
+    if constexpr (kStaged) {
+      tile_epilogue<BM, BN, WM, WN, kThreads, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc,
+                                                   reinterpret_cast<float*>(smem));
+    } else {
+      igemm_epilogue<BM, BN, WM, WN, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+    }
+  };
+
   if constexpr (kWg) {  // as below, loading kStages - 2 tiles ahead; one tile's MMAs in flight
     const int block_m = blockIdx.x * BM;
     set_rows(block_m);
@@ -445,7 +649,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
     wgmma_fence_acc(acc);
     cp_async_wait<0>();
     pdl_trigger();
-    igemm_epilogue<BM, BN, WM, WN, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+    epilogue(block_m);
   } else if constexpr (!kStream) {  // one M tile: the K loop, then the epilogue
     const int block_m = blockIdx.x * BM;
     set_rows(block_m);
@@ -465,7 +669,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
     }
     cp_async_wait<0>();
     pdl_trigger();
-    igemm_epilogue<BM, BN, WM, WN, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+    epilogue(block_m);
   } else {  // M tiles blockIdx.x + i * gridDim.x; a step is one K tile of one of them, loads kStages - 1 steps ahead
     const int steps = (mtiles - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x * ktiles;
     int load_m = blockIdx.x * BM, load_kt = 0;
@@ -618,6 +822,7 @@ __global__ void __launch_bounds__(128) conv_stem_halo_kernel(const ConvParams p,
   constexpr int kZero = 3 * kPix * kPixBytes;  // a zero pixel after the halo rows (int8's tenth tap)
   __shared__ __align__(16) unsigned char xs[kZero + 16];
   __shared__ __align__(16) unsigned char ws[kBN * kWRow];
+  __shared__ __align__(16) float tile[kBM * kBN];  // tile_epilogue's
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int ow0 = blockIdx.x * kBM, oh = blockIdx.y, n = blockIdx.z;
   // The weights are constants: loaded before waiting for the kernel that writes the input.
@@ -676,8 +881,8 @@ __global__ void __launch_bounds__(128) conv_stem_halo_kernel(const ConvParams p,
     }
   }
   pdl_trigger();
-  igemm_epilogue<kBM, kBN, 16, 32, kI8, Acc, 1, 4>(p, a, p.N * p.OH * p.OW, (n * p.OH + oh) * p.OW + ow0, 0, warp, 0,
-                                                   lane, acc);
+  tile_epilogue<kBM, kBN, 16, 32, 128, kI8>(p, a, p.N * p.OH * p.OW, (n * p.OH + oh) * p.OW + ow0, 0, warp, 0, lane,
+                                            acc, tile);
 }
 
 bool stem_halo_fits(const ConvParams& p) {
@@ -749,6 +954,11 @@ const Config kConfigs[] = {
     QD_WG_CONFIG(64, 128, 4, true, 64, "wgmma_i8_64x128_s4"),
     QD_WG_CONFIG(64, 64, 4, true, 64, "wgmma_i8_64x64_s4"),
     QD_WG_CONFIG(64, 32, 4, true, 64, "wgmma_i8_64x32_s4"),
+    // Three stages (one tile loading while one multiplies): more blocks per SM for thin layers of one or two K tiles.
+    QD_WG_CONFIG(128, 64, 3, false, 64, "wgmma_f16_128x64_s3"),
+    QD_WG_CONFIG(64, 64, 3, false, 64, "wgmma_f16_64x64_s3"),
+    QD_WG_CONFIG(128, 64, 3, true, 64, "wgmma_i8_128x64_s3"),
+    QD_WG_CONFIG(64, 64, 3, true, 64, "wgmma_i8_64x64_s3"),
     // 128-byte rows: half the pipeline steps (barriers, address arithmetic) per MAC.
     QD_WG_CONFIG(128, 256, 4, false, 128, "wgmma_f16_128x256_k64_s4"),
     QD_WG_CONFIG(128, 128, 4, false, 128, "wgmma_f16_128x128_k64_s4"),
@@ -765,6 +975,7 @@ constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 int g_blocks_per_sm[kNumConfigs] = {};  // resident blocks per SM (conv_igemm_init), for the streaming grids
 bool g_pdl = false;                     // programmatic dependent launch (compute capability 9.0+)
 bool g_wgmma = false;                   // the wgmma configurations can run (conv_igemm_init)
+bool g_direct_epilogue = false;         // QD_NO_STAGED_EPILOGUE: ConvParams::direct_epilogue
 
 // Whether this binary's code for the device has wgmma (sm_90a): written by the code the device runs.
 __global__ void wgmma_probe_kernel(int* out) { *out = QD_WGMMA_DEVICE; }
@@ -819,7 +1030,9 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
   launch.attrs = pdl;
   launch.numAttrs = g_pdl ? 1 : 0;
-  QD_RETURN_IF_ERROR(cuda_status(cudaLaunchKernelEx(&launch, c.kernel, p, a), c.name));
+  ConvParams q = p;
+  q.direct_epilogue = g_direct_epilogue;
+  QD_RETURN_IF_ERROR(cuda_status(cudaLaunchKernelEx(&launch, c.kernel, q, a), c.name));
   if (p.splits > 1) {
     const int64_t total = M * p.K;
     const int64_t blocks = std::min<int64_t>(ceil_div(total, 256), 65535 * 16);
@@ -868,6 +1081,7 @@ Status conv_igemm_init() {
     cudaFree(flag);
     QD_CUDA_TRY(err);
     g_wgmma = has != 0 && std::getenv("QD_NO_WGMMA") == nullptr;
+    g_direct_epilogue = std::getenv("QD_NO_STAGED_EPILOGUE") != nullptr;
   }
   for (int i = 0; i < kNumConfigs; ++i) {
     const Config& c = kConfigs[i];
