@@ -3,6 +3,7 @@
 // Tiles of A (im2col rows gathered on the fly) and B (weights) stream through a 3-stage cp.async pipeline; padding
 // pixels and rows past the end are zero-filled by cp.async's src-size operand, so no branch reaches the inner loop.
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <type_traits>
@@ -509,54 +510,75 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
   const int kc = tid % kRowChunks;  // this thread's 16-byte chunk within a tile row
   const int mtiles = (M + BM - 1) / BM;
 
-  // The output pixels whose im2col rows this thread loads: fixed for the K loop of one M tile.
-  int a_n[kAIters], a_ih[kAIters], a_iw[kAIters];
-  bool a_ok[kAIters];
-  auto set_rows = [&](int block_m) {
-#pragma unroll
-    for (int i = 0; i < kAIters; ++i) {
-      const int m = block_m + tid / kRowChunks + i * (kThreads / kRowChunks);
-      a_ok[i] = m < M;
-      const int mm = a_ok[i] ? m : 0;
-      const int n = mm / (p.OH * p.OW), pix = mm - n * p.OH * p.OW;
-      const int oh = pix / p.OW, ow = pix - oh * p.OW;
-      a_n[i] = n;
-      a_ih[i] = oh * p.stride_h - p.pad_h;
-      a_iw[i] = ow * p.stride_w - p.pad_w;
-    }
-  };
   const uint32_t smem_base = smem_addr(smem);
-  const int rs_total = p.R * p.S;
   // This block's range of K tiles (all of them without split-K).
   const int ktiles_all = (p.Kp + kTileK - 1) / kTileK;  // 128-byte rows: the last may pass the weight row's end
   const int per_split = (ktiles_all + p.splits - 1) / p.splits;
   const int kt0 = blockIdx.z * per_split;
   const int ktiles = max(0, min(ktiles_all - kt0, per_split));
 
-  auto load_tile = [&](int kt, int stage) {
+  // The loads are issued by every thread for every K tile, so their address arithmetic is kept to additions and
+  // compares (Nsight Compute: the kernels issue-bound, ~90 instructions per output element with divisions here).
+  // The im2col rows this thread loads, fixed for the K loop of one M tile: each row's input pixel at tap (0, 0) as an
+  // element offset, and its top-left input coordinates (a row past M gets coordinates that fail every bounds check).
+  int64_t a_off[kAIters];
+  int a_ih[kAIters], a_iw[kAIters];
+  // This thread's next K element to load and its (filter row, filter column, channel); advanced one tile per load.
+  int kn = 0, tr = 0, ts = 0, tc = 0;
+  auto set_rows = [&](int block_m) {
+#pragma unroll
+    for (int i = 0; i < kAIters; ++i) {
+      const int m = block_m + tid / kRowChunks + i * (kThreads / kRowChunks);
+      const int n = m / (p.OH * p.OW), pix = m - n * p.OH * p.OW;
+      const int oh = pix / p.OW, ow = pix - oh * p.OW;
+      a_ih[i] = m < M ? oh * p.stride_h - p.pad_h : INT_MIN / 2;
+      a_iw[i] = ow * p.stride_w - p.pad_w;
+      a_off[i] = ((static_cast<int64_t>(n) * p.H + a_ih[i]) * p.W + a_iw[i]) * p.in_ld;
+    }
+    kn = kt0 * kTileK + kc * kChunk;  // the K loop starts over
+    const int rs = kn / p.C;
+    tc = kn - rs * p.C;
+    tr = rs / p.S;
+    ts = rs - tr * p.S;
+  };
+  // B's rows for this block: element offsets of this thread's weight rows (weights stay under 2^31 elements).
+  int b_off[kBIters];
+#pragma unroll
+  for (int i = 0; i < kBIters; ++i) {
+    const int ko = block_n + tid / kRowChunks + i * (kThreads / kRowChunks);
+    b_off[i] = ko < p.K ? ko * p.Kp : -1;
+  }
+
+  // Loads the next K tile of this M tile into pipeline stage `stage` (the K tiles in order, from set_rows).
+  auto load_tile = [&](int stage) {
     const uint32_t sa = smem_base + stage * kStageBytes;
     const uint32_t sb = sa + BM * kRow;
-    const int k = (kt0 + kt) * kTileK + kc * kChunk;
-    const int rs = k / p.C, c = k - rs * p.C;
-    const int r = rs / p.S, s = rs - r * p.S;
-    const bool k_ok = rs < rs_total;
+    const int dr = tr * p.dil_h, ds = ts * p.dil_w;
+    const int64_t tap = (static_cast<int64_t>(dr) * p.W + ds) * p.in_ld + tc;
+    const bool k_ok = tr < p.R;  // past the filter: the weight row's zero padding
 #pragma unroll
     for (int i = 0; i < kAIters; ++i) {
       const int row = tid / kRowChunks + i * (kThreads / kRowChunks);
-      const int ih = a_ih[i] + r * p.dil_h, iw = a_iw[i] + s * p.dil_w;
-      const bool ok = k_ok && a_ok[i] && ih >= 0 && ih < p.H && iw >= 0 && iw < p.W;
-      const char* src = ok ? static_cast<const char*>(a.x) +
-                                 ((static_cast<int64_t>(a_n[i] * p.H + ih) * p.W + iw) * p.in_ld + c) * kElem
-                           : static_cast<const char*>(a.x);
+      const bool ok = k_ok && static_cast<unsigned>(a_ih[i] + dr) < static_cast<unsigned>(p.H) &&
+                      static_cast<unsigned>(a_iw[i] + ds) < static_cast<unsigned>(p.W);
+      const char* src = static_cast<const char*>(a.x) + (ok ? (a_off[i] + tap) * kElem : 0);
       cp_async16(sa + tile_offset<kRow>(row, kc), src, ok ? 16 : 0);
     }
 #pragma unroll
     for (int i = 0; i < kBIters; ++i) {
       const int row = tid / kRowChunks + i * (kThreads / kRowChunks);
-      const int ko = block_n + row;
-      const bool ok = ko < p.K && k < p.Kp;
-      const char* src = static_cast<const char*>(a.w) + (ok ? (static_cast<int64_t>(ko) * p.Kp + k) * kElem : 0);
+      const bool ok = b_off[i] >= 0 && kn < p.Kp;
+      const char* src = static_cast<const char*>(a.w) + (ok ? static_cast<int64_t>(b_off[i] + kn) * kElem : 0);
       cp_async16(sb + tile_offset<kRow>(row, kc), src, ok ? 16 : 0);
+    }
+    kn += kTileK;
+    tc += kTileK;
+    while (tc >= p.C) {
+      tc -= p.C;
+      if (++ts == p.S) {
+        ts = 0;
+        ++tr;
+      }
     }
   };
 
@@ -632,7 +654,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
     pdl_wait();
 #pragma unroll
     for (int s = 0; s < kStages - 2; ++s) {
-      if (s < ktiles) load_tile(s, s);
+      if (s < ktiles) load_tile(s);
       cp_async_commit();
     }
     for (int kt = 0; kt < ktiles; ++kt) {
@@ -640,7 +662,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
       fence_proxy_async_shared();
       __syncthreads();  // tile kt loaded; every warpgroup's MMAs on tile kt - 2 done (waited below)
       const int next = kt + kStages - 2;
-      if (next < ktiles) load_tile(next, next % kStages);
+      if (next < ktiles) load_tile(next % kStages);
       cp_async_commit();
       compute(kt % kStages);
       wgmma_wait<1>();
@@ -656,14 +678,14 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
     pdl_wait();
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-      if (s < ktiles) load_tile(s, s);
+      if (s < ktiles) load_tile(s);
       cp_async_commit();
     }
     for (int kt = 0; kt < ktiles; ++kt) {
       cp_async_wait<kStages - 2>();
       __syncthreads();
       const int next = kt + kStages - 1;
-      if (next < ktiles) load_tile(next, next % kStages);
+      if (next < ktiles) load_tile(next % kStages);
       cp_async_commit();
       compute(kt % kStages);
     }
@@ -676,7 +698,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
     set_rows(load_m);
     pdl_wait();
     auto load_next = [&](int stage) {
-      load_tile(load_kt, stage);
+      load_tile(stage);
       if (++load_kt == ktiles) {
         load_kt = 0;
         load_m += gridDim.x * BM;
