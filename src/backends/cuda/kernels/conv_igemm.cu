@@ -651,46 +651,31 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
     }
   };
 
-  if constexpr (kWg) {  // as below, loading kStages - 2 tiles ahead; one tile's MMAs in flight
+  if constexpr (!kStream) {  // one M tile: the K loop, then the epilogue
+    // Loads run kAhead tiles ahead; with wgmma one tile's MMAs stay in flight, so the stage refilled is the one
+    // multiplied two steps before (its MMAs waited for at the end of the step before).
+    constexpr int kAhead = kWg ? kStages - 2 : kStages - 1;
     const int block_m = blockIdx.x * BM;
     set_rows(block_m);
     pdl_wait();
 #pragma unroll
-    for (int s = 0; s < kStages - 2; ++s) {
+    for (int s = 0; s < kAhead; ++s) {
       if (s < ktiles) load_tile(s);
       cp_async_commit();
     }
     for (int kt = 0; kt < ktiles; ++kt) {
-      cp_async_wait<kStages - 3>();
-      fence_proxy_async_shared();
-      __syncthreads();  // tile kt loaded; every warpgroup's MMAs on tile kt - 2 done (waited below)
-      const int next = kt + kStages - 2;
-      if (next < ktiles) load_tile(next % kStages);
-      cp_async_commit();
-      compute(kt % kStages);
-      wgmma_wait<1>();
-    }
-    wgmma_wait<0>();
-    wgmma_fence_acc(acc);
-    cp_async_wait<0>();
-    pdl_trigger();
-    epilogue(block_m);
-  } else if constexpr (!kStream) {  // one M tile: the K loop, then the epilogue
-    const int block_m = blockIdx.x * BM;
-    set_rows(block_m);
-    pdl_wait();
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < ktiles) load_tile(s);
-      cp_async_commit();
-    }
-    for (int kt = 0; kt < ktiles; ++kt) {
-      cp_async_wait<kStages - 2>();
+      cp_async_wait<kAhead - 1>();
+      if constexpr (kWg) fence_proxy_async_shared();  // cp.async's writes, before wgmma reads them
       __syncthreads();
-      const int next = kt + kStages - 1;
+      const int next = kt + kAhead;
       if (next < ktiles) load_tile(next % kStages);
       cp_async_commit();
       compute(kt % kStages);
+      if constexpr (kWg) wgmma_wait<1>();
+    }
+    if constexpr (kWg) {
+      wgmma_wait<0>();
+      wgmma_fence_acc(acc);
     }
     cp_async_wait<0>();
     pdl_trigger();
