@@ -290,6 +290,13 @@ __device__ __forceinline__ Staging staging(const ConvParams& p, const ConvArgs& 
              : Staging::kNone;
 }
 
+// The staged epilogues' activation: kSilu compiles SiLU alone (every conv of a YOLOv5), else apply_act's switch.
+template <bool kSilu>
+__device__ __forceinline__ float staged_act(const ConvParams& p, float v) {
+  if constexpr (kSilu) return __fdividef(v, 1.f + __expf(-v));  // apply_act's kSilu
+  return apply_act(v, p.act, p.act_a, p.act_b);
+}
+
 __device__ __forceinline__ uint4 pack_half8(const float (&v)[8]) {
   uint4 raw;
   __half2* h = reinterpret_cast<__half2*>(&raw);
@@ -317,7 +324,7 @@ __device__ __forceinline__ uint2 pack_int8x8(const float (&v)[8], float scale, i
 // 8-byte (int8) accesses, a warp covering whole pixel rows: the fragments' own 4-byte (fp16) or 2-byte (int8) stores
 // spread over 8 pixels per instruction. The tile's rows are BN floats, their 16-byte chunks XOR-swizzled by the row so
 // that both phases are free of bank conflicts. The caller has finished with the pipeline's shared memory.
-template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, typename Acc, int kMT, int kNT>
+template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, bool kSilu, typename Acc, int kMT, int kNT>
 __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvArgs& a, int M, int block_m, int block_n,
                                                 int warp_m, int warp_n, int lane, const Acc (&acc)[kMT][kNT][4],
                                                 float* tile) {
@@ -337,9 +344,8 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
       for (int h = 0; h < 2; ++h) {
         const int r = warp_m * WM + i * 16 + (lane >> 2) + h * 8;
         float2 v;
-        v.x = apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h]), s0), b0), p.act, p.act_a, p.act_b);
-        v.y = apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1), p.act, p.act_a,
-                        p.act_b);
+        v.x = staged_act<kSilu>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h]), s0), b0));
+        v.y = staged_act<kSilu>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1));
         *reinterpret_cast<float2*>(tile + at(r, c)) = v;
       }
   }
@@ -399,7 +405,7 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
 // is stored channel-major, each thread then takes 8 consecutive pixels of one channel (never two images: OH * OW is a
 // multiple of 8) and writes them with 16-byte (fp16) or two 16-byte (fp32) stores, a warp covering runs of pixels of a
 // channel plane. 8-float runs XOR-swizzled by the channel pair, so that the fragments' writes are free of conflicts.
-template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, typename Acc, int kMT, int kNT>
+template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, bool kSilu, typename Acc, int kMT, int kNT>
 __device__ __forceinline__ void staged_epilogue_nchw(const ConvParams& p, const ConvArgs& a, int M, int block_m,
                                                      int block_n, int warp_m, int warp_n, int lane,
                                                      const Acc (&acc)[kMT][kNT][4], float* tile) {
@@ -415,10 +421,9 @@ __device__ __forceinline__ void staged_epilogue_nchw(const ConvParams& p, const 
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = warp_m * WM + i * 16 + (lane >> 2) + h * 8;
-        tile[at(c, r)] =
-            apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h]), s0), b0), p.act, p.act_a, p.act_b);
-        tile[at(c + 1, r)] = apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1), p.act,
-                                       p.act_a, p.act_b);
+        tile[at(c, r)] = staged_act<kSilu>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h]), s0), b0));
+        tile[at(c + 1, r)] =
+            staged_act<kSilu>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1));
       }
   }
   __syncthreads();
@@ -456,10 +461,14 @@ __device__ __forceinline__ void tile_epilogue(const ConvParams& p, const ConvArg
                                               float* tile) {
   const Staging st = staging(p, a);
   if (st != Staging::kNone) __syncthreads();  // every warp is done with the shared memory `tile` reuses
-  if (st == Staging::kNhwc) {
-    staged_epilogue<BM, BN, WM, WN, kThreads, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc, tile);
+  const bool silu = p.act == Act::kSilu;
+  if (st == Staging::kNhwc && silu) {
+    staged_epilogue<BM, BN, WM, WN, kThreads, kI8, true>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc, tile);
+  } else if (st == Staging::kNhwc) {
+    staged_epilogue<BM, BN, WM, WN, kThreads, kI8, false>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc, tile);
   } else if (st == Staging::kNchw) {
-    staged_epilogue_nchw<BM, BN, WM, WN, kThreads, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc, tile);
+    staged_epilogue_nchw<BM, BN, WM, WN, kThreads, kI8, false>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc,
+                                                               tile);
   } else {
     igemm_epilogue<BM, BN, WM, WN, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
   }
