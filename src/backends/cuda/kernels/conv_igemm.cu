@@ -185,10 +185,19 @@ __device__ __forceinline__ float residual_value(const ConvParams& p, const ConvA
   return a.residual ? __half2float(a.residual[static_cast<int64_t>(m) * p.res_ld + k]) : 0.f;
 }
 
+// The epilogues' activation: kAct >= 0 compiles that one alone (the epilogues are instantiated for the layers' usual
+// one, SiLU, and the heads' Sigmoid), -1 apply_act's switch on p.act, which per element cost YOLOv5s 16-20% of its
+// time at every batch size when the staged epilogues had only that.
+template <int kAct>
+__device__ __forceinline__ float epi_act(const ConvParams& p, float v) {
+  return apply_act(v, kAct >= 0 ? static_cast<Act>(kAct) : p.act, p.act_a, p.act_b);
+}
+
 // The fused epilogue of conv_igemm_kernel for one BM x BN tile (or split-K's partial sums).
-template <int BM, int BN, int WM, int WN, bool kI8, typename Acc, int kMT, int kNT>
-__device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvArgs& a, int M, int block_m, int block_n,
-                                               int warp_m, int warp_n, int lane, const Acc (&acc)[kMT][kNT][4]) {
+template <int BM, int BN, int WM, int WN, bool kI8, int kAct, typename Acc, int kMT, int kNT>
+__device__ __forceinline__ void igemm_epilogue_act(const ConvParams& p, const ConvArgs& a, int M, int block_m,
+                                                   int block_n, int warp_m, int warp_n, int lane,
+                                                   const Acc (&acc)[kMT][kNT][4]) {
   if (p.splits > 1) {  // partial sums (int32 for INT8: their sum is the exact accumulator); conv_splitk_epilogue finishes
     Acc* ws = reinterpret_cast<Acc*>(a.workspace) + static_cast<int64_t>(blockIdx.z) * M * p.K;
 #pragma unroll
@@ -226,10 +235,8 @@ __device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvAr
       for (int h = 0; h < 2; ++h) {
         const int m = block_m + warp_m * WM + i * 16 + (lane >> 2) + h * 8;
         if (m >= M) continue;
-        float v0 = apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h]), s0), b0), p.act, p.act_a,
-                             p.act_b);
-        float v1 = apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1), p.act,
-                             p.act_a, p.act_b);
+        float v0 = epi_act<kAct>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h]), s0), b0));
+        float v1 = epi_act<kAct>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1));
         if (paired) {
           // The fp16 kernels (fp16 convs) see only fp16 residuals and, beside an int8 output, its dequantized fp16
           // copy (Lowerer): kept to that, their epilogue stays as short as it was before int8 residuals and second
@@ -272,6 +279,17 @@ __device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvAr
   }
 }
 
+template <int BM, int BN, int WM, int WN, bool kI8, typename Acc, int kMT, int kNT>
+__device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvArgs& a, int M, int block_m, int block_n,
+                                               int warp_m, int warp_n, int lane, const Acc (&acc)[kMT][kNT][4]) {
+  if (p.act == Act::kSilu) {
+    igemm_epilogue_act<BM, BN, WM, WN, kI8, static_cast<int>(Act::kSilu)>(p, a, M, block_m, block_n, warp_m, warp_n,
+                                                                          lane, acc);
+  } else {
+    igemm_epilogue_act<BM, BN, WM, WN, kI8, -1>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+  }
+}
+
 // How staged_epilogue can write this layer: kNhwc (NHWC fp16 or int8 output, every tensor it touches in whole groups
 // of 8 channels, 16 bytes of fp16 or 8 of int8, at aligned addresses), kNchw (NCHW fp16 or fp32 output in groups of
 // 8 pixels of a channel: OH * OW a multiple of 8; no second output), or not at all.
@@ -288,13 +306,6 @@ __device__ __forceinline__ Staging staging(const ConvParams& p, const ConvArgs& 
                  (!a.y2 || (p.out2_ld % 8 == 0 && p.out2_coff % 8 == 0 && aligned(a.y2, 16)))
              ? Staging::kNhwc
              : Staging::kNone;
-}
-
-// The staged epilogues' activation: kSilu compiles SiLU alone (every conv of a YOLOv5), else apply_act's switch.
-template <bool kSilu>
-__device__ __forceinline__ float staged_act(const ConvParams& p, float v) {
-  if constexpr (kSilu) return __fdividef(v, 1.f + __expf(-v));  // apply_act's kSilu
-  return apply_act(v, p.act, p.act_a, p.act_b);
 }
 
 __device__ __forceinline__ uint4 pack_half8(const float (&v)[8]) {
@@ -324,7 +335,7 @@ __device__ __forceinline__ uint2 pack_int8x8(const float (&v)[8], float scale, i
 // 8-byte (int8) accesses, a warp covering whole pixel rows: the fragments' own 4-byte (fp16) or 2-byte (int8) stores
 // spread over 8 pixels per instruction. The tile's rows are BN floats, their 16-byte chunks XOR-swizzled by the row so
 // that both phases are free of bank conflicts. The caller has finished with the pipeline's shared memory.
-template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, bool kSilu, typename Acc, int kMT, int kNT>
+template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, int kAct, typename Acc, int kMT, int kNT>
 __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvArgs& a, int M, int block_m, int block_n,
                                                 int warp_m, int warp_n, int lane, const Acc (&acc)[kMT][kNT][4],
                                                 float* tile) {
@@ -344,8 +355,8 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
       for (int h = 0; h < 2; ++h) {
         const int r = warp_m * WM + i * 16 + (lane >> 2) + h * 8;
         float2 v;
-        v.x = staged_act<kSilu>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h]), s0), b0));
-        v.y = staged_act<kSilu>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1));
+        v.x = epi_act<kAct>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h]), s0), b0));
+        v.y = epi_act<kAct>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1));
         *reinterpret_cast<float2*>(tile + at(r, c)) = v;
       }
   }
@@ -405,7 +416,7 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
 // is stored channel-major, each thread then takes 8 consecutive pixels of one channel (never two images: OH * OW is a
 // multiple of 8) and writes them with 16-byte (fp16) or two 16-byte (fp32) stores, a warp covering runs of pixels of a
 // channel plane. 8-float runs XOR-swizzled by the channel pair, so that the fragments' writes are free of conflicts.
-template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, bool kSilu, typename Acc, int kMT, int kNT>
+template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, int kAct, typename Acc, int kMT, int kNT>
 __device__ __forceinline__ void staged_epilogue_nchw(const ConvParams& p, const ConvArgs& a, int M, int block_m,
                                                      int block_n, int warp_m, int warp_n, int lane,
                                                      const Acc (&acc)[kMT][kNT][4], float* tile) {
@@ -421,9 +432,9 @@ __device__ __forceinline__ void staged_epilogue_nchw(const ConvParams& p, const 
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = warp_m * WM + i * 16 + (lane >> 2) + h * 8;
-        tile[at(c, r)] = staged_act<kSilu>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h]), s0), b0));
+        tile[at(c, r)] = epi_act<kAct>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h]), s0), b0));
         tile[at(c + 1, r)] =
-            staged_act<kSilu>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1));
+            epi_act<kAct>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1));
       }
   }
   __syncthreads();
@@ -461,14 +472,17 @@ __device__ __forceinline__ void tile_epilogue(const ConvParams& p, const ConvArg
                                               float* tile) {
   const Staging st = staging(p, a);
   if (st != Staging::kNone) __syncthreads();  // every warp is done with the shared memory `tile` reuses
-  const bool silu = p.act == Act::kSilu;
-  if (st == Staging::kNhwc && silu) {
-    staged_epilogue<BM, BN, WM, WN, kThreads, kI8, true>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc, tile);
+  constexpr int kSilu = static_cast<int>(Act::kSilu), kSigmoid = static_cast<int>(Act::kSigmoid);
+  if (st == Staging::kNhwc && p.act == Act::kSilu) {
+    staged_epilogue<BM, BN, WM, WN, kThreads, kI8, kSilu>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc, tile);
   } else if (st == Staging::kNhwc) {
-    staged_epilogue<BM, BN, WM, WN, kThreads, kI8, false>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc, tile);
+    staged_epilogue<BM, BN, WM, WN, kThreads, kI8, -1>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc, tile);
+  } else if (st == Staging::kNchw && p.act == Act::kSigmoid) {
+    staged_epilogue_nchw<BM, BN, WM, WN, kThreads, kI8, kSigmoid>(p, a, M, block_m, block_n, warp_m, warp_n, lane,
+                                                                  acc, tile);
   } else if (st == Staging::kNchw) {
-    staged_epilogue_nchw<BM, BN, WM, WN, kThreads, kI8, false>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc,
-                                                               tile);
+    staged_epilogue_nchw<BM, BN, WM, WN, kThreads, kI8, -1>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc,
+                                                            tile);
   } else {
     igemm_epilogue<BM, BN, WM, WN, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
   }
