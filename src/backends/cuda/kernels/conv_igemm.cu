@@ -193,6 +193,31 @@ __device__ __forceinline__ float epi_act(const ConvParams& p, float v) {
   return apply_act(v, kAct >= 0 ? static_cast<Act>(kAct) : p.act, p.act_a, p.act_b);
 }
 
+// A fragment's channel pair k0, k0 + 1 in the epilogues: its bias and INT8 rescale s_x * s_w[k] (zero and one past
+// K), and the activated values y = act(acc * s + bias), rounded like the reference's Mul then Add (no FMA; the fp16
+// kernels' scale 1 leaves the fp32 accumulator as it is).
+template <bool kI8, int kAct>
+struct ChannelPair {
+  float b0, b1, s0, s1;
+  __device__ __forceinline__ ChannelPair(const ConvParams& p, const ConvArgs& a, int k0)
+      : b0(k0 < p.K ? a.bias[k0] : 0.f),
+        b1(k0 + 1 < p.K ? a.bias[k0 + 1] : 0.f),
+        s0(kI8 && k0 < p.K ? a.alpha[k0] : 1.f),
+        s1(kI8 && k0 + 1 < p.K ? a.alpha[k0 + 1] : 1.f) {}
+  // Rows h = 0 (g) and 1 (g + 8) of an m16n8 accumulator fragment.
+  template <typename Acc>
+  __device__ __forceinline__ float2 activate(const ConvParams& p, const Acc (&f)[4], int h) const {
+    return make_float2(epi_act<kAct>(p, __fadd_rn(__fmul_rn(static_cast<float>(f[2 * h]), s0), b0)),
+                       epi_act<kAct>(p, __fadd_rn(__fmul_rn(static_cast<float>(f[2 * h + 1]), s1), b1)));
+  }
+};
+
+// 8 floats of a staged tile, from the two 16-byte chunks at lo and hi.
+__device__ __forceinline__ void load8(const float* lo, const float* hi, float (&v)[8]) {
+  const float4 l = *reinterpret_cast<const float4*>(lo), h = *reinterpret_cast<const float4*>(hi);
+  v[0] = l.x, v[1] = l.y, v[2] = l.z, v[3] = l.w, v[4] = h.x, v[5] = h.y, v[6] = h.z, v[7] = h.w;
+}
+
 // The fused epilogue of conv_igemm_kernel for one BM x BN tile (or split-K's partial sums).
 template <int BM, int BN, int WM, int WN, bool kI8, int kAct, typename Acc, int kMT, int kNT>
 __device__ __forceinline__ void igemm_epilogue_act(const ConvParams& p, const ConvArgs& a, int M, int block_m,
@@ -228,15 +253,13 @@ __device__ __forceinline__ void igemm_epilogue_act(const ConvParams& p, const Co
     for (int j = 0; j < kNT; ++j) {
       const int k0 = block_n + warp_n * WN + j * 8 + (lane & 3) * 2;
       if (k0 >= p.K) continue;
-      const float b0 = a.bias[k0], b1 = k0 + 1 < p.K ? a.bias[k0 + 1] : 0.f;
-      // INT8: y = acc * (s_x * s_w[k]) + bias[k], rounded like the reference's Mul then Add (no FMA).
-      const float s0 = kI8 ? a.alpha[k0] : 1.f, s1 = kI8 && k0 + 1 < p.K ? a.alpha[k0 + 1] : 1.f;
+      const ChannelPair<kI8, kAct> ch(p, a, k0);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int m = block_m + warp_m * WM + i * 16 + (lane >> 2) + h * 8;
         if (m >= M) continue;
-        float v0 = epi_act<kAct>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h]), s0), b0));
-        float v1 = epi_act<kAct>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1));
+        const float2 v = ch.activate(p, acc[i][j], h);
+        float v0 = v.x, v1 = v.y;
         if (paired) {
           // The fp16 kernels (fp16 convs) see only fp16 residuals and, beside an int8 output, its dequantized fp16
           // copy (Lowerer): kept to that, their epilogue stays as short as it was before int8 residuals and second
@@ -345,19 +368,14 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
   };
 #pragma unroll
   for (int j = 0; j < kNT; ++j) {
-    const int c = warp_n * WN + j * 8 + (lane & 3) * 2, k0 = block_n + c;
-    const bool in = k0 < p.K;  // K % 8 == 0: both channels or neither
-    const float b0 = in ? a.bias[k0] : 0.f, b1 = in ? a.bias[k0 + 1] : 0.f;
-    const float s0 = kI8 && in ? a.alpha[k0] : 1.f, s1 = kI8 && in ? a.alpha[k0 + 1] : 1.f;
+    const int c = warp_n * WN + j * 8 + (lane & 3) * 2;
+    const ChannelPair<kI8, kAct> ch(p, a, block_n + c);
 #pragma unroll
     for (int i = 0; i < kMT; ++i)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = warp_m * WM + i * 16 + (lane >> 2) + h * 8;
-        float2 v;
-        v.x = epi_act<kAct>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h]), s0), b0));
-        v.y = epi_act<kAct>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1));
-        *reinterpret_cast<float2*>(tile + at(r, c)) = v;
+        *reinterpret_cast<float2*>(tile + at(r, c)) = ch.activate(p, acc[i][j], h);
       }
   }
   __syncthreads();
@@ -368,9 +386,7 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
     const int m = block_m + r, k0 = block_n + c;
     if (m >= M || k0 >= p.K) continue;
     float v[8];
-    const float4 lo = *reinterpret_cast<const float4*>(tile + at(r, c));
-    const float4 hi = *reinterpret_cast<const float4*>(tile + at(r, c + 4));
-    v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+    load8(tile + at(r, c), tile + at(r, c + 4), v);
     const int64_t res_at = static_cast<int64_t>(m) * p.res_ld + k0;
     if (a.residual) {
       const uint4 raw = *reinterpret_cast<const uint4*>(a.residual + res_at);
@@ -424,17 +440,16 @@ __device__ __forceinline__ void staged_epilogue_nchw(const ConvParams& p, const 
   const auto at = [](int c, int r) { return c * BM + (r ^ (((c >> 1) & 3) << 3)); };
 #pragma unroll
   for (int j = 0; j < kNT; ++j) {
-    const int c = warp_n * WN + j * 8 + (lane & 3) * 2, k0 = block_n + c;
-    const float b0 = k0 < p.K ? a.bias[k0] : 0.f, b1 = k0 + 1 < p.K ? a.bias[k0 + 1] : 0.f;
-    const float s0 = kI8 && k0 < p.K ? a.alpha[k0] : 1.f, s1 = kI8 && k0 + 1 < p.K ? a.alpha[k0 + 1] : 1.f;
+    const int c = warp_n * WN + j * 8 + (lane & 3) * 2;
+    const ChannelPair<kI8, kAct> ch(p, a, block_n + c);
 #pragma unroll
     for (int i = 0; i < kMT; ++i)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = warp_m * WM + i * 16 + (lane >> 2) + h * 8;
-        tile[at(c, r)] = epi_act<kAct>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h]), s0), b0));
-        tile[at(c + 1, r)] =
-            epi_act<kAct>(p, __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * h + 1]), s1), b1));
+        const float2 v = ch.activate(p, acc[i][j], h);
+        tile[at(c, r)] = v.x;
+        tile[at(c + 1, r)] = v.y;
       }
   }
   __syncthreads();
@@ -445,9 +460,7 @@ __device__ __forceinline__ void staged_epilogue_nchw(const ConvParams& p, const 
     const int m = block_m + r, k = block_n + c;
     if (m >= M || k >= p.K) continue;
     float v[8];
-    const float4 lo = *reinterpret_cast<const float4*>(tile + at(c, r));
-    const float4 hi = *reinterpret_cast<const float4*>(tile + at(c, r + 4));
-    v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+    load8(tile + at(c, r), tile + at(c, r + 4), v);
     if (has_residual(a)) {
 #pragma unroll
       for (int j = 0; j < 8; ++j) v[j] += residual_value<kI8>(p, a, m + j, k);
