@@ -330,6 +330,52 @@ TEST(CudaEngine, DetectionHeadDecodesInOnePassPerLevel) {
   }
 }
 
+// YOLOv5's SPPF: conv -> three chained 5x5 stride-1 MaxPools (each pooling the one before) -> Concat of all four ->
+// conv. In fp16 plans the pools run as one maxpool_chain_nhwc layer writing the Concat's slices; the 7 x 5 image is
+// smaller than the chained windows (9 x 9, 13 x 13), so the borders clip. The result matches the reference.
+TEST(CudaEngine, SppfMaxPoolChainIsOneLayer) {
+  SKIP_WITHOUT_GPU();
+  GraphBuilder b;
+  const int64_t N = 2, C = 16;
+  int x = b.input("x", {N, 8, 7, 5});
+  AttrMap ca;
+  ca.set("kernel_shape", std::vector<int64_t>{1, 1});
+  int y = b.node(OpType::Conv, "cv1",
+                 {x, b.constant("w1", round_to_fp16(test::random_f32({C, 8, 1, 1}, 61, -0.5f, 0.5f)))}, ca);
+  AttrMap pa;
+  pa.set("kernel_shape", std::vector<int64_t>{5, 5});
+  pa.set("pads", std::vector<int64_t>{2, 2, 2, 2});
+  std::vector<int> cat_in = {y};
+  for (int k = 0; k < 3; ++k) cat_in.push_back(b.node(OpType::MaxPool, "m" + std::to_string(k), {cat_in.back()}, pa));
+  AttrMap cat;
+  cat.set("axis", int64_t{1});
+  int z = b.node(OpType::Concat, "cat", cat_in, cat);
+  z = b.node(OpType::Conv, "cv2",
+             {z, b.constant("w2", round_to_fp16(test::random_f32({8, 4 * C, 1, 1}, 62, -0.3f, 0.3f)))}, ca);
+  Graph g = b.finish({z});
+  auto in = random_inputs(g, 19);
+  Graph ref_g = g;
+  const std::map<std::string, Shape> shapes = {{"x", in["x"].shape()}};
+  ASSERT_TRUE(prepare_graph(ref_g, {shapes}).is_ok());
+  auto ref = run_reference(ref_g, in);
+  ASSERT_TRUE(ref) << ref.status().to_string();
+  auto engine = make_engine(g, "fp16");
+  ASSERT_TRUE(engine);
+  auto layers = engine->layer_info(shapes);
+  ASSERT_TRUE(layers);
+  int pools = 0;
+  for (const auto& l : *layers) {
+    if (l.kind.find("MaxPool") == std::string::npos) continue;
+    ++pools;
+    EXPECT_EQ(l.name, "m0+m1+m2");
+    EXPECT_EQ(l.kernel, "maxpool_chain_nhwc");
+  }
+  EXPECT_EQ(pools, 1);
+  auto out = engine->run(in);
+  ASSERT_TRUE(out) << out.status().to_string();
+  EXPECT_LE(test::max_abs_diff((*ref)[0], (*out)[0]), 2e-3 * std::max(1.0, max_abs((*ref)[0])));
+}
+
 // A whole model, fp32 and fp16, against the reference.
 void check_model(const std::string& path, const std::map<std::string, Shape>& shapes, double fp16_min_snr) {
   auto g = import_onnx_file(path);

@@ -181,6 +181,17 @@ class MaxPoolLayer final : public Layer {
   }
 };
 
+// SPPF's chain of same-size max pools, one output per pool (Lowerer::try_pool_chain).
+class MaxPoolChainLayer final : public Layer {
+ public:
+  int N = 0, C = 0, H = 0, W = 0, kh = 1, kw = 1;
+  Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
+    NhwcView y[kMaxPoolChain];
+    for (size_t k = 0; k < outs.size() && k < kMaxPoolChain; ++k) y[k] = inst.view(outs[k], ptrs);
+    return maxpool_chain_nhwc(inst.view(ins[0], ptrs), y, static_cast<int>(outs.size()), N, C, H, W, kh, kw, s);
+  }
+};
+
 class UpsampleLayer final : public Layer {
  public:
   int N = 0, C = 0, H = 0, W = 0, fh = 1, fw = 1;
@@ -1595,6 +1606,10 @@ class Lowerer {
     if (!is_float4d(x) || g_.values[x].shape[1] % 8 != 0) return Status::ok();
     const Shape& is = g_.values[x].shape;
     std::unique_ptr<Layer> layer;
+    if (n.op == OpType::MaxPool && qscale_.empty()) {
+      QD_RETURN_IF_ERROR(try_pool_chain(i, lowered));
+      if (*lowered) return Status::ok();
+    }
     if (n.op == OpType::MaxPool) {
       if (n.outputs.size() > 1 || QD_TRY(n.attrs.get_int("ceil_mode", 0)) != 0) return Status::ok();
       auto k = QD_TRY(n.attrs.get_ints("kernel_shape", std::vector<int64_t>{}));
@@ -1642,6 +1657,64 @@ class Lowerer {
     layer->info = {n.name, std::string(op_name(n.op)) + "_nhwc", "nhwc", "fp16", fmt_of(inst_->tensors[ins[0]]),
                    fmt_of(inst_->tensors[layer->outs[0]]), 0};
     add_layer(std::move(layer));
+    *lowered = true;
+    return Status::ok();
+  }
+
+  // The window of MaxPool m when it is odd, stride 1, with (k - 1) / 2 padding on every side (the output the input's
+  // size), else empty.
+  Expected<std::vector<int64_t>> same_size_pool(const Node& m) {
+    if (m.op != OpType::MaxPool || m.outputs.size() != 1 || m.inputs.empty() || !is_float4d(m.inputs[0]) ||
+        QD_TRY(m.attrs.get_int("ceil_mode", 0)) != 0) {
+      return std::vector<int64_t>{};
+    }
+    const std::vector<int64_t> k = QD_TRY(m.attrs.get_ints("kernel_shape", std::vector<int64_t>{}));
+    if (k.size() != 2 || k[0] % 2 == 0 || k[1] % 2 == 0) return std::vector<int64_t>{};
+    ops::Window win = QD_TRY(ops::read_window(m.attrs, 2, k));
+    const Shape& is = g_.values[m.inputs[0]].shape;
+    const std::vector<int64_t> o = QD_TRY(ops::window_output({is[2], is[3]}, &win, false));
+    const bool same = win.strides[0] == 1 && win.strides[1] == 1 && win.dilations[0] == 1 && win.dilations[1] == 1 &&
+                      o[0] == is[2] && o[1] == is[3] && win.pads[0] == k[0] / 2 && win.pads[1] == k[1] / 2 &&
+                      win.pads[2] == k[0] / 2 && win.pads[3] == k[1] / 2;
+    return same ? k : std::vector<int64_t>{};
+  }
+
+  // YOLOv5's SPPF: MaxPool i and the MaxPools after it that each pool the one before with the same odd window, stride
+  // 1 and (k - 1) / 2 padding, as one maxpool_chain_nhwc layer (fp16 plans; INT8 plans pool int8 tensors, see
+  // try_int8_concat). The later pools run no layers.
+  Status try_pool_chain(int i, bool* lowered) {
+    const std::vector<int64_t> k = QD_TRY(same_size_pool(g_.nodes[i]));
+    const Shape& is = g_.values[g_.nodes[i].inputs[0]].shape;
+    if (k.empty() || is[1] % 8 != 0 || 2 * is[2] * is[3] * 16 > kPoolChainSmem) return Status::ok();
+    std::vector<int> chain = {i};
+    while (chain.size() < kMaxPoolChain) {
+      const int y = g_.nodes[chain.back()].outputs[0];
+      int next = -1;
+      for (int c : consumers_[y]) {
+        if (!done_[c] && g_.nodes[c].inputs[0] == y && QD_TRY(same_size_pool(g_.nodes[c])) == k) next = c;
+      }
+      if (next < 0) break;
+      chain.push_back(next);
+    }
+    if (chain.size() < 2) return Status::ok();
+    auto l = std::make_unique<MaxPoolChainLayer>();
+    l->N = static_cast<int>(is[0]);
+    l->C = static_cast<int>(is[1]);
+    l->H = static_cast<int>(is[2]);
+    l->W = static_cast<int>(is[3]);
+    l->kh = static_cast<int>(k[0]);
+    l->kw = static_cast<int>(k[1]);
+    l->ins = {QD_TRY(ensure_fast(g_.nodes[i].inputs[0]))};
+    std::string names;
+    for (int c : chain) {
+      const int y = g_.nodes[c].outputs[0];
+      l->outs.push_back(fast_t_[y] = nhwc_tensor(g_.values[y].shape));
+      names += (names.empty() ? "" : "+") + g_.nodes[c].name;
+      done_[c] = true;
+    }
+    l->info = {names, "MaxPool_nhwc", "maxpool_chain_nhwc", "fp16", fmt_of(inst_->tensors[l->ins[0]]),
+               fmt_of(inst_->tensors[l->outs[0]]), 0};
+    add_layer(std::move(l));
     *lowered = true;
     return Status::ok();
   }

@@ -1,3 +1,5 @@
+#include <climits>
+
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/kernels/nhwc.h"
 #include "backends/cuda/kernels/requantize.cuh"
@@ -114,6 +116,54 @@ __global__ void maxpool_nhwc_kernel(const __half* x, int xld, __half* y, int yld
       for (int l = 0; l < L; ++l) m[l] = __hmax2(m[l], v[l]);
     });
     store_h2<L>(y + ((n * p.OH + oh) * p.OW + ow) * yld + cv * 2 * L, m);
+  }
+}
+
+// 8 fp16 channels' maximum.
+__device__ __forceinline__ uint4 hmax8(uint4 a, uint4 b) {
+  const __half2* x = reinterpret_cast<const __half2*>(&a);
+  const __half2* y = reinterpret_cast<const __half2*>(&b);
+  uint4 r;
+  __half2* z = reinterpret_cast<__half2*>(&r);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) z[j] = __hmax2(x[j], y[j]);
+  return r;
+}
+
+struct PoolChainOuts {
+  __half* p[kMaxPoolChain];
+  int ld[kMaxPoolChain];
+};
+
+// maxpool_chain_nhwc: block (n, channel group of 8). Each pool is a row pass into `t` and a column pass back into
+// `a` (max-pooling is separable; taps past the border are skipped, -inf padding), whose result is also stored.
+__global__ void maxpool_chain_nhwc_kernel(const __half* x, int xld, PoolChainOuts y, int count, int groups, int H,
+                                          int W, int rh, int rw) {
+  extern __shared__ uint4 plane[];
+  const int HW = H * W;
+  uint4 *a = plane, *t = plane + HW;
+  const int n = blockIdx.x / groups, cv = blockIdx.x - n * groups;
+  const int64_t base = static_cast<int64_t>(n) * HW;
+  for (int i = threadIdx.x; i < HW; i += blockDim.x) {
+    a[i] = *reinterpret_cast<const uint4*>(x + (base + i) * xld + cv * 8);
+  }
+  __syncthreads();
+  for (int k = 0; k < count; ++k) {
+    for (int i = threadIdx.x; i < HW; i += blockDim.x) {
+      const int w = i % W;
+      uint4 m = a[i];
+      for (int d = max(-rw, -w); d <= min(rw, W - 1 - w); ++d) m = hmax8(m, a[i + d]);
+      t[i] = m;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < HW; i += blockDim.x) {
+      const int h = i / W;
+      uint4 m = t[i];
+      for (int d = max(-rh, -h); d <= min(rh, H - 1 - h); ++d) m = hmax8(m, t[i + d * W]);
+      a[i] = m;
+      *reinterpret_cast<uint4*>(y.p[k] + (base + i) * y.ld[k] + cv * 8) = m;
+    }
+    __syncthreads();
   }
 }
 
@@ -452,6 +502,29 @@ Status maxpool_nhwc(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s)
   QD_LAUNCH_NHWC(maxpool_nhwc_kernel, wide(p.C, x, y), elements, s, static_cast<const __half*>(x.data) + x.coff, x.ld,
                  static_cast<__half*>(y.data) + y.coff, y.ld, p);
   return cuda_status(cudaGetLastError(), "maxpool_nhwc");
+}
+
+Status maxpool_chain_nhwc(NhwcView x, const NhwcView* outs, int count, int N, int C, int H, int W, int kh, int kw,
+                          cudaStream_t s) {
+  const size_t smem = 2 * static_cast<size_t>(H) * W * sizeof(uint4);
+  const auto aligned = [](NhwcView v) {
+    return v.ld % 8 == 0 && v.coff % 8 == 0 && reinterpret_cast<uintptr_t>(v.data) % 16 == 0;
+  };
+  bool ok = C % 8 == 0 && aligned(x) && kh % 2 && kw % 2 && count > 0 && count <= kMaxPoolChain &&
+            smem <= kPoolChainSmem;
+  PoolChainOuts y{};
+  for (int k = 0; k < count && ok; ++k) {
+    ok = aligned(outs[k]);
+    y.p[k] = static_cast<__half*>(outs[k].data) + outs[k].coff;
+    y.ld[k] = outs[k].ld;
+  }
+  if (!ok) return internal("maxpool_chain_nhwc: unsupported shape, window or layout");
+  const int64_t blocks = static_cast<int64_t>(N) * (C / 8);
+  if (blocks == 0 || H * W == 0) return Status::ok();
+  if (blocks > INT32_MAX) return internal("maxpool_chain_nhwc: too many images x channels");
+  maxpool_chain_nhwc_kernel<<<static_cast<unsigned>(blocks), 128, smem, s>>>(
+      static_cast<const __half*>(x.data) + x.coff, x.ld, y, count, C / 8, H, W, kh / 2, kw / 2);
+  return cuda_status(cudaGetLastError(), "maxpool_chain_nhwc");
 }
 
 Status maxpool_nhwc_i8(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s) {
