@@ -1685,7 +1685,9 @@ class Lowerer {
   Status try_pool_chain(int i, bool* lowered) {
     const std::vector<int64_t> k = QD_TRY(same_size_pool(g_.nodes[i]));
     const Shape& is = g_.values[g_.nodes[i].inputs[0]].shape;
-    if (k.empty() || is[1] % 8 != 0 || 2 * is[2] * is[3] * 16 > kPoolChainSmem) return Status::ok();
+    if (k.empty() || !maxpool_chain_fits(static_cast<int>(is[1]), static_cast<int>(is[2]), static_cast<int>(is[3]))) {
+      return Status::ok();
+    }
     std::vector<int> chain = {i};
     while (chain.size() < kMaxPoolChain) {
       const int y = g_.nodes[chain.back()].outputs[0];

@@ -504,17 +504,17 @@ Status maxpool_nhwc(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s)
   return cuda_status(cudaGetLastError(), "maxpool_nhwc");
 }
 
+// maxpool_chain_nhwc_kernel's shared memory: the plane and the row pass's result, 8 fp16 channels per pixel.
+static size_t pool_chain_smem(int H, int W) { return 2 * static_cast<size_t>(H) * W * sizeof(uint4); }
+
+bool maxpool_chain_fits(int C, int H, int W) { return C % 8 == 0 && pool_chain_smem(H, W) <= 48 * 1024; }
+
 Status maxpool_chain_nhwc(NhwcView x, const NhwcView* outs, int count, int N, int C, int H, int W, int kh, int kw,
                           cudaStream_t s) {
-  const size_t smem = 2 * static_cast<size_t>(H) * W * sizeof(uint4);
-  const auto aligned = [](NhwcView v) {
-    return v.ld % 8 == 0 && v.coff % 8 == 0 && reinterpret_cast<uintptr_t>(v.data) % 16 == 0;
-  };
-  bool ok = C % 8 == 0 && aligned(x) && kh % 2 && kw % 2 && count > 0 && count <= kMaxPoolChain &&
-            smem <= kPoolChainSmem;
+  bool ok = maxpool_chain_fits(C, H, W) && kh % 2 && kw % 2 && count > 0 && count <= kMaxPoolChain;
   PoolChainOuts y{};
   for (int k = 0; k < count && ok; ++k) {
-    ok = aligned(outs[k]);
+    ok = wide(C, x, outs[k]);
     y.p[k] = static_cast<__half*>(outs[k].data) + outs[k].coff;
     y.ld[k] = outs[k].ld;
   }
@@ -522,7 +522,7 @@ Status maxpool_chain_nhwc(NhwcView x, const NhwcView* outs, int count, int N, in
   const int64_t blocks = static_cast<int64_t>(N) * (C / 8);
   if (blocks == 0 || H * W == 0) return Status::ok();
   if (blocks > INT32_MAX) return internal("maxpool_chain_nhwc: too many images x channels");
-  maxpool_chain_nhwc_kernel<<<static_cast<unsigned>(blocks), 128, smem, s>>>(
+  maxpool_chain_nhwc_kernel<<<static_cast<unsigned>(blocks), 128, pool_chain_smem(H, W), s>>>(
       static_cast<const __half*>(x.data) + x.coff, x.ld, y, count, C / 8, H, W, kh / 2, kw / 2);
   return cuda_status(cudaGetLastError(), "maxpool_chain_nhwc");
 }

@@ -49,9 +49,10 @@ Status maxpool_nhwc(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s)
 Status maxpool_nhwc_i8(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s);
 // A chain of `count` (<= kMaxPoolChain) max pools with the same odd kh x kw window, stride 1 and (k - 1) / 2
 // padding, each pooling the one before (YOLOv5's SPPF), in one pass: a block keeps one image's plane of 8 channels in
-// shared memory (2 * H * W * 16 bytes <= kPoolChainSmem) and pools it there. C, ld and coff multiples of 8.
+// shared memory and pools it there. Where maxpool_chain_fits (C a multiple of 8, the plane small enough); ld and coff
+// multiples of 8.
 constexpr int kMaxPoolChain = 4;
-constexpr int kPoolChainSmem = 48 * 1024;
+bool maxpool_chain_fits(int C, int H, int W);
 Status maxpool_chain_nhwc(NhwcView x, const NhwcView* outs, int count, int N, int C, int H, int W, int kh, int kw,
                           cudaStream_t s);
 // Nearest-neighbour upsampling by integer factors (ONNX Resize, asymmetric coordinates, floor rounding).
