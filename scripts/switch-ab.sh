@@ -5,6 +5,7 @@
 # binary instead of build-gpu/qdeploy), fp16 and int8, at the given batches, alternating for ROUNDS rounds. Each side
 # keeps its own timing cache (its own kernel choices); round 0 fills them, and its times are printed too.
 # Usage: scripts/switch-ab.sh VAR|BINARY OUTDIR [ROUNDS] [BATCHES]   (per-layer profiles of the last round: OUTDIR)
+# QD_AB_PRECISIONS narrows the precisions (default "fp16 int8").
 set -uo pipefail
 VAR=${1:?usage: scripts/switch-ab.sh VAR|BINARY OUTDIR [ROUNDS] [BATCHES]}
 OUT=${2:?usage: scripts/switch-ab.sh VAR|BINARY OUTDIR [ROUNDS] [BATCHES]}
@@ -20,7 +21,7 @@ if [ ! -f "$CACHE" ]; then
   "$B/qdeploy" calibrate "$M" --data /tmp/qd-data/calib/images --algo minmax --cache "$CACHE" > /dev/null || exit 1
 fi
 for r in $(seq 0 $((ROUNDS - 1))); do
-  for prec in fp16 int8; do
+  for prec in ${QD_AB_PRECISIONS:-fp16 int8}; do
     extra=()
     [ "$prec" = int8 ] && extra=(--calib-cache "$CACHE")
     for side in off on; do

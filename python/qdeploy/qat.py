@@ -33,7 +33,7 @@ from .models import MODEL_NAMES, build_model, is_classifier
 from .models.fuse import fuse_conv_bn
 from .optim import apply_lr, autocast, default_device, grad_scaler, lr_factor
 from .quant import METHODS, TensorQuantizer, calibrate, export_qat_classifier, export_qat_detector, keep_float, \
-    quantize_model
+    quantize_model, set_quantization
 from .train import images_to_float, make_loaders, validation_loss
 from .train_cls import top1
 
@@ -205,6 +205,9 @@ def parse_args(argv=None):
     ap.add_argument("--float-layers", default="",
                     help="convs / linears left unquantized while fine-tuning, as the deployment's fp16 layers will "
                          "be: module-name regexes, comma separated (e.g. 'model.1.conv,model.24.m.[0-9]')")
+    ap.add_argument("--export-only", choices=("all", "weights", "activations"), default="all",
+                    help="quantizers kept in the ONNX export; the other kind stays float there (to measure what the "
+                         "weights' or the activations' quantization costs, docs/quantization.md)")
     ap.add_argument("--mosaic", type=float, default=0.5)
     ap.add_argument("--head-only", action="store_true", help="export s8/s16/s32 raw heads instead of output0")
     ap.add_argument("--dynamic", action="store_true", help="dynamic batch axis in the ONNX export")
@@ -234,6 +237,8 @@ def main(argv=None):
         student, export, nc = run_detector(args, device)
     save_checkpoint(out / "qat.pt", student, model_name=args.model, nc=nc, placement=args.placement,
                     calib_method=args.calib_method)
+    if args.export_only != "all":  # the other kind left float in the export (a diagnostic)
+        set_quantization(student, False, "activations" if args.export_only == "weights" else "weights")
     export(out / "qat.onnx")
     print(f"wrote {out / 'qat.pt'} and {out / 'qat.onnx'}")
 

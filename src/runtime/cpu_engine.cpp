@@ -220,8 +220,8 @@ Expected<std::unique_ptr<Engine>> build_engine(const std::string& model_path, co
   if (opt.precision == "fp16") {
     return unsupported("--precision fp16 on the CPU is not implemented; use fp32 or int8 (fp16 runs on --device cuda)");
   }
-  if (opt.int8_mode != "exact" && opt.int8_mode != "fake") {
-    return invalid("--int8-mode must be exact or fake, got '" + opt.int8_mode + "'");
+  if (opt.int8_mode != "exact" && opt.int8_mode != "fake" && opt.int8_mode != "bitexact") {
+    return invalid("--int8-mode must be exact, bitexact or fake, got '" + opt.int8_mode + "'");
   }
   Graph g = QD_TRY(import_onnx_file(model_path));
   auto engine = std::make_unique<CpuEngine>(std::move(g), opt);

@@ -22,7 +22,9 @@ struct BuildOptions {
   std::map<std::string, Shape> shapes;
   // INT8: activation scales from a calibration cache (TensorRT text format); exact integer arithmetic or fake quant.
   std::string calib_cache;
-  std::string int8_mode = "exact";  // exact | fake
+  // exact | fake (CPU) | bitexact (CUDA: values near a rounding tie computed as the reference does, so that the plan's
+  // INT8 tensors are the reference's to the bit; slower epilogues. On the CPU the same as exact.)
+  std::string int8_mode = "exact";
   // Nodes kept in higher precision (names or regexes).
   std::vector<std::string> fp16_layers, fp32_layers;
   // JSON with per-tensor INT8 scales and per-node precisions (qat2ptq's output format).

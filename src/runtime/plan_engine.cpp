@@ -55,7 +55,7 @@ Expected<BuildOptions> decode_build_options(const std::string& data) {
     if (!n) return Status(n.status()).prefix("plan section 'build_options': shape of '" + name + "'");
   }
   Status st = check_build_options(opt);
-  if (st.is_ok() && opt.int8_mode != "exact" && opt.int8_mode != "fake") {
+  if (st.is_ok() && opt.int8_mode != "exact" && opt.int8_mode != "fake" && opt.int8_mode != "bitexact") {
     st = invalid("unknown int8 mode '" + opt.int8_mode + "'");
   }
   if (st.is_ok()) st = check_shape_profile(opt.min_shapes, opt.opt_shapes, opt.max_shapes);

@@ -140,6 +140,48 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
               << 100.0 * within / acc.numel() << "%\n";
     EXPECT_EQ(within, acc.numel());
 
+    // SiLU with an int8 output, bit-exact mode: identical to the reference's (its Sigmoid in double, then the Mul, then
+    // the quantization) where the epilogue recomputes the values near a rounding tie (ConvParams::exact_silu: the staged
+    // epilogue, split-K's); within +-1 LSB in the register epilogue (streaming configurations, tiles too large to
+    // stage, K % 8 != 0).
+    p.act = cuda::Act::kSilu;
+    p.exact_silu = true;
+    for (int splits : {1, 2}) {
+      p.splits = splits;
+      if (!cuda::conv_igemm_config_fits(cfg, p)) break;
+      cuda::DeviceBuffer ws;
+      if (splits > 1) {
+        ASSERT_TRUE(ws.alloc(cuda::conv_igemm_workspace(p)).is_ok());
+      }
+      a.workspace = static_cast<float*>(ws.get());
+      ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
+      ASSERT_EQ(cudaMemcpy(yq.data(), dy.get(), yq.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      int64_t silu_within = 0, silu_same = 0;
+      for (int n = 0; n < cs.n; ++n)
+        for (int k = 0; k < cs.k; ++k)
+          for (int pix = 0; pix < oh * ow; ++pix) {
+            const int64_t i = (static_cast<int64_t>(n) * cs.k + k) * oh * ow + pix;
+            const float y = static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
+            const float sig = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(y))));
+            const int want = ops::quantize_value(y * sig, sy, 0, -128, 127);
+            const int got = yq[(static_cast<int64_t>(n) * oh * ow + pix) * cs.k + k];
+            silu_within += std::abs(got - want) <= 1;
+            silu_same += got == want;
+          }
+      const bool exact_path = splits > 1 || (cuda::conv_igemm_config_staged(cfg) && cs.k % 8 == 0);
+      std::cout << "  SiLU, split-K " << splits << ": " << acc.numel() - silu_same << " of " << acc.numel()
+                << " differ\n";
+      if (exact_path) {
+        EXPECT_EQ(silu_same, acc.numel()) << cuda::conv_igemm_config_name(cfg) << " SiLU, split-K " << splits;
+      } else {
+        EXPECT_EQ(silu_within, acc.numel()) << cuda::conv_igemm_config_name(cfg) << " SiLU, split-K " << splits;
+      }
+    }
+    p.act = cuda::Act::kNone;
+    p.exact_silu = false;
+    p.splits = 1;
+    a.workspace = nullptr;
+
     // An int8 residual, read as q_r * s_r in fp32, and a second output with its own format: (1) an fp32 NCHW output,
     // bit-exact, and an int8 second output quantized with its own scale from the value (a tensor that two Concats
     // with different scales read), within +-1 LSB; (2) an int8 NHWC output (two channels per store when K is even)

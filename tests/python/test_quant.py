@@ -239,3 +239,17 @@ def test_qdq_export(tmp_path, placement):
     produced_by_dq = {n.output[0] for n in g.node if n.op_type == "DequantizeLinear"}
     quantized_sigmoids = sum(s in produced_by_dq for s in sigmoid_inputs)
     assert (quantized_sigmoids > 0) == (placement == 2)
+
+
+def test_export_of_one_quantizer_kind(tmp_path):
+    """set_quantization by kind (qat.py --export-only): only the weights' per-channel pairs, or only the activations'."""
+    for kind, per_channel in (("weights", True), ("activations", False)):
+        _, qmodel = calibrated_yolo(1)
+        set_quantization(qmodel, False, "activations" if kind == "weights" else "weights")
+        path = tmp_path / f"{kind}.onnx"
+        export_qat_detector(qmodel, path, imgsz=64)
+        quantize = [n for n in onnx.load(str(path)).graph.node if n.op_type == "QuantizeLinear"]
+        assert quantize
+        assert all(any(a.name == "axis" for a in q.attribute) == per_channel for q in quantize), kind
+    with pytest.raises(ValueError):
+        set_quantization(qmodel, False, "biases")

@@ -27,7 +27,9 @@ void add_build_flags(CLI::App* sub, BuildFlags& f) {
       ->capture_default_str();
   sub->add_option("--calib-batches", f.calib_batches, "With --calib: use at most this many batches (0: all)")
       ->capture_default_str();
-  sub->add_option("--int8-mode", f.int8_mode, "CPU INT8: exact (integer arithmetic) or fake (float quantize-dequantize)")
+  sub->add_option("--int8-mode", f.int8_mode,
+                  "INT8: exact (integer arithmetic), fake (CPU: float quantize-dequantize) or bitexact (CUDA: INT8 "
+                  "tensors identical to the CPU reference's, slower SiLU epilogues)")
       ->capture_default_str();
   sub->add_option("--fp16-layers", f.fp16_layers, "Layers kept in fp16 (names or regexes, comma separated)")->delimiter(',');
   sub->add_option("--fp32-layers", f.fp32_layers, "Layers kept in fp32 (names or regexes, comma separated)")->delimiter(',');

@@ -38,8 +38,12 @@ def calibrate(model, batches, method="mse", percentile=99.99, num_batches=None):
     return used
 
 
-def set_quantization(model, enabled):
-    """Turn every quantizer on or off (off gives the float model back, e.g. for a side-by-side evaluation)."""
+def set_quantization(model, enabled, kind="all"):
+    """Turn quantizers on or off: all of them (off gives the float model back, e.g. for a side-by-side evaluation),
+    or one kind, "weights" (the convs' and linears' weight quantizers) or "activations" (the others)."""
+    if kind not in ("all", "weights", "activations"):
+        raise ValueError(f"unknown quantizer kind {kind!r}")
+    weights = {id(m.weight_quantizer) for m in model.modules() if hasattr(m, "weight_quantizer")}
     for q in model.modules():
-        if hasattr(q, "export_mode"):
+        if hasattr(q, "export_mode") and (kind == "all" or (id(q) in weights) == (kind == "weights")):
             q.enabled = enabled

@@ -56,7 +56,7 @@ Status write_timing_cache(const std::string& path, const std::string& device,
 }  // namespace
 
 Expected<std::unique_ptr<Engine>> build_cuda_engine(const std::string& model_path, const BuildOptions& opt) {
-  if (opt.precision == "int8" && opt.int8_mode != "exact") {
+  if (opt.precision == "int8" && opt.int8_mode != "exact" && opt.int8_mode != "bitexact") {
     return unsupported("--int8-mode " + opt.int8_mode + " is a CPU analysis mode; the GPU runs exact INT8");
   }
   Graph g = QD_TRY(import_onnx_file(model_path));

@@ -185,10 +185,12 @@ class MaxPoolLayer final : public Layer {
 class MaxPoolChainLayer final : public Layer {
  public:
   int N = 0, C = 0, H = 0, W = 0, kh = 1, kw = 1;
+  bool int8 = false;  // on int8 tensors (Lowerer::try_int8_concat)
   Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
     NhwcView y[kMaxPoolChain];
     for (size_t k = 0; k < outs.size() && k < kMaxPoolChain; ++k) y[k] = inst.view(outs[k], ptrs);
-    return maxpool_chain_nhwc(inst.view(ins[0], ptrs), y, static_cast<int>(outs.size()), N, C, H, W, kh, kw, s);
+    return maxpool_chain_nhwc(inst.view(ins[0], ptrs), y, static_cast<int>(outs.size()), N, C, H, W, kh, kw, int8,
+                              s);
   }
 };
 
@@ -1232,6 +1234,7 @@ class Lowerer {
 
     auto l = std::make_unique<ConvLayer>();
     l->int8 = int8;
+    l->p.exact_silu = int8 && in_.opt->int8_mode == "bitexact";
     const bool s2d = s2d_[n.inputs[0]];
     l->in = s2d ? QD_TRY(ensure_s2d(n.inputs[0], int8)) : int8 ? q8_[n.inputs[0]] : QD_TRY(ensure_fast(n.inputs[0]));
     if (res_value >= 0) {
@@ -1444,11 +1447,11 @@ class Lowerer {
     const auto input_index = [&n](int v) {
       return static_cast<int>(std::find(n.inputs.begin(), n.inputs.end(), v) - n.inputs.begin());
     };
-    enum class Kind { kConv, kConvOut2, kPool, kResize };
+    enum class Kind { kConv, kConvOut2, kPool, kPoolChain, kResize };
     struct Input {
       Kind kind;
       int layer;         // the layer writing the input (for kResize, the Resize's)
-      int pool_src = -1;  // kPool: the index of the input it pools
+      int pool_src = -1;  // kPool, and kPoolChain's first pool: the index of the input it pools
       int conv = -1;      // kResize: the layer of the conv whose output it resizes
       int resized = -1;   // kResize: that output's value
     };
@@ -1483,6 +1486,20 @@ class Lowerer {
         in.kind = Kind::kPool;
         in.pool_src = input_index(pn.inputs[0]);
         if (in.pool_src >= static_cast<int>(k) || mp->ins[0] != fast_t_[pn.inputs[0]]) return Status::ok();
+      } else if (auto* ch = dynamic_cast<MaxPoolChainLayer*>(l)) {
+        // Every pool of the chain is an input after the one it pools (the chain's own input is one too, so every
+        // output of the layer gets a slice).
+        const int pi = g_.values[v].producer;
+        if (pi < 0 || g_.nodes[pi].op != OpType::MaxPool || g_.nodes[pi].outputs[0] != v) return Status::ok();
+        const int src = input_index(g_.nodes[pi].inputs[0]);
+        if (src >= static_cast<int>(k)) return Status::ok();
+        for (int t : ch->outs) {
+          if (std::none_of(n.inputs.begin(), n.inputs.end(), [&](int u) { return u >= 0 && fast_t_[u] == t; })) {
+            return Status::ok();
+          }
+        }
+        in.kind = Kind::kPoolChain;
+        if (ch->ins[0] == fast_t_[g_.nodes[pi].inputs[0]]) in.pool_src = src;  // the chain's first pool
       } else if (auto* up = dynamic_cast<UpsampleLayer*>(l)) {
         const int pi = g_.values[v].producer;
         if (pi < 0 || g_.nodes[pi].op != OpType::Resize || g_.nodes[pi].outputs[0] != v) return Status::ok();
@@ -1502,6 +1519,13 @@ class Lowerer {
         return Status::ok();
       }
       inputs.push_back(in);
+    }
+    for (const Input& in : inputs) {  // a pool chain's input must be one of the Concat's too
+      if (in.kind == Kind::kPoolChain && std::none_of(inputs.begin(), inputs.end(), [&](const Input& o) {
+            return o.layer == in.layer && o.pool_src >= 0;
+          })) {
+        return Status::ok();
+      }
     }
     const float scale = qscale_[out_v];
     const int y = q8_[out_v] = nhwc_tensor(g_.values[out_v].shape, DType::kInt8);
@@ -1532,7 +1556,11 @@ class Lowerer {
       const Input& in = inputs[k];
       const int t = slices[k], old = fast_t_[n.inputs[k]];
       Layer* l = retarget(in.layer, old, t);
-      l->info.name += "+" + n.name;
+      const std::string suffix = "+" + n.name;  // once per layer (a pool chain writes several inputs)
+      if (l->info.name.size() < suffix.size() ||
+          l->info.name.compare(l->info.name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        l->info.name += suffix;
+      }
       switch (in.kind) {
         case Kind::kConv: {
           auto* c = static_cast<ConvLayer*>(l);
@@ -1554,6 +1582,14 @@ class Lowerer {
           mp->ins = {slices[static_cast<size_t>(in.pool_src)]};
           mp->info.precision = "int8";
           mp->info.in_format = fmt_of(inst_->tensors[mp->ins[0]]);
+          break;
+        }
+        case Kind::kPoolChain: {
+          auto* ch = static_cast<MaxPoolChainLayer*>(l);
+          ch->int8 = true;
+          if (in.pool_src >= 0) ch->ins = {slices[static_cast<size_t>(in.pool_src)]};
+          ch->info.precision = "int8";
+          ch->info.in_format = fmt_of(inst_->tensors[ch->ins[0]]);
           break;
         }
         case Kind::kResize: {
@@ -1606,7 +1642,7 @@ class Lowerer {
     if (!is_float4d(x) || g_.values[x].shape[1] % 8 != 0) return Status::ok();
     const Shape& is = g_.values[x].shape;
     std::unique_ptr<Layer> layer;
-    if (n.op == OpType::MaxPool && qscale_.empty()) {
+    if (n.op == OpType::MaxPool) {
       QD_RETURN_IF_ERROR(try_pool_chain(i, lowered));
       if (*lowered) return Status::ok();
     }
@@ -1680,8 +1716,8 @@ class Lowerer {
   }
 
   // YOLOv5's SPPF: MaxPool i and the MaxPools after it that each pool the one before with the same odd window, stride
-  // 1 and (k - 1) / 2 padding, as one maxpool_chain_nhwc layer (fp16 plans; INT8 plans pool int8 tensors, see
-  // try_int8_concat). The later pools run no layers.
+  // 1 and (k - 1) / 2 padding, as one maxpool_chain_nhwc layer (on fp16 tensors; in INT8 plans try_int8_concat moves
+  // it to the int8 slices of the Concat that takes the pools). The later pools run no layers.
   Status try_pool_chain(int i, bool* lowered) {
     const std::vector<int64_t> k = QD_TRY(same_size_pool(g_.nodes[i]));
     const Shape& is = g_.values[g_.nodes[i].inputs[0]].shape;

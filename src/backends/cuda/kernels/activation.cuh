@@ -20,4 +20,22 @@ __device__ __forceinline__ float apply_act(float v, Act act, float a, float b) {
   return v;
 }
 
+// SiLU as the reference backend computes it: its Sigmoid node in double, rounded to float, then its Mul node in
+// float. The INT8 epilogues use it where the fast SiLU's value lies so close to a rounding tie of the output's scale
+// that the two could quantize to different integers (see silu_near_tie in conv_igemm.cu); that keeps INT8 tensors
+// identical to the reference's, instead of differing by one code wherever a value lands near a tie, which every later
+// layer then reads.
+__device__ __forceinline__ float silu_exact(float x) {
+  return __fmul_rn(x, static_cast<float>(1.0 / (1.0 + exp(-static_cast<double>(x)))));
+}
+
+// A bound on |apply_act's fast SiLU f - silu_exact(x)|: |f| (6e-7 + 7e-8 |x|), __fdividef's 2 ulp and the two
+// roundings of silu_exact in the constant, and the error of __expf, which grows with |x| (its argument x log2(e)
+// rounded to float: 1.9e-6 |f| measured at x = -29.7). Holds where |silu_exact(x)| >= 1e-30
+// (below, both are under 1e-30 apart); checked on every 5th float in tests/cuda
+// (CudaActivation.FastSiluWithinItsErrorBound).
+__host__ __device__ __forceinline__ float silu_fast_error(float x, float f) {
+  return fabsf(f) * fmaf(fabsf(x), 7e-8f, 6e-7f);
+}
+
 }  // namespace qd::cuda

@@ -10,6 +10,7 @@
 
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/kernels/activation.cuh"
+#include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/conv.h"
 #include "backends/cuda/kernels/requantize.cuh"
 #include "backends/cuda/kernels/wgmma.cuh"
@@ -67,21 +68,6 @@ __device__ __forceinline__ void mma_16832_s8(int (&d)[4], const uint32_t (&a)[4]
       "{%0,%1,%2,%3};\n"
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Programmatic dependent launch (sm_90): the conv kernels are launched so that they may start while the kernel before
-// them in the stream finishes. pdl_wait() blocks until that kernel has completed and its writes are visible: before
-// the first read of an activation and the first write. pdl_trigger() lets the next such kernel be scheduled (once
-// every block of this one has triggered or exited): after the K loop, before the epilogue.
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_trigger() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
 }
 
 // Byte offset of 16-byte chunk `c` (0..3) of tile row `r`: rows are 64 bytes; the XOR spreads the 8 rows one
@@ -204,11 +190,16 @@ struct ChannelPair {
         b1(k0 + 1 < p.K ? a.bias[k0 + 1] : 0.f),
         s0(kI8 && k0 < p.K ? a.alpha[k0] : 1.f),
         s1(kI8 && k0 + 1 < p.K ? a.alpha[k0 + 1] : 1.f) {}
-  // Rows h = 0 (g) and 1 (g + 8) of an m16n8 accumulator fragment.
+  // Rows h = 0 (g) and 1 (g + 8) of an m16n8 accumulator fragment, before the activation.
+  template <typename Acc>
+  __device__ __forceinline__ float2 affine(const Acc (&f)[4], int h) const {
+    return make_float2(__fadd_rn(__fmul_rn(static_cast<float>(f[2 * h]), s0), b0),
+                       __fadd_rn(__fmul_rn(static_cast<float>(f[2 * h + 1]), s1), b1));
+  }
   template <typename Acc>
   __device__ __forceinline__ float2 activate(const ConvParams& p, const Acc (&f)[4], int h) const {
-    return make_float2(epi_act<kAct>(p, __fadd_rn(__fmul_rn(static_cast<float>(f[2 * h]), s0), b0)),
-                       epi_act<kAct>(p, __fadd_rn(__fmul_rn(static_cast<float>(f[2 * h + 1]), s1), b1)));
+    const float2 x = affine(f, h);
+    return make_float2(epi_act<kAct>(p, x.x), epi_act<kAct>(p, x.y));
   }
 };
 
@@ -217,6 +208,29 @@ __device__ __forceinline__ void load8(const float* lo, const float* hi, float (&
   const float4 l = *reinterpret_cast<const float4*>(lo), h = *reinterpret_cast<const float4*>(hi);
   v[0] = l.x, v[1] = l.y, v[2] = l.z, v[3] = l.w, v[4] = h.x, v[5] = h.y, v[6] = h.z, v[7] = h.w;
 }
+
+// ConvParams::exact_silu: the reciprocals of the scales of an INT8 SiLU layer's int8 outputs (y, and y2 when it is
+// quantized from the value rather than from y's integers; 0 where there is none), and whether any is there.
+struct SiluTies {
+  float r1 = 0.f, r2 = 0.f;
+  bool on = false;
+  __device__ __forceinline__ SiluTies(const ConvParams& p, const ConvArgs& a) {
+    if (!p.exact_silu || p.act != Act::kSilu) return;
+    if (p.out_format == OutFormat::kNhwcI8) r1 = __frcp_rn(p.out_scale);
+    if (a.y2 && p.out2_format == Out2Format::kI8 && !p.out2_of_q) r2 = __frcp_rn(p.out2_scale);
+    on = r1 != 0.f || r2 != 0.f;
+  }
+  // Whether v = f + r (f the fast SiLU's value, within `err` of the reference's, r the residual or 0), d = v * rcp,
+  // may quantize to another integer than the reference's silu_exact(x) + r: a half-integer within err * rcp of d,
+  // plus 3e-7 |d| + 1e-6 for the sum's rounding (one ulp of v between the two) and the reciprocal's (2^-23 |d|).
+  // |d| >= 129 saturates either way.
+  __device__ static __forceinline__ bool near(float d, float err, float rcp) {
+    return fabsf(d) < 129.f && fabsf(d - floorf(d) - 0.5f) < fmaf(err, rcp, fmaf(fabsf(d), 3e-7f, 1e-6f));
+  }
+  __device__ __forceinline__ bool risky(float err, float v) const {
+    return (r1 != 0.f && near(v * r1, err, r1)) || (r2 != 0.f && near(v * r2, err, r2));
+  }
+};
 
 // The fused epilogue of conv_igemm_kernel for one BM x BN tile (or split-K's partial sums).
 template <int BM, int BN, int WM, int WN, bool kI8, int kAct, typename Acc, int kMT, int kNT>
@@ -352,13 +366,55 @@ __device__ __forceinline__ uint2 pack_int8x8(const float (&v)[8], float scale, i
   return raw;
 }
 
+// staged_epilogue's int8 output for SiLU layers with ConvParams::exact_silu: the 8 values v quantized with the
+// reciprocal alone (ties.r1), bit `j` of `near` set for each value that SiluTies::near leaves in doubt (rare; err:
+// the fast SiLU's error bounds), to be recomputed by exact_silu_fix.
+__device__ __forceinline__ uint2 pack_int8x8_flagged(const float (&v)[8], const float (&err)[8], const SiluTies& ties,
+                                                    int (&q)[8], unsigned& near) {
+  uint2 raw;
+  int8_t* b = reinterpret_cast<int8_t*>(&raw);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float d = v[j] * ties.r1;
+    if (SiluTies::near(d, err[j], ties.r1)) near |= 1u << j;
+    q[j] = max(-128, min(127, __float2int_rn(d)));
+    b[j] = static_cast<int8_t>(q[j]);
+  }
+  return raw;
+}
+
+// The values of pixel m, channels k0.. flagged in `near` (not 0) recomputed as the reference does: silu_exact of
+// their value before the activation (the tile's entries lo[0..3], hi[0..3]) plus the residual, in one loop so that
+// the double-precision code is there once; written back to the tile and to v.
+__device__ __forceinline__ void exact_silu_fix(const ConvParams& p, const ConvArgs& a, unsigned near, float* lo,
+                                               float* hi, int m, int k0, float (&v)[8]) {
+  for (unsigned left = near; left != 0; left &= left - 1) {
+    const int j = __ffs(left) - 1;
+    float* t = (j < 4 ? lo : hi) + (j & 3);
+    *t = silu_exact(*t) + (has_residual(a) ? residual_at(p, a, m, k0 + j) : 0.f);
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    if (near >> j & 1) v[j] = (j < 4 ? lo : hi)[j & 3];
+  }
+}
+
+// ConvParams::exact_silu for one value (split-K's epilogue, the grouped kernel): x before the activation, f = SiLU(x)
+// (fast), v the value with the residual; the reference's value where v is in doubt (SiluTies::risky), else v.
+__device__ __forceinline__ float exact_silu_near_tie(const ConvParams& p, const ConvArgs& a, const SiluTies& ties,
+                                                    int m, int k, float x, float f, float v) {
+  if (!ties.on || !ties.risky(silu_fast_error(x, f), v)) return v;
+  const float e = silu_exact(x);
+  return has_residual(a) ? e + residual_at(p, a, m, k) : e;
+}
+
 // The epilogue of igemm_epilogue's paired path, for NHWC outputs (stageable), through shared memory: the warps write
 // their fragments' activated values (fp32, the rounding of the register path) into the tile in `smem`, then each
 // thread takes 8 consecutive channels of a pixel and adds the residual, converts and stores them with 16-byte (fp16) or
 // 8-byte (int8) accesses, a warp covering whole pixel rows: the fragments' own 4-byte (fp16) or 2-byte (int8) stores
 // spread over 8 pixels per instruction. The tile's rows are BN floats, their 16-byte chunks XOR-swizzled by the row so
 // that both phases are free of bank conflicts. The caller has finished with the pipeline's shared memory.
-template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, int kAct, typename Acc, int kMT, int kNT>
+template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, int kAct, bool kExact, typename Acc, int kMT, int kNT>
 __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvArgs& a, int M, int block_m, int block_n,
                                                 int warp_m, int warp_n, int lane, const Acc (&acc)[kMT][kNT][4],
                                                 float* tile) {
@@ -366,6 +422,11 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
   const auto at = [](int r, int c) {  // float index of column c (a multiple of 2) in row r
     return r * BN + ((((c >> 2) ^ (r & 7)) << 2) | (c & 3));
   };
+  // kExact (ConvParams::exact_silu, INT8 SiLU layers; its own instantiation, so that the usual one runs none of its
+  // code: a runtime switch cost INT8 YOLOv5s' SiLU layers 5-10%): the tile holds the values before the activation,
+  // which the second phase applies, keeping each value's error bound.
+  static_assert(!kExact || (kI8 && kAct == static_cast<int>(Act::kSilu)), "exact SiLU: INT8 SiLU epilogues only");
+  constexpr bool kSiluTies = kExact, pre = kExact;
 #pragma unroll
   for (int j = 0; j < kNT; ++j) {
     const int c = warp_n * WN + j * 8 + (lane & 3) * 2;
@@ -375,18 +436,27 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = warp_m * WM + i * 16 + (lane >> 2) + h * 8;
-        *reinterpret_cast<float2*>(tile + at(r, c)) = ch.activate(p, acc[i][j], h);
+        *reinterpret_cast<float2*>(tile + at(r, c)) = pre ? ch.affine(acc[i][j], h) : ch.activate(p, acc[i][j], h);
       }
   }
   __syncthreads();
   const bool i8 = p.out_format == OutFormat::kNhwcI8;
+  const SiluTies ties(p, a);
   constexpr int kGroups = BN / 8;  // per tile row
   for (int g = threadIdx.x; g < BM * kGroups; g += kThreads) {
     const int r = g / kGroups, c = g % kGroups * 8;
     const int m = block_m + r, k0 = block_n + c;
     if (m >= M || k0 >= p.K) continue;
-    float v[8];
+    float v[8], err[8];  // err: the fast SiLU's error bounds (`pre`)
     load8(tile + at(r, c), tile + at(r, c + 4), v);
+    if constexpr (kSiluTies) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float x = v[j];
+        v[j] = epi_act<kAct>(p, x);
+        err[j] = silu_fast_error(x, v[j]);
+      }
+    }
     const int64_t res_at = static_cast<int64_t>(m) * p.res_ld + k0;
     if (a.residual) {
       const uint4 raw = *reinterpret_cast<const uint4*>(a.residual + res_at);
@@ -402,13 +472,31 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
 #pragma unroll
       for (int j = 0; j < 8; ++j) v[j] += __fmul_rn(static_cast<float>(q[j]), p.res_scale);
     }
+    int q[8];
+    uint2 raw = {};  // y's int8 values
+    bool packed = false;
+    if constexpr (kSiluTies) {
+      if (ties.on) {  // quantized with the reciprocal; the rare values in doubt recomputed as the reference does
+        unsigned near = 0;
+        if (i8) raw = pack_int8x8_flagged(v, err, ties, q, near);
+        if (ties.r2 != 0.f) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) near |= SiluTies::near(v[j] * ties.r2, err[j], ties.r2) ? 1u << j : 0u;
+        }
+        if (near) {
+          exact_silu_fix(p, a, near, tile + at(r, c), tile + at(r, c + 4), m, k0, v);
+          if (i8) raw = pack_int8x8(v, p.out_scale, q);
+        }
+        packed = true;
+      }
+    }
     const int64_t out_at = static_cast<int64_t>(m) * p.out_ld + p.out_coff + k0;
     float u[8];  // what y2 gets
 #pragma unroll
     for (int j = 0; j < 8; ++j) u[j] = v[j];
     if (i8) {
-      int q[8];
-      *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y) + out_at) = pack_int8x8(v, p.out_scale, q);
+      if (!packed) raw = pack_int8x8(v, p.out_scale, q);
+      *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y) + out_at) = raw;
       if (!kI8 || p.out2_of_q) {
 #pragma unroll
         for (int j = 0; j < 8; ++j) u[j] = __fmul_rn(static_cast<float>(q[j]), p.out_scale);
@@ -420,8 +508,8 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
     if (!a.y2 || (!kI8 && !i8)) continue;
     const int64_t out2_at = static_cast<int64_t>(m) * p.out2_ld + p.out2_coff + k0;
     if (kI8 && p.out2_format == Out2Format::kI8) {
-      int q[8];
-      *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y2) + out2_at) = pack_int8x8(u, p.out2_scale, q);
+      int q2[8];
+      *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y2) + out2_at) = pack_int8x8(u, p.out2_scale, q2);
     } else {
       *reinterpret_cast<uint4*>(static_cast<__half*>(a.y2) + out2_at) = pack_half8(u);
     }
@@ -487,9 +575,18 @@ __device__ __forceinline__ void tile_epilogue(const ConvParams& p, const ConvArg
   if (st != Staging::kNone) __syncthreads();  // every warp is done with the shared memory `tile` reuses
   constexpr int kSilu = static_cast<int>(Act::kSilu), kSigmoid = static_cast<int>(Act::kSigmoid);
   if (st == Staging::kNhwc && p.act == Act::kSilu) {
-    staged_epilogue<BM, BN, WM, WN, kThreads, kI8, kSilu>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc, tile);
+    if constexpr (kI8) {
+      if (p.exact_silu) {
+        staged_epilogue<BM, BN, WM, WN, kThreads, kI8, kSilu, true>(p, a, M, block_m, block_n, warp_m, warp_n, lane,
+                                                                    acc, tile);
+        return;
+      }
+    }
+    staged_epilogue<BM, BN, WM, WN, kThreads, kI8, kSilu, false>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc,
+                                                                 tile);
   } else if (st == Staging::kNhwc) {
-    staged_epilogue<BM, BN, WM, WN, kThreads, kI8, -1>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc, tile);
+    staged_epilogue<BM, BN, WM, WN, kThreads, kI8, -1, false>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc,
+                                                              tile);
   } else if (st == Staging::kNchw && p.act == Act::kSigmoid) {
     staged_epilogue_nchw<BM, BN, WM, WN, kThreads, kI8, kSigmoid>(p, a, M, block_m, block_n, warp_m, warp_n, lane,
                                                                   acc, tile);
@@ -519,6 +616,12 @@ constexpr int wg_min_blocks(int threads, int smem_bytes, int bn) {
   if (228 * 1024 / (smem_bytes + 1024) < blocks) blocks = 228 * 1024 / (smem_bytes + 1024);
   while (blocks > 1 && (65536 / (blocks * threads) & ~7) < bn / 2 + 32) --blocks;
   return blocks < 1 ? 1 : blocks;
+}
+
+// Whether a non-streaming block's epilogue can stage its BM x BN fp32 tile in the pipeline's shared memory (kStages
+// stages of BM + BN rows of kRow bytes): tile_epilogue, else the registers' igemm_epilogue.
+__host__ __device__ constexpr bool tile_stages(int bm, int bn, int stages, int row) {
+  return bn % 32 == 0 && bm % 32 == 0 && bm * bn * 4 <= stages * (bm + bn) * row;
 }
 
 template <int BM, int BN, int WM, int WN, int kStages, bool kI8, bool kStream, bool kWg = false, int kRow = 64>
@@ -588,10 +691,21 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
     b_off[i] = ko < p.K ? ko * p.Kp : -1;
   }
 
-  // Loads the next K tile of this M tile into pipeline stage `stage` (the K tiles in order, from set_rows).
-  auto load_tile = [&](int stage) {
+  // The weights of the K tile at element kb into pipeline stage `stage`.
+  auto load_b = [&](int stage, int kb) {
+    const uint32_t sb = smem_base + stage * kStageBytes + BM * kRow;
+#pragma unroll
+    for (int i = 0; i < kBIters; ++i) {
+      const int row = tid / kRowChunks + i * (kThreads / kRowChunks);
+      const bool ok = b_off[i] >= 0 && kb < p.Kp;
+      const char* src = static_cast<const char*>(a.w) + (ok ? static_cast<int64_t>(b_off[i] + kb) * kElem : 0);
+      cp_async16(sb + tile_offset<kRow>(row, kc), src, ok ? 16 : 0);
+    }
+  };
+  // Loads the next K tile of this M tile into pipeline stage `stage` (the K tiles in order, from set_rows); without
+  // its weights where the prologue loaded them already (prefetch_b).
+  auto load_tile = [&](int stage, bool with_b) {
     const uint32_t sa = smem_base + stage * kStageBytes;
-    const uint32_t sb = sa + BM * kRow;
     const int dr = tr * p.dil_h, ds = ts * p.dil_w;
     const int64_t tap = (static_cast<int64_t>(dr) * p.W + ds) * p.in_ld + tc;
     const bool k_ok = tr < p.R;  // past the filter: the weight row's zero padding
@@ -603,13 +717,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
       const char* src = static_cast<const char*>(a.x) + (ok ? (a_off[i] + tap) * kElem : 0);
       cp_async16(sa + tile_offset<kRow>(row, kc), src, ok ? 16 : 0);
     }
-#pragma unroll
-    for (int i = 0; i < kBIters; ++i) {
-      const int row = tid / kRowChunks + i * (kThreads / kRowChunks);
-      const bool ok = b_off[i] >= 0 && kn < p.Kp;
-      const char* src = static_cast<const char*>(a.w) + (ok ? static_cast<int64_t>(b_off[i] + kn) * kElem : 0);
-      cp_async16(sb + tile_offset<kRow>(row, kc), src, ok ? 16 : 0);
-    }
+    if (with_b) load_b(stage, kn);
     kn += kTileK;
     tc += kTileK;
     while (tc >= p.C) {
@@ -675,9 +783,19 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
     }
   };
 
+  // The weights are constants: the first `stages` K tiles' (of the first M tile) go out before waiting for the kernel
+  // that writes the input (pdl_wait), overlapping its last blocks; in the first commit group, with the first input
+  // tile. load_tile leaves them out after.
+  auto prefetch_b = [&](int stages) {
+#pragma unroll
+    for (int s = 0; s < stages; ++s) {
+      if (s < ktiles) load_b(s, kn + s * kTileK);
+    }
+  };
+
   // The epilogue of a block that computed one M tile: staged through the pipeline's shared memory where the tile
   // fits (tile_epilogue), else from the registers.
-  constexpr bool kStaged = BN % 32 == 0 && BM % 32 == 0 && BM * BN * 4 <= kStages * kStageBytes;
+  constexpr bool kStaged = !kStream && tile_stages(BM, BN, kStages, kRow);
   auto epilogue = [&](int block_m) {
     if constexpr (kStaged) {
       tile_epilogue<BM, BN, WM, WN, kThreads, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc,
@@ -693,10 +811,11 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
     constexpr int kAhead = kWg ? kStages - 2 : kStages - 1;
     const int block_m = blockIdx.x * BM;
     set_rows(block_m);
+    prefetch_b(kAhead);
     pdl_wait();
 #pragma unroll
     for (int s = 0; s < kAhead; ++s) {
-      if (s < ktiles) load_tile(s);
+      if (s < ktiles) load_tile(s, false);
       cp_async_commit();
     }
     for (int kt = 0; kt < ktiles; ++kt) {
@@ -704,7 +823,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
       if constexpr (kWg) fence_proxy_async_shared();  // cp.async's writes, before wgmma reads them
       __syncthreads();
       const int next = kt + kAhead;
-      if (next < ktiles) load_tile(next % kStages);
+      if (next < ktiles) load_tile(next % kStages, true);
       cp_async_commit();
       compute(kt % kStages);
       if constexpr (kWg) wgmma_wait<1>();
@@ -720,9 +839,10 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
     const int steps = (mtiles - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x * ktiles;
     int load_m = blockIdx.x * BM, load_kt = 0;
     set_rows(load_m);
+    prefetch_b(kStages - 1);
     pdl_wait();
     auto load_next = [&](int stage) {
-      load_tile(stage);
+      load_tile(stage, load_m != blockIdx.x * BM || load_kt >= kStages - 1);
       if (++load_kt == ktiles) {
         load_kt = 0;
         load_m += gridDim.x * BM;
@@ -758,20 +878,23 @@ template <bool kI8>
 __global__ void conv_splitk_epilogue(const ConvParams p, const ConvArgs a, int64_t total) {
   using Acc = std::conditional_t<kI8, int, float>;
   const Acc* ws = reinterpret_cast<const Acc*>(a.workspace);
+  const SiluTies ties(p, a);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int k = static_cast<int>(i % p.K);
     const int m = static_cast<int>(i / p.K);
     Acc sum = 0;
     for (int z = 0; z < p.splits; ++z) sum += ws[z * total + i];
-    float v;
+    float x;
     if constexpr (kI8) {
-      v = __fadd_rn(__fmul_rn(static_cast<float>(sum), a.alpha[k]), a.bias[k]);
+      x = __fadd_rn(__fmul_rn(static_cast<float>(sum), a.alpha[k]), a.bias[k]);
     } else {
-      v = sum + a.bias[k];
+      x = sum + a.bias[k];
     }
-    v = apply_act(v, p.act, p.act_a, p.act_b);
+    const float f = apply_act(x, p.act, p.act_a, p.act_b);
+    float v = f;
     if (has_residual(a)) v += residual_value<kI8>(p, a, m, k);
+    if constexpr (kI8) v = exact_silu_near_tie(p, a, ties, m, k, x, f, v);
     store_out<kI8>(p, a, m, k, v);
   }
 }
@@ -827,6 +950,7 @@ __global__ void conv_epilogue_kernel(const ConvParams p, const ConvArgs a, const
 __global__ void conv_grouped_i8_kernel(const ConvParams p, const ConvArgs a, int cg, int kg, int cp, int64_t total) {
   const auto* x = static_cast<const int8_t*>(a.x);
   const auto* w = static_cast<const int8_t*>(a.w);
+  const SiluTies ties(p, a);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int k = static_cast<int>(i % p.K);
@@ -845,9 +969,11 @@ __global__ void conv_grouped_i8_kernel(const ConvParams p, const ConvArgs a, int
         for (int c = 0; c < cg; ++c) acc += static_cast<int>(xp[c]) * static_cast<int>(wp[c]);
       }
     }
-    float v = apply_act(__fadd_rn(__fmul_rn(static_cast<float>(acc), a.alpha[k]), a.bias[k]), p.act, p.act_a, p.act_b);
+    const float x = __fadd_rn(__fmul_rn(static_cast<float>(acc), a.alpha[k]), a.bias[k]);
+    const float f = apply_act(x, p.act, p.act_a, p.act_b);
+    float v = f;
     if (has_residual(a)) v += residual_value<true>(p, a, m, k);
-    store_out<true>(p, a, m, k, v);
+    store_out<true>(p, a, m, k, exact_silu_near_tie(p, a, ties, m, k, x, f, v));
   }
 }
 
@@ -1019,7 +1145,6 @@ const Config kConfigs[] = {
 #undef QD_WG_CONFIG
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 int g_blocks_per_sm[kNumConfigs] = {};  // resident blocks per SM (conv_igemm_init), for the streaming grids
-bool g_pdl = false;                     // programmatic dependent launch (compute capability 9.0+)
 bool g_wgmma = false;                   // the wgmma configurations can run (conv_igemm_init)
 bool g_direct_epilogue = false;         // QD_NO_STAGED_EPILOGUE: ConvParams::direct_epilogue
 
@@ -1031,6 +1156,11 @@ __global__ void wgmma_probe_kernel(int* out) { *out = QD_WGMMA_DEVICE; }
 int conv_igemm_configs() { return kNumConfigs; }
 bool conv_igemm_config_int8(int config) { return config >= 0 && config < kNumConfigs && kConfigs[config].int8; }
 bool conv_igemm_config_stream(int config) { return config >= 0 && config < kNumConfigs && kConfigs[config].stream; }
+bool conv_igemm_config_staged(int config) {
+  if (config < 0 || config >= kNumConfigs) return false;
+  const Config& c = kConfigs[config];
+  return c.halo || (!c.stream && tile_stages(c.bm, c.bn, c.stages, c.row));
+}
 bool conv_igemm_wgmma() { return g_wgmma; }
 bool conv_igemm_config_fits(int config, const ConvParams& p) {
   return config >= 0 && config < kNumConfigs && (!kConfigs[config].halo || stem_halo_fits(p)) &&
@@ -1066,26 +1196,17 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
   const dim3 grid = c.halo ? dim3(p.OW / 64, p.OH, p.N)
                            : dim3(static_cast<unsigned>(mblocks), static_cast<unsigned>(ntiles),
                                   static_cast<unsigned>(p.splits));
-  cudaLaunchConfig_t launch = {};
-  launch.gridDim = grid;
-  launch.blockDim = dim3(c.threads);
-  launch.dynamicSmemBytes = c.stages * (c.bm + c.bn) * c.row;
-  launch.stream = stream;
-  cudaLaunchAttribute pdl[1];
-  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  launch.attrs = pdl;
-  launch.numAttrs = g_pdl ? 1 : 0;
   ConvParams q = p;
   q.direct_epilogue = g_direct_epilogue;
-  QD_RETURN_IF_ERROR(cuda_status(cudaLaunchKernelEx(&launch, c.kernel, q, a), c.name));
+  launch_pdl(c.kernel, grid, dim3(c.threads), c.stages * (c.bm + c.bn) * c.row, stream, q, a);
+  QD_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), c.name));
   if (p.splits > 1) {
     const int64_t total = M * p.K;
     const int64_t blocks = std::min<int64_t>(ceil_div(total, 256), 65535 * 16);
     if (c.int8) {
-      conv_splitk_epilogue<true><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p, a, total);
+      conv_splitk_epilogue<true><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(q, a, total);
     } else {
-      conv_splitk_epilogue<false><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p, a, total);
+      conv_splitk_epilogue<false><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(q, a, total);
     }
     QD_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "conv_splitk_epilogue"));
   }
@@ -1114,10 +1235,6 @@ Status launch_conv_grouped_i8(const ConvParams& p, const ConvArgs& a, int groups
 }
 
 Status conv_igemm_init() {
-  int dev = 0, major = 0;
-  QD_CUDA_TRY(cudaGetDevice(&dev));
-  QD_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  g_pdl = major >= 9 && std::getenv("QD_NO_PDL") == nullptr;
   {
     int* flag = nullptr;
     int has = 0;

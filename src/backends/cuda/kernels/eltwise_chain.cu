@@ -2,6 +2,7 @@
 
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/kernels/eltwise_chain.h"
+#include "backends/cuda/kernels/pdl.cuh"
 
 namespace qd::cuda {
 
@@ -87,12 +88,26 @@ constexpr int kTilePixels = 32;
 template <typename I>
 __global__ void slice_concat_tiled_kernel(const float* x, float* y, const SliceConcatParams p) {
   extern __shared__ float tile[];  // [C][kTilePixels + 1]
+  pdl_wait();
+  pdl_trigger();
   const int na = blockIdx.y, p0 = blockIdx.x * kTilePixels, C = p.src_cols;
   const int npix = min(kTilePixels, p.src_hw - p0);
   const float* xs = x + (static_cast<I>(na) * C) * p.src_hw + p0;
-  for (int e = threadIdx.x; e < C * kTilePixels; e += blockDim.x) {
-    const int c = e / kTilePixels, px = e - c * kTilePixels;
-    if (px < npix) tile[c * (kTilePixels + 1) + px] = xs[static_cast<I>(c) * p.src_hw + px];
+  // kLoads loads in flight per thread before their stores: one at a time, a block waited out the load latency about
+  // 11 times (85 channels), 9-13 us per YOLOv5 head at batch 1 (H200).
+  constexpr int kLoads = 8;
+  for (int e0 = threadIdx.x; e0 < C * kTilePixels; e0 += kLoads * blockDim.x) {
+    float v[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int e = e0 + u * blockDim.x, c = e / kTilePixels, px = e - c * kTilePixels;
+      if (e < C * kTilePixels && px < npix) v[u] = xs[static_cast<I>(c) * p.src_hw + px];
+    }
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int e = e0 + u * blockDim.x, c = e / kTilePixels, px = e - c * kTilePixels;
+      if (e < C * kTilePixels && px < npix) tile[c * (kTilePixels + 1) + px] = v[u];
+    }
   }
   __syncthreads();
   const I r0 = static_cast<I>(na) * p.src_hw + p0;  // the tile's first row
@@ -129,9 +144,9 @@ Status launch_slice_concat(const float* x, float* y, const SliceConcatParams& p,
     const dim3 grid(static_cast<unsigned>(ceil_div(p.src_hw, kTilePixels)), static_cast<unsigned>(na));
     const size_t smem = static_cast<size_t>(p.src_cols) * (kTilePixels + 1) * sizeof(float);
     if (small) {
-      slice_concat_tiled_kernel<uint32_t><<<grid, 256, smem, s>>>(x, y, p);
+      launch_pdl(slice_concat_tiled_kernel<uint32_t>, grid, 256, smem, s, x, y, p);
     } else {
-      slice_concat_tiled_kernel<int64_t><<<grid, 256, smem, s>>>(x, y, p);
+      launch_pdl(slice_concat_tiled_kernel<int64_t>, grid, 256, smem, s, x, y, p);
     }
   } else if (small) {
     slice_concat_rows_kernel<uint32_t><<<static_cast<unsigned>(grid_for(n)), 256, 0, s>>>(x, y, p);

@@ -2,6 +2,7 @@
 
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/kernels/nhwc.h"
+#include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/requantize.cuh"
 
 namespace qd::cuda {
@@ -93,6 +94,7 @@ __device__ __forceinline__ void for_each_tap(const PoolParams& p, I n, int oh, i
   for (int r = 0; r < p.kh; ++r) {
     const int ih = oh * p.sh - p.ph + r;
     if (ih < 0 || ih >= p.H) continue;
+#pragma unroll 5  // a row's loads in flight together (YOLOv5's SPPF at batch 1: one load latency per tap otherwise)
     for (int s = 0; s < p.kw; ++s) {
       const int iw = ow * p.sw - p.pw + s;
       if (iw >= 0 && iw < p.W) f((n * p.H + ih) * p.W + iw);
@@ -103,6 +105,8 @@ __device__ __forceinline__ void for_each_tap(const PoolParams& p, I n, int oh, i
 // One thread per (output pixel, 2L channels).
 template <int L, typename I>
 __global__ void maxpool_nhwc_kernel(const __half* x, int xld, __half* y, int yld, PoolParams p, I total) {
+  pdl_wait();
+  pdl_trigger();
   for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < total; i += static_cast<I>(gridDim.x) * blockDim.x) {
     int cv, oh, ow;
     const I n = pool_position(i, p.C / (2 * L), p, &cv, &oh, &ow);
@@ -130,38 +134,49 @@ __device__ __forceinline__ uint4 hmax8(uint4 a, uint4 b) {
   return r;
 }
 
+// 16 int8 channels' maximum.
+__device__ __forceinline__ uint4 vmax16(uint4 a, uint4 b) {
+  return make_uint4(__vmaxs4(a.x, b.x), __vmaxs4(a.y, b.y), __vmaxs4(a.z, b.z), __vmaxs4(a.w, b.w));
+}
+
 struct PoolChainOuts {
-  __half* p[kMaxPoolChain];
-  int ld[kMaxPoolChain];
+  char* p[kMaxPoolChain];  // at channel 0 of the block's group
+  int ld[kMaxPoolChain];   // bytes between pixels
 };
 
-// maxpool_chain_nhwc: block (n, channel group of 8). Each pool is a row pass into `t` and a column pass back into
-// `a` (max-pooling is separable; taps past the border are skipped, -inf padding), whose result is also stored.
-__global__ void maxpool_chain_nhwc_kernel(const __half* x, int xld, PoolChainOuts y, int count, int groups, int H,
+// maxpool_chain_nhwc: block (n, channel group of 16 bytes: 8 fp16 or 16 int8 channels). Each pool is a row pass into
+// `t` and a column pass back into `a` (max-pooling is separable; taps past the border are skipped, -inf padding), whose
+// result is also stored. xld and y.ld in bytes.
+template <bool kI8>
+__global__ void maxpool_chain_nhwc_kernel(const char* x, int xld, PoolChainOuts y, int count, int groups, int H,
                                           int W, int rh, int rw) {
+  pdl_wait();
+  pdl_trigger();
   extern __shared__ uint4 plane[];
+  const auto vmax = [](uint4 u, uint4 v) { return kI8 ? vmax16(u, v) : hmax8(u, v); };
   const int HW = H * W;
   uint4 *a = plane, *t = plane + HW;
   const int n = blockIdx.x / groups, cv = blockIdx.x - n * groups;
   const int64_t base = static_cast<int64_t>(n) * HW;
+#pragma unroll 4  // loads in flight together
   for (int i = threadIdx.x; i < HW; i += blockDim.x) {
-    a[i] = *reinterpret_cast<const uint4*>(x + (base + i) * xld + cv * 8);
+    a[i] = *reinterpret_cast<const uint4*>(x + (base + i) * xld + cv * 16);
   }
   __syncthreads();
   for (int k = 0; k < count; ++k) {
     for (int i = threadIdx.x; i < HW; i += blockDim.x) {
       const int w = i % W;
       uint4 m = a[i];
-      for (int d = max(-rw, -w); d <= min(rw, W - 1 - w); ++d) m = hmax8(m, a[i + d]);
+      for (int d = max(-rw, -w); d <= min(rw, W - 1 - w); ++d) m = vmax(m, a[i + d]);
       t[i] = m;
     }
     __syncthreads();
     for (int i = threadIdx.x; i < HW; i += blockDim.x) {
       const int h = i / W;
       uint4 m = t[i];
-      for (int d = max(-rh, -h); d <= min(rh, H - 1 - h); ++d) m = hmax8(m, t[i + d * W]);
+      for (int d = max(-rh, -h); d <= min(rh, H - 1 - h); ++d) m = vmax(m, t[i + d * W]);
       a[i] = m;
-      *reinterpret_cast<uint4*>(y.p[k] + (base + i) * y.ld[k] + cv * 8) = m;
+      *reinterpret_cast<uint4*>(y.p[k] + (base + i) * y.ld[k] + cv * 16) = m;
     }
     __syncthreads();
   }
@@ -171,6 +186,8 @@ __global__ void maxpool_chain_nhwc_kernel(const __half* x, int xld, PoolChainOut
 // strides or offsets are not multiples of 16.
 template <bool kWide>
 __global__ void maxpool_nhwc_i8_kernel(const int8_t* x, int xld, int8_t* y, int yld, PoolParams p, int64_t total) {
+  pdl_wait();
+  pdl_trigger();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int cv, oh, ow;
@@ -194,6 +211,8 @@ __global__ void maxpool_nhwc_i8_kernel(const int8_t* x, int xld, int8_t* y, int 
 template <int L, typename I>
 __global__ void upsample_nhwc_kernel(const __half* x, int xld, __half* y, int yld, int CV, int H, int W, int fh, int fw,
                                      I total) {
+  pdl_wait();
+  pdl_trigger();
   const int OH = H * fh, OW = W * fw;
   for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < total; i += static_cast<I>(gridDim.x) * blockDim.x) {
     const int cv = static_cast<int>(i % CV);
@@ -210,6 +229,8 @@ __global__ void upsample_nhwc_kernel(const __half* x, int xld, __half* y, int yl
 
 template <int L, typename I>
 __global__ void copy_channels_kernel(const __half* x, int xld, __half* y, int yld, int CV, I total) {
+  pdl_wait();
+  pdl_trigger();
   for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < total; i += static_cast<I>(gridDim.x) * blockDim.x) {
     const I pix = i / CV;
     const int cv = static_cast<int>(i - pix * CV);
@@ -219,19 +240,21 @@ __global__ void copy_channels_kernel(const __half* x, int xld, __half* y, int yl
   }
 }
 
-// Launches kernel<L, I> over `total` threads of 2L channels: L = 4 when `wide`, I = uint32_t when it fits.
+// Launches kernel<L, I> (which calls pdl_wait) over `total` threads of 2L channels: L = 4 when `wide`, I = uint32_t
+// when it fits.
 #define QD_LAUNCH_NHWC(kernel, wide, elements, s, ...)                                                     \
   do {                                                                                                     \
     const int64_t qd_total_ = (elements) / ((wide) ? 8 : 2);                                               \
+    const dim3 qd_grid_(static_cast<unsigned>(blocks_for(qd_total_)));                                     \
     const bool qd_small_ = (elements) < (int64_t{1} << 31);                                                \
     if ((wide) && qd_small_) {                                                                             \
-      kernel<4, uint32_t><<<blocks_for(qd_total_), kThreads, 0, s>>>(__VA_ARGS__, static_cast<uint32_t>(qd_total_)); \
+      launch_pdl(kernel<4, uint32_t>, qd_grid_, kThreads, 0, s, __VA_ARGS__, static_cast<uint32_t>(qd_total_)); \
     } else if (wide) {                                                                                     \
-      kernel<4, int64_t><<<blocks_for(qd_total_), kThreads, 0, s>>>(__VA_ARGS__, qd_total_);               \
+      launch_pdl(kernel<4, int64_t>, qd_grid_, kThreads, 0, s, __VA_ARGS__, qd_total_);                    \
     } else if (qd_small_) {                                                                                \
-      kernel<1, uint32_t><<<blocks_for(qd_total_), kThreads, 0, s>>>(__VA_ARGS__, static_cast<uint32_t>(qd_total_)); \
+      launch_pdl(kernel<1, uint32_t>, qd_grid_, kThreads, 0, s, __VA_ARGS__, static_cast<uint32_t>(qd_total_)); \
     } else {                                                                                               \
-      kernel<1, int64_t><<<blocks_for(qd_total_), kThreads, 0, s>>>(__VA_ARGS__, qd_total_);               \
+      launch_pdl(kernel<1, int64_t>, qd_grid_, kThreads, 0, s, __VA_ARGS__, qd_total_);                    \
     }                                                                                                      \
   } while (0)
 
@@ -327,6 +350,8 @@ __device__ __forceinline__ Y store_f(float v, float scale) {
 template <typename T, typename Y>
 __global__ void nchw_to_s2d_kernel(const T* x, bool x_nhwc, int xld, float x_scale, Y* y, int ld, int C, int H, int W,
                                    float scale, int64_t pixels) {
+  pdl_wait();
+  pdl_trigger();
   constexpr int kVec = 16 / sizeof(Y);
   const int OH = H / 2, OW = W / 2;
   for (int64_t pix = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; pix < pixels;
@@ -408,6 +433,11 @@ Status even(const char* what, int C, const NhwcView& a, const NhwcView& b) {
 // 16-byte accesses: channels, strides and offsets in multiples of 8 halves (the base pointers are 256-aligned).
 bool wide(int C, const NhwcView& a, const NhwcView& b) {
   return C % 8 == 0 && a.ld % 8 == 0 && a.coff % 8 == 0 && b.ld % 8 == 0 && b.coff % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(a.data) % 16 == 0 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0;
+}
+// The same for int8 tensors (16 channels per 16 bytes).
+bool wide_i8(int C, const NhwcView& a, const NhwcView& b) {
+  return C % 16 == 0 && a.ld % 16 == 0 && a.coff % 16 == 0 && b.ld % 16 == 0 && b.coff % 16 == 0 &&
          reinterpret_cast<uintptr_t>(a.data) % 16 == 0 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0;
 }
 
@@ -504,40 +534,43 @@ Status maxpool_nhwc(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s)
   return cuda_status(cudaGetLastError(), "maxpool_nhwc");
 }
 
-// maxpool_chain_nhwc_kernel's shared memory: the plane and the row pass's result, 8 fp16 channels per pixel.
+// maxpool_chain_nhwc_kernel's shared memory: the plane and the row pass's result, 16 bytes of channels per pixel.
 static size_t pool_chain_smem(int H, int W) { return 2 * static_cast<size_t>(H) * W * sizeof(uint4); }
 
-bool maxpool_chain_fits(int C, int H, int W) { return C % 8 == 0 && pool_chain_smem(H, W) <= 48 * 1024; }
+bool maxpool_chain_fits(int C, int H, int W) { return C % 16 == 0 && pool_chain_smem(H, W) <= 48 * 1024; }
 
 Status maxpool_chain_nhwc(NhwcView x, const NhwcView* outs, int count, int N, int C, int H, int W, int kh, int kw,
-                          cudaStream_t s) {
+                          bool int8, cudaStream_t s) {
   bool ok = maxpool_chain_fits(C, H, W) && kh % 2 && kw % 2 && count > 0 && count <= kMaxPoolChain;
+  const int elem = int8 ? 1 : 2;
   PoolChainOuts y{};
   for (int k = 0; k < count && ok; ++k) {
-    ok = wide(C, x, outs[k]);
-    y.p[k] = static_cast<__half*>(outs[k].data) + outs[k].coff;
-    y.ld[k] = outs[k].ld;
+    ok = int8 ? wide_i8(C, x, outs[k]) : wide(C, x, outs[k]);
+    y.p[k] = static_cast<char*>(outs[k].data) + static_cast<int64_t>(outs[k].coff) * elem;
+    y.ld[k] = outs[k].ld * elem;
   }
   if (!ok) return internal("maxpool_chain_nhwc: unsupported shape, window or layout");
-  const int64_t blocks = static_cast<int64_t>(N) * (C / 8);
+  const int groups = C * elem / 16;
+  const int64_t blocks = static_cast<int64_t>(N) * groups;
   if (blocks == 0 || H * W == 0) return Status::ok();
   if (blocks > INT32_MAX) return internal("maxpool_chain_nhwc: too many images x channels");
-  maxpool_chain_nhwc_kernel<<<static_cast<unsigned>(blocks), 128, pool_chain_smem(H, W), s>>>(
-      static_cast<const __half*>(x.data) + x.coff, x.ld, y, count, C / 8, H, W, kh / 2, kw / 2);
+  launch_pdl(int8 ? maxpool_chain_nhwc_kernel<true> : maxpool_chain_nhwc_kernel<false>,
+             dim3(static_cast<unsigned>(blocks)), 128, pool_chain_smem(H, W), s,
+             static_cast<const char*>(x.data) + static_cast<int64_t>(x.coff) * elem, x.ld * elem, y, count, groups,
+             H, W, kh / 2, kw / 2);
   return cuda_status(cudaGetLastError(), "maxpool_chain_nhwc");
 }
 
 Status maxpool_nhwc_i8(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s) {
-  const bool wide = p.C % 16 == 0 && x.ld % 16 == 0 && x.coff % 16 == 0 && y.ld % 16 == 0 && y.coff % 16 == 0 &&
-                    reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && reinterpret_cast<uintptr_t>(y.data) % 16 == 0;
+  const bool wide = wide_i8(p.C, x, y);
   const int64_t total = static_cast<int64_t>(p.N) * p.OH * p.OW * (wide ? p.C / 16 : p.C);
   if (total == 0) return Status::ok();
   const auto* in = static_cast<const int8_t*>(x.data) + x.coff;
   auto* out = static_cast<int8_t*>(y.data) + y.coff;
   if (wide) {
-    maxpool_nhwc_i8_kernel<true><<<blocks_for(total), kThreads, 0, s>>>(in, x.ld, out, y.ld, p, total);
+    launch_pdl(maxpool_nhwc_i8_kernel<true>, blocks_for(total), kThreads, 0, s, in, x.ld, out, y.ld, p, total);
   } else {
-    maxpool_nhwc_i8_kernel<false><<<blocks_for(total), kThreads, 0, s>>>(in, x.ld, out, y.ld, p, total);
+    launch_pdl(maxpool_nhwc_i8_kernel<false>, blocks_for(total), kThreads, 0, s, in, x.ld, out, y.ld, p, total);
   }
   return cuda_status(cudaGetLastError(), "maxpool_nhwc_i8");
 }

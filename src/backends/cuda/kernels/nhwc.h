@@ -48,13 +48,13 @@ Status maxpool_nhwc(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s)
 // the quantized values gives the quantized pooled values exactly.
 Status maxpool_nhwc_i8(NhwcView x, NhwcView y, const PoolParams& p, cudaStream_t s);
 // A chain of `count` (<= kMaxPoolChain) max pools with the same odd kh x kw window, stride 1 and (k - 1) / 2
-// padding, each pooling the one before (YOLOv5's SPPF), in one pass: a block keeps one image's plane of 8 channels in
-// shared memory and pools it there. Where maxpool_chain_fits (C a multiple of 8, the plane small enough); ld and coff
-// multiples of 8.
+// padding, each pooling the one before (YOLOv5's SPPF), in one pass: a block keeps one image's plane of 16 bytes of
+// channels (8 fp16, or 16 int8 with `int8`) in shared memory and pools it there. Where maxpool_chain_fits (C a
+// multiple of 16, the plane small enough); ld and coff multiples of 8 (fp16) or 16 (int8).
 constexpr int kMaxPoolChain = 4;
 bool maxpool_chain_fits(int C, int H, int W);
 Status maxpool_chain_nhwc(NhwcView x, const NhwcView* outs, int count, int N, int C, int H, int W, int kh, int kw,
-                          cudaStream_t s);
+                          bool int8, cudaStream_t s);
 // Nearest-neighbour upsampling by integer factors (ONNX Resize, asymmetric coordinates, floor rounding).
 Status upsample_nearest_nhwc(NhwcView x, NhwcView y, int N, int C, int H, int W, int fh, int fw, cudaStream_t s);
 // The same on int8 NHWC tensors (a copy, so exact for any quantization): C, ld and coff even.
