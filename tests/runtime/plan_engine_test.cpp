@@ -106,7 +106,7 @@ TEST_F(PlanEngine, Fp32DynamicBatch) {
 
 TEST_F(PlanEngine, Int8ExactAndFakeWithoutTheCacheFile) {
   const std::string cache = model_bn_cache();
-  for (const char* mode : {"exact", "fake"}) {
+  for (const char* mode : {"exact", "fake", "bitexact"}) {  // bitexact: on the CPU the same as exact
     SCOPED_TRACE(mode);
     BuildOptions opt;
     opt.precision = "int8";
