@@ -1479,27 +1479,28 @@ class Lowerer {
         } else {
           return Status::ok();
         }
-      } else if (auto* mp = dynamic_cast<MaxPoolLayer*>(l)) {
+      } else if (dynamic_cast<MaxPoolLayer*>(l) || dynamic_cast<MaxPoolChainLayer*>(l)) {
+        // A pool of an input before it (SPPF). A single pool reads that input itself; a chain's later pools read the
+        // pool before them, and every output of the chain must be an input too (each gets a slice).
         const int pi = g_.values[v].producer;
         if (pi < 0 || g_.nodes[pi].op != OpType::MaxPool || g_.nodes[pi].outputs[0] != v) return Status::ok();
-        const Node& pn = g_.nodes[pi];
-        in.kind = Kind::kPool;
-        in.pool_src = input_index(pn.inputs[0]);
-        if (in.pool_src >= static_cast<int>(k) || mp->ins[0] != fast_t_[pn.inputs[0]]) return Status::ok();
-      } else if (auto* ch = dynamic_cast<MaxPoolChainLayer*>(l)) {
-        // Every pool of the chain is an input after the one it pools (the chain's own input is one too, so every
-        // output of the layer gets a slice).
-        const int pi = g_.values[v].producer;
-        if (pi < 0 || g_.nodes[pi].op != OpType::MaxPool || g_.nodes[pi].outputs[0] != v) return Status::ok();
-        const int src = input_index(g_.nodes[pi].inputs[0]);
+        const int pooled = g_.nodes[pi].inputs[0];
+        const int src = input_index(pooled);
+        const bool reads_src = l->ins[0] == fast_t_[pooled];
         if (src >= static_cast<int>(k)) return Status::ok();
-        for (int t : ch->outs) {
-          if (std::none_of(n.inputs.begin(), n.inputs.end(), [&](int u) { return u >= 0 && fast_t_[u] == t; })) {
-            return Status::ok();
+        if (auto* ch = dynamic_cast<MaxPoolChainLayer*>(l)) {
+          for (int t : ch->outs) {
+            if (std::none_of(n.inputs.begin(), n.inputs.end(), [&](int u) { return u >= 0 && fast_t_[u] == t; })) {
+              return Status::ok();
+            }
           }
+          in.kind = Kind::kPoolChain;
+          if (reads_src) in.pool_src = src;  // the chain's first pool
+        } else {
+          if (!reads_src) return Status::ok();
+          in.kind = Kind::kPool;
+          in.pool_src = src;
         }
-        in.kind = Kind::kPoolChain;
-        if (ch->ins[0] == fast_t_[g_.nodes[pi].inputs[0]]) in.pool_src = src;  // the chain's first pool
       } else if (auto* up = dynamic_cast<UpsampleLayer*>(l)) {
         const int pi = g_.values[v].producer;
         if (pi < 0 || g_.nodes[pi].op != OpType::Resize || g_.nodes[pi].outputs[0] != v) return Status::ok();
@@ -1645,8 +1646,6 @@ class Lowerer {
     if (n.op == OpType::MaxPool) {
       QD_RETURN_IF_ERROR(try_pool_chain(i, lowered));
       if (*lowered) return Status::ok();
-    }
-    if (n.op == OpType::MaxPool) {
       if (n.outputs.size() > 1 || QD_TRY(n.attrs.get_int("ceil_mode", 0)) != 0) return Status::ok();
       auto k = QD_TRY(n.attrs.get_ints("kernel_shape", std::vector<int64_t>{}));
       if (k.size() != 2) return Status::ok();

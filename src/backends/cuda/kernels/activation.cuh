@@ -22,7 +22,7 @@ __device__ __forceinline__ float apply_act(float v, Act act, float a, float b) {
 
 // SiLU as the reference backend computes it: its Sigmoid node in double, rounded to float, then its Mul node in
 // float. The INT8 epilogues use it where the fast SiLU's value lies so close to a rounding tie of the output's scale
-// that the two could quantize to different integers (see silu_near_tie in conv_igemm.cu); that keeps INT8 tensors
+// that the two could quantize to different integers (SiluTies in conv_igemm.cu); that keeps INT8 tensors
 // identical to the reference's, instead of differing by one code wherever a value lands near a tie, which every later
 // layer then reads.
 __device__ __forceinline__ float silu_exact(float x) {

@@ -426,7 +426,6 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
   // code: a runtime switch cost INT8 YOLOv5s' SiLU layers 5-10%): the tile holds the values before the activation,
   // which the second phase applies, keeping each value's error bound.
   static_assert(!kExact || (kI8 && kAct == static_cast<int>(Act::kSilu)), "exact SiLU: INT8 SiLU epilogues only");
-  constexpr bool kSiluTies = kExact, pre = kExact;
 #pragma unroll
   for (int j = 0; j < kNT; ++j) {
     const int c = warp_n * WN + j * 8 + (lane & 3) * 2;
@@ -436,7 +435,7 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = warp_m * WM + i * 16 + (lane >> 2) + h * 8;
-        *reinterpret_cast<float2*>(tile + at(r, c)) = pre ? ch.affine(acc[i][j], h) : ch.activate(p, acc[i][j], h);
+        *reinterpret_cast<float2*>(tile + at(r, c)) = kExact ? ch.affine(acc[i][j], h) : ch.activate(p, acc[i][j], h);
       }
   }
   __syncthreads();
@@ -447,9 +446,9 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
     const int r = g / kGroups, c = g % kGroups * 8;
     const int m = block_m + r, k0 = block_n + c;
     if (m >= M || k0 >= p.K) continue;
-    float v[8], err[8];  // err: the fast SiLU's error bounds (`pre`)
+    float v[8], err[8];  // err: the fast SiLU's error bounds (kExact)
     load8(tile + at(r, c), tile + at(r, c + 4), v);
-    if constexpr (kSiluTies) {
+    if constexpr (kExact) {
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const float x = v[j];
@@ -475,7 +474,7 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
     int q[8];
     uint2 raw = {};  // y's int8 values
     bool packed = false;
-    if constexpr (kSiluTies) {
+    if constexpr (kExact) {
       if (ties.on) {  // quantized with the reciprocal; the rare values in doubt recomputed as the reference does
         unsigned near = 0;
         if (i8) raw = pack_int8x8_flagged(v, err, ties, q, near);
@@ -1235,17 +1234,15 @@ Status launch_conv_grouped_i8(const ConvParams& p, const ConvArgs& a, int groups
 }
 
 Status conv_igemm_init() {
-  {
-    int* flag = nullptr;
-    int has = 0;
-    QD_CUDA_TRY(cudaMalloc(&flag, sizeof(int)));
-    wgmma_probe_kernel<<<1, 1>>>(flag);
-    const cudaError_t err = cudaMemcpy(&has, flag, sizeof(int), cudaMemcpyDeviceToHost);
-    cudaFree(flag);
-    QD_CUDA_TRY(err);
-    g_wgmma = has != 0 && std::getenv("QD_NO_WGMMA") == nullptr;
-    g_direct_epilogue = std::getenv("QD_NO_STAGED_EPILOGUE") != nullptr;
-  }
+  int* flag = nullptr;
+  int has = 0;
+  QD_CUDA_TRY(cudaMalloc(&flag, sizeof(int)));
+  wgmma_probe_kernel<<<1, 1>>>(flag);
+  const cudaError_t err = cudaMemcpy(&has, flag, sizeof(int), cudaMemcpyDeviceToHost);
+  cudaFree(flag);
+  QD_CUDA_TRY(err);
+  g_wgmma = has != 0 && std::getenv("QD_NO_WGMMA") == nullptr;
+  g_direct_epilogue = std::getenv("QD_NO_STAGED_EPILOGUE") != nullptr;
   for (int i = 0; i < kNumConfigs; ++i) {
     const Config& c = kConfigs[i];
     const int smem = c.stages * (c.bm + c.bn) * c.row;
