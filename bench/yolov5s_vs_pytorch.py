@@ -7,6 +7,10 @@ PyTorch runs eager FP16 (channels_last, cudnn.benchmark) and torch.compile(mode=
 `qdeploy bench` on the same weights exported to ONNX (dynamic batch) at each --precision given. Latency is GPU time
 per forward from CUDA events (median); throughput is images/s over back-to-back forwards. Writes OUTDIR/results.json
 and OUTDIR/results.md.
+
+PyTorch's FP16 model takes an fp16 channels_last (NHWC) batch and returns fp16 detections; with `--io fp16` (the
+default) qdeploy's plans get the same bindings (`--input-format fp16:nhwc --output-format fp16`), with `--io fp32` the
+ONNX form (fp32 NCHW in, fp32 out: twice the bytes at both ends), named "[fp32 I/O]" in the results.
 """
 
 import argparse
@@ -57,6 +61,8 @@ def main():
                     "--tactic-sources for the fp16 convs, '+'-separated; default qdeploy's and cuDNN's kernels)")
     ap.add_argument("--calib-images", help="int8: images for a minmax calibration of the random-weight model "
                     "(the scales only have to be plausible for a speed measurement)")
+    ap.add_argument("--io", default="fp16", help="qdeploy bindings, comma-separated: fp16 (fp16 NHWC input and fp16 "
+                    "output, as PyTorch's FP16 model) and/or fp32 (the ONNX form)")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (it takes minutes)")
@@ -100,14 +106,19 @@ def main():
     del net
     torch.cuda.empty_cache()
 
-    for entry in args.precisions.split(","):
+    runs = [(entry, io) for io in args.io.split(",") for entry in args.precisions.split(",")]
+    for entry, io in runs:
+        if io not in ("fp16", "fp32"):
+            sys.exit(f"--io {io}: expected fp16 or fp32")
         prec, _, sources = entry.partition(":")
-        tag = entry.replace(":", "_").replace("+", "_")
-        name = f"qdeploy {prec}" + (f" [{sources}]" if sources else "")
+        tag = entry.replace(":", "_").replace("+", "_") + ("_io32" if io == "fp32" else "")
+        name = f"qdeploy {prec}" + (f" [{sources}]" if sources else "") + (" [fp32 I/O]" if io == "fp32" else "")
         js = os.path.join(args.out, f"qdeploy_{tag}.json")
         cmd = [args.qdeploy, "bench", onnx_path, "--device", "cuda", "--precision", prec, "--batch", args.batches,
                "--cuda-graph", "--warmup", str(args.warmup), "--iterations", str(args.iters), "--json", js,
                "--export-profile", os.path.join(args.out, f"profile_{tag}.json")]
+        if io == "fp16":
+            cmd += ["--input-format", "fp16:nhwc", "--output-format", "fp16"]
         if sources:
             cmd += ["--tactic-sources", sources.replace("+", ",")]
         if prec == "int8":

@@ -5,7 +5,8 @@
 # binary instead of build-gpu/qdeploy), fp16 and int8, at the given batches, alternating for ROUNDS rounds. Each side
 # keeps its own timing cache (its own kernel choices); round 0 fills them, and its times are printed too.
 # Usage: scripts/switch-ab.sh VAR|BINARY OUTDIR [ROUNDS] [BATCHES]   (per-layer profiles of the last round: OUTDIR)
-# QD_AB_PRECISIONS narrows the precisions (default "fp16 int8").
+# QD_AB_PRECISIONS narrows the precisions (default "fp16 int8"); QD_AB_FLAGS adds `qdeploy bench` flags to both
+# sides (e.g. "--input-format fp16:nhwc --output-format fp16", the bindings PyTorch's FP16 model has).
 set -uo pipefail
 VAR=${1:?usage: scripts/switch-ab.sh VAR|BINARY OUTDIR [ROUNDS] [BATCHES]}
 OUT=${2:?usage: scripts/switch-ab.sh VAR|BINARY OUTDIR [ROUNDS] [BATCHES]}
@@ -33,7 +34,7 @@ for r in $(seq 0 $((ROUNDS - 1))); do
       [ "$r" = $((ROUNDS - 1)) ] && prof=(--export-profile "$OUT/profile-$prec-$TAG-$side.json")
       echo "--- round $r $prec $TAG=$side"
       "$bin" bench "$M" --device cuda --precision "$prec" --batch "$BATCHES" --cuda-graph --iterations 200 \
-        --timing-cache "/tmp/qdeploy-bench/timing-$TAG-$side.cache" "${extra[@]}" "${prof[@]}" 2>&1 |
+        --timing-cache "/tmp/qdeploy-bench/timing-$TAG-$side.cache" "${extra[@]}" "${prof[@]}" ${QD_AB_FLAGS:-} 2>&1 |
         grep -E "^batch|GPU compute|throughput"
     done
   done

@@ -124,7 +124,10 @@ Expected<nlohmann::json> bench_cuda(cuda::CudaEngine& e, const BenchArgs& a, int
     size_t bytes;
   };
   std::vector<Copy> h2d, d2h;
-  for (const auto& [name, t] : feeds) {
+  for (const TensorDesc& d : e.inputs()) {
+    const std::string& name = d.name;
+    // The device buffer holds the binding's memory (e.g. fp16 NHWC for --input-format fp16:nhwc).
+    const Tensor t = is_binding_memory(feeds.at(name), d) ? feeds.at(name) : QD_TRY(to_binding_format(feeds.at(name), d));
     void* h = nullptr;
     QD_BENCH_CUDA(cudaMallocHost(&h, std::max<size_t>(t.nbytes(), 1)));
     std::memcpy(h, t.raw(), t.nbytes());

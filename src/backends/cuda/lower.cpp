@@ -256,8 +256,8 @@ class SliceConcatLayer final : public Layer {
  public:
   SliceConcatParams p;
   Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
-    return launch_slice_concat(static_cast<const float*>(inst.ptr(ins[0], ptrs)),
-                               static_cast<float*>(inst.ptr(outs[0], ptrs)), p, s);
+    return launch_slice_concat(inst.ptr(ins[0], ptrs), inst.tensors[ins[0]].dtype, inst.ptr(outs[0], ptrs),
+                               inst.tensors[outs[0]].dtype, p, s);
   }
 };
 
@@ -394,6 +394,10 @@ class Lowerer {
       const int v = g_.outputs[k];
       const int slot = static_cast<int>(inst_->num_inputs + k);
       const TensorDesc& d = inst_->outputs[k];
+      if (auto it = bound_outputs_.find(v); it != bound_outputs_.end()) {
+        inst_->slot_tensor[slot] = it->second;
+        continue;
+      }
       if (!in_onnx_form(d, v)) {
         TensorRef o = binding_ref(v, d);
         o.slot = slot;
@@ -990,7 +994,21 @@ class Lowerer {
         for (int c : pl.chains[k]) done_[c] = true;
       }
       if (pl.target >= 0) done_[pl.reshape] = done_[pl.target] = true;
-      if (!is_output_[pl.src] && consumers_[pl.src].size() == pl.slices.size()) slice_sources_.insert(pl.src);
+      // A head conv may then write the source transposed (lower_conv), when the kernel's tile fits.
+      if (!is_output_[pl.src] && consumers_[pl.src].size() == pl.slices.size() &&
+          slice_concat_transposed_fits(static_cast<int>(g_.values[pl.src].shape.back()),
+                                       static_cast<int>(g_.values[g_.nodes[i].outputs[0]].shape.back()))) {
+        slice_sources_.insert(pl.src);
+      }
+      // The result is a graph output bound as fp16 NCHW (--output-format fp16) and read by nothing else: the layer
+      // writes the binding itself (no fp32 copy and conversion pass), and its head conv writes fp16 for it.
+      const int ov = pl.target >= 0 ? g_.nodes[pl.target].outputs[0] : g_.nodes[i].outputs[0];
+      const auto k = std::find(g_.outputs.begin(), g_.outputs.end(), ov) - g_.outputs.begin();
+      if (is_output_[ov] && consumers_[ov].empty() && inst_->outputs[k].dtype == DType::kFloat16 &&
+          inst_->outputs[k].layout == TensorLayout::kNCHW) {
+        pl.binding = static_cast<int>(inst_->num_inputs + k);
+        half_sources_.insert(pl.src);
+      }
     }
     return Status::ok();
   }
@@ -1027,10 +1045,19 @@ class Lowerer {
     } else {
       l->ins = {QD_TRY(ensure_generic(pl.src))};
     }
+    // The tensor value `ov` is written to: the fp16 output binding, or its fp32 (ONNX form) tensor.
+    auto out_tensor = [&](int ov) {
+      if (pl.binding < 0) return gen_[ov] >= 0 ? gen_[ov] : (gen_[ov] = add_tensor(generic_ref(ov)));
+      if (!bound_outputs_.count(ov)) {
+        TensorRef o = binding_ref(ov, inst_->outputs[pl.binding - inst_->num_inputs]);
+        o.slot = pl.binding;
+        bound_outputs_[ov] = add_tensor(o);
+      }
+      return bound_outputs_[ov];
+    };
     if (pl.target >= 0) {  // into the level Concat's output, after the rows of the inputs before it
       const Node& f = g_.nodes[pl.target];
       const int fo = f.outputs[0];
-      if (gen_[fo] < 0) gen_[fo] = add_tensor(generic_ref(fo));
       const Shape& fs = g_.values[fo].shape;
       p.rows_per_batch = p.rows / fs[0];
       p.out_batch_stride = fs[1] * fs[2];
@@ -1039,11 +1066,12 @@ class Lowerer {
         p.out_offset += g_.values[v].shape[1] * fs[2];
       }
       names += "+" + g_.nodes[pl.reshape].name + "+" + f.name;
-      l->outs = {gen_[fo]};
+      l->outs = {out_tensor(fo)};
     } else {
-      l->outs = {gen_[n.outputs[0]] = add_tensor(generic_ref(n.outputs[0]))};
+      l->outs = {out_tensor(n.outputs[0])};
     }
-    l->info = {names, "slice_concat", "slice_concat", "fp32", "nchw:float32", "nchw:float32", 0};
+    l->info = {names, "slice_concat", "slice_concat", "fp32", fmt_of(inst_->tensors[l->ins[0]]),
+               fmt_of(inst_->tensors[l->outs[0]]), 0};
     add_layer(std::move(l));
     return Status::ok();
   }
@@ -1304,9 +1332,15 @@ class Lowerer {
                   op == OpType::Add;
     }
     if (head_value >= 0) {  // the Reshape's layout; only the slice_concat reads it
-      l->out = add_tensor(generic_ref(cur));
+      TensorRef r = generic_ref(cur);
+      const bool half = half_sources_.count(head_value) > 0;  // it writes an fp16 binding: no need for fp32 here
+      if (half) {
+        r.dtype = DType::kFloat16;
+        r.bytes /= 2;
+      }
+      l->out = add_tensor(r);
       transposed_[head_value] = {l->out, head_hw};
-      p.out_format = OutFormat::kNchwF32;
+      p.out_format = half ? OutFormat::kNchwF16 : OutFormat::kNchwF32;
     } else if (int8_out) {
       l->out = q8_[cur] = nhwc_tensor(g_.values[cur].shape, DType::kInt8);
       p.out_format = OutFormat::kNhwcI8;
@@ -2067,9 +2101,12 @@ class Lowerer {
     std::vector<int> slices;               // per segment: its Slice node
     std::vector<std::vector<int>> chains;  // per segment: the elementwise nodes after the Slice, in order
     int reshape = -1, target = -1;         // the Reshape and the axis-1 Concat the result lands in, or -1
+    int binding = -1;                      // the output slot written directly (an fp16 binding), or -1
   };
   std::map<int, SliceConcatPlan> slice_concat_;
   std::set<int> slice_sources_;                    // values read only by the Slices of one slice_concat
+  std::set<int> half_sources_;                     // those whose slice_concat writes an fp16 binding
+  std::map<int, int> bound_outputs_;               // graph output -> the tensor in its slot, written by a layer
   std::map<int, std::pair<int, int>> transposed_;  // such a value held transposed by a head conv: tensor, H*W
   std::vector<std::vector<int>> consumers_;
   std::vector<bool> is_output_, done_;

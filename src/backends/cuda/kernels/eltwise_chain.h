@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace qd::cuda {
@@ -50,9 +51,12 @@ Status launch_eltwise_chain(const float* x, float* y, int64_t n, const EwProgram
 // a later Concat along axis 1 (the levels of a detection head) instead of being copied there.
 // src_hw > 0: x is stored transposed, as a conv writes a detection head before its Reshape [N, A, C, H, W] and
 // Transpose (0, 1, 3, 4, 2): row r = (n * A + a) * src_hw + pixel, column c is at ((n * A + a) * C + c) * src_hw +
-// pixel (C = src_cols <= kMaxSliceTransposedCols). The kernel then transposes through shared memory.
+// pixel (C = src_cols <= kMaxSliceTransposedCols, and slice_concat_transposed_fits). The kernel then transposes
+// through shared memory.
 constexpr int kMaxSliceSegments = 4;
 constexpr int kMaxSliceTransposedCols = 256;
+// Whether a transposed source's tile and the tile's output rows fit the kernel's shared memory (48 KiB).
+bool slice_concat_transposed_fits(int src_cols, int out_cols);
 struct SliceSegment {
   int src_start = 0, len = 0, out_start = 0;  // columns [src_start, +len) of x -> [out_start, +len) of y
   EwProgram prog;  // operands index the slice's own elements (row * len + column - out_start)
@@ -63,6 +67,7 @@ struct SliceConcatParams {
   int src_hw = 0;
   SliceSegment seg[kMaxSliceSegments];
 };
-Status launch_slice_concat(const float* x, float* y, const SliceConcatParams& p, cudaStream_t s);
+// x: fp32, or fp16 when transposed (src_hw > 0); y: fp32 or fp16.
+Status launch_slice_concat(const void* x, DType xt, void* y, DType yt, const SliceConcatParams& p, cudaStream_t s);
 
 }  // namespace qd::cuda

@@ -1,4 +1,5 @@
 #include <climits>
+#include <type_traits>
 
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/kernels/nhwc.h"
@@ -345,20 +346,28 @@ __device__ __forceinline__ Y store_f(float v, float scale) {
   }
 }
 
-// One thread per output pixel, 16-byte stores (8 fp16 or 16 int8 channels). x: NCHW, or NHWC with xld values per
-// pixel (the caller's input binding); int8 x to int8 y copies (same scale).
-template <typename T, typename Y>
-__global__ void nchw_to_s2d_kernel(const T* x, bool x_nhwc, int xld, float x_scale, Y* y, int ld, int C, int H, int W,
+// One thread per output pixel, 16-byte stores (8 fp16 or 16 int8 channels). x: NCHW, or NHWC (kNhwc) with xld
+// values per pixel (the caller's input binding); int8 x to int8 y copies (same scale). kC: the channel count when
+// known at compile time (3, images), which turns every element's channel and source offset into a constant (with a
+// runtime C, the per-element division and 64-bit index products made this pass instruction-bound).
+template <int kC, bool kNhwc, typename T, typename Y>
+__global__ void nchw_to_s2d_kernel(const T* x, int xld, float x_scale, Y* y, int ld_, int C_, int H, int W,
                                    float scale, int64_t pixels) {
   pdl_wait();
   pdl_trigger();
   constexpr int kVec = 16 / sizeof(Y);
+  const int C = kC ? kC : C_;
+  const int ld = kC ? (4 * kC + kVec - 1) / kVec * kVec : ld_;
   const int OH = H / 2, OW = W / 2;
+  const int64_t plane = static_cast<int64_t>(H) * W;
   for (int64_t pix = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; pix < pixels;
        pix += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t n = pix / (static_cast<int64_t>(OH) * OW);
     const int rem = static_cast<int>(pix - n * OH * OW), oy = rem / OW, ox = rem - oy * OW;
-    const T* src = x + n * C * H * W;
+    // The 2x2 block's top-left value of channel 0.
+    const T* src = x + (kNhwc ? (n * plane + static_cast<int64_t>(2 * oy) * W + 2 * ox) * xld
+                              : n * C * plane + static_cast<int64_t>(2 * oy) * W + 2 * ox);
+#pragma unroll
     for (int c0 = 0; c0 < ld; c0 += kVec) {
       alignas(16) Y v[kVec];
 #pragma unroll
@@ -366,8 +375,8 @@ __global__ void nchw_to_s2d_kernel(const T* x, bool x_nhwc, int xld, float x_sca
         const int k = c0 + j, blk = k / C, c = k - blk * C;
         v[j] = Y(0.f);
         if (blk < 4) {
-          const int yy = 2 * oy + (blk >> 1), xx = 2 * ox + (blk & 1);
-          const T t = src[x_nhwc ? (static_cast<int64_t>(yy) * W + xx) * xld + c : (static_cast<int64_t>(c) * H + yy) * W + xx];
+          const int dy = blk >> 1, dx = blk & 1;
+          const T t = src[kNhwc ? (static_cast<int64_t>(dy) * W + dx) * xld + c : c * plane + dy * W + dx];
           if constexpr (sizeof(T) == 1 && sizeof(Y) == 1) {
             v[j] = t;
           } else {
@@ -470,15 +479,24 @@ Status nchw_to_s2d(const TensorView& x, NhwcView y, DType y_type, float scale, i
   }
   const int64_t pixels = static_cast<int64_t>(N) * (H / 2) * (W / 2);
   if (pixels == 0) return Status::ok();
+  auto run = [&](auto kernel, auto* xp, auto* yp, float sc) {
+    kernel<<<blocks_for(pixels), kThreads, 0, s>>>(xp, x.ld, x.scale, yp, y.ld, C, H, W, sc, pixels);
+  };
   auto launch = [&](auto* xp) -> Status {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(xp)>>;
+    auto to = [&](auto* yp, float sc) {
+      using Y = std::remove_pointer_t<decltype(yp)>;
+      constexpr int kVec = 16 / sizeof(Y);
+      if (C == 3 && y.ld == (12 + kVec - 1) / kVec * kVec) {  // images: the channel loop unrolled
+        x.nhwc ? run(nchw_to_s2d_kernel<3, true, T, Y>, xp, yp, sc) : run(nchw_to_s2d_kernel<3, false, T, Y>, xp, yp, sc);
+      } else {
+        x.nhwc ? run(nchw_to_s2d_kernel<0, true, T, Y>, xp, yp, sc) : run(nchw_to_s2d_kernel<0, false, T, Y>, xp, yp, sc);
+      }
+    };
     if (y_type == DType::kInt8) {
-      nchw_to_s2d_kernel<<<blocks_for(pixels), kThreads, 0, s>>>(xp, x.nhwc, x.ld, x.scale,
-                                                                   static_cast<int8_t*>(y.data), y.ld, C, H, W, scale,
-                                                                   pixels);
+      to(static_cast<int8_t*>(y.data), scale);
     } else if (y_type == DType::kFloat16) {
-      nchw_to_s2d_kernel<<<blocks_for(pixels), kThreads, 0, s>>>(xp, x.nhwc, x.ld, x.scale,
-                                                                   static_cast<__half*>(y.data), y.ld, C, H, W, 0.f,
-                                                                   pixels);
+      to(static_cast<__half*>(y.data), 0.f);
     } else {
       return internal("nchw_to_s2d: the output must be float16 or int8");
     }
