@@ -1935,7 +1935,9 @@ class Lowerer {
     for (const Candidate& own : own_candidates(c)) out.push_back(own);
     return out;
   }
-  // qdeploy's own: the tile configurations of the layer's precision, with split-K where it can pay off.
+  // qdeploy's own: the tile configurations of the layer's precision, with split-K where it can pay off. A bit-exact
+  // SiLU layer (--int8-mode bitexact) takes only those whose epilogue has the exact path: staged tiles and split-K
+  // (the register epilogue is within 1 LSB; timing under compute-sanitizer picked it and broke bit-exactness).
   std::vector<Candidate> own_candidates(const ConvLayer& c) const {
     const ConvParams p = launch_params(c);
     std::vector<Candidate> out;
@@ -1947,6 +1949,7 @@ class Lowerer {
         ConvParams q = p;
         q.splits = splits;
         if (!conv_igemm_config_fits(k, q)) continue;
+        if (q.exact_silu && q.act == Act::kSilu && splits == 1 && !conv_igemm_config_staged(k)) continue;
         if (splits == 1 || (mk <= (int64_t{1} << 21) && ktiles >= 4 * splits)) out.push_back({k, splits});
       }
     }
