@@ -73,6 +73,20 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
   a.bias = static_cast<const float*>(db.get());
   a.y = dy.get();
   const float sy = 0.05f;
+  // Counts the int8 NHWC outputs yq within 1 LSB of, and equal to, the reference's: act(y) quantized with sy, act
+  // computed as the reference does (SiLU: its Sigmoid in double, then the Mul in float).
+  auto compare_int8 = [&](const std::vector<int8_t>& yq, auto act, int64_t* within, int64_t* same) {
+    for (int n = 0; n < cs.n; ++n)
+      for (int k = 0; k < cs.k; ++k)
+        for (int pix = 0; pix < oh * ow; ++pix) {
+          const int64_t i = (static_cast<int64_t>(n) * cs.k + k) * oh * ow + pix;
+          const float y = static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
+          const int want = ops::quantize_value(act(y), sy, 0, -128, 127);
+          const int got = yq[(static_cast<int64_t>(n) * oh * ow + pix) * cs.k + k];
+          *within += std::abs(got - want) <= 1;
+          *same += got == want;
+        }
+  };
   ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
   int tested = 0;
   for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) {
@@ -125,16 +139,7 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
     for (size_t i = 0; i < yq.size(); ++i) dq_ok += ydq[i] == float_to_half(static_cast<float>(yq[i]) * sy);
     EXPECT_EQ(dq_ok, static_cast<int64_t>(yq.size())) << "the dequantized copy is q * scale in fp16";
     int64_t within = 0, same = 0;
-    for (int n = 0; n < cs.n; ++n)
-      for (int k = 0; k < cs.k; ++k)
-        for (int pix = 0; pix < oh * ow; ++pix) {
-          const int64_t i = (static_cast<int64_t>(n) * cs.k + k) * oh * ow + pix;
-          const float y = static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
-          const int want = ops::quantize_value(y, sy, 0, -128, 127);
-          const int got = yq[(static_cast<int64_t>(n) * oh * ow + pix) * cs.k + k];
-          within += std::abs(got - want) <= 1;
-          same += got == want;
-        }
+    compare_int8(yq, [](float y) { return y; }, &within, &same);
     std::cout << cuda::conv_igemm_config_name(cfg) << " " << cs.c << "->" << cs.k << " " << cs.r << "x" << cs.s
               << ": int8 output exact " << 100.0 * same / acc.numel() << "%, within 1 LSB "
               << 100.0 * within / acc.numel() << "%\n";
@@ -157,17 +162,8 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
       ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
       ASSERT_EQ(cudaMemcpy(yq.data(), dy.get(), yq.size(), cudaMemcpyDeviceToHost), cudaSuccess);
       int64_t silu_within = 0, silu_same = 0;
-      for (int n = 0; n < cs.n; ++n)
-        for (int k = 0; k < cs.k; ++k)
-          for (int pix = 0; pix < oh * ow; ++pix) {
-            const int64_t i = (static_cast<int64_t>(n) * cs.k + k) * oh * ow + pix;
-            const float y = static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
-            const float sig = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(y))));
-            const int want = ops::quantize_value(y * sig, sy, 0, -128, 127);
-            const int got = yq[(static_cast<int64_t>(n) * oh * ow + pix) * cs.k + k];
-            silu_within += std::abs(got - want) <= 1;
-            silu_same += got == want;
-          }
+      compare_int8(yq, [](float y) { return y * static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(y)))); },
+                   &silu_within, &silu_same);
       const bool exact_path = splits > 1 || (cuda::conv_igemm_config_staged(cfg) && cs.k % 8 == 0);
       std::cout << "  SiLU, split-K " << splits << ": " << acc.numel() - silu_same << " of " << acc.numel()
                 << " differ\n";

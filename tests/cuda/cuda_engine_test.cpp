@@ -312,7 +312,8 @@ TEST(CudaEngine, DetectionHeadDecodesInOnePassPerLevel) {
   for (const std::string config : {"fp32", "fp16", "fp16 out"}) {
     const std::string precision = config.substr(0, 4);
     const bool half_out = config == "fp16 out";
-    auto engine = make_engine(g, precision, {}, half_out ? std::vector<std::string>{"fp16"} : std::vector<std::string>{});
+    const std::vector<std::string> out_formats = half_out ? std::vector<std::string>{"fp16"} : std::vector<std::string>{};
+    auto engine = make_engine(g, precision, {}, out_formats);
     ASSERT_TRUE(engine);
     auto layers = engine->layer_info(shapes);
     ASSERT_TRUE(layers);

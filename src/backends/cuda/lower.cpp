@@ -1244,7 +1244,7 @@ class Lowerer {
         const int sg = sole_consumer(x);
         if (sg >= 0 && g_.nodes[sg].op == OpType::Sigmoid) x = g_.nodes[sg].outputs[0];
         if (rs.size() == 5 && rs[0] == geo.n && rs[1] * rs[2] == geo.m && rs[3] == geo.oh && rs[4] == geo.ow &&
-            rs[2] <= kMaxSliceTransposedCols && rs[0] * rs[1] <= 65535 && perm == std::vector<int64_t>{0, 1, 3, 4, 2} &&
+            rs[0] * rs[1] <= 65535 && perm == std::vector<int64_t>{0, 1, 3, 4, 2} &&
             slice_sources_.count(x)) {
           head_value = x;
           head_hw = static_cast<int>(geo.oh * geo.ow);
@@ -2107,7 +2107,8 @@ class Lowerer {
     int binding = -1;                      // the output slot written directly (an fp16 binding), or -1
   };
   std::map<int, SliceConcatPlan> slice_concat_;
-  std::set<int> slice_sources_;                    // values read only by the Slices of one slice_concat
+  std::set<int> slice_sources_;                    // values read only by the Slices of one slice_concat, whose
+                                                   // transposed tile fits its kernel (slice_concat_transposed_fits)
   std::set<int> half_sources_;                     // those whose slice_concat writes an fp16 binding
   std::map<int, int> bound_outputs_;               // graph output -> the tensor in its slot, written by a layer
   std::map<int, std::pair<int, int>> transposed_;  // such a value held transposed by a head conv: tensor, H*W

@@ -6,6 +6,7 @@
 
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/kernels/eltwise_chain.h"
+#include "backends/cuda/kernels/generic_device.cuh"
 #include "backends/cuda/kernels/pdl.cuh"
 
 namespace qd::cuda {
@@ -70,11 +71,6 @@ __device__ __forceinline__ int segment_of(const SliceConcatParams& p, int col) {
   return k;
 }
 
-__device__ __forceinline__ float load_f(const float* p) { return *p; }
-__device__ __forceinline__ float load_f(const __half* p) { return __half2float(*p); }
-__device__ __forceinline__ void store_f(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store_f(__half* p, float v) { *p = __float2half_rn(v); }
-
 // Row-major x: one thread per output element.
 template <typename I, typename TY>
 __global__ void slice_concat_rows_kernel(const float* x, TY* y, const SliceConcatParams p) {
@@ -86,9 +82,8 @@ __global__ void slice_concat_rows_kernel(const float* x, TY* y, const SliceConca
     const int c = col - sg.out_start;
     const float v = run_program(sg.prog, x[r * p.src_cols + sg.src_start + c], r * sg.len + c);
     const I b = r / static_cast<I>(p.rows_per_batch);
-    store_f(y + b * static_cast<I>(p.out_batch_stride) + static_cast<I>(p.out_offset) +
-                (r - b * static_cast<I>(p.rows_per_batch)) * p.out_cols + col,
-            v);
+    y[b * static_cast<I>(p.out_batch_stride) + static_cast<I>(p.out_offset) +
+      (r - b * static_cast<I>(p.rows_per_batch)) * p.out_cols + col] = from_float<TY>(v);
   }
 }
 
@@ -135,7 +130,7 @@ __global__ void slice_concat_tiled_kernel(const TX* x, TY* y, const SliceConcatP
       alignas(16) TX v[kLV];
       *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(xs + static_cast<I>(c) * p.src_hw + px);
 #pragma unroll
-      for (int j = 0; j < kLV; ++j) tile[c * (kTilePixels + 1) + px + j] = load_f(v + j);
+      for (int j = 0; j < kLV; ++j) tile[c * (kTilePixels + 1) + px + j] = to_float(v[j]);
     }
   } else {
     constexpr int kLoads = 8;
@@ -144,7 +139,7 @@ __global__ void slice_concat_tiled_kernel(const TX* x, TY* y, const SliceConcatP
 #pragma unroll
       for (int u = 0; u < kLoads; ++u) {
         const int e = e0 + u * blockDim.x, c = e / kTilePixels, px = e - c * kTilePixels;
-        if (e < C * kTilePixels && px < npix) v[u] = load_f(xs + static_cast<I>(c) * p.src_hw + px);
+        if (e < C * kTilePixels && px < npix) v[u] = to_float(xs[static_cast<I>(c) * p.src_hw + px]);
       }
 #pragma unroll
       for (int u = 0; u < kLoads; ++u) {
@@ -191,7 +186,7 @@ __global__ void slice_concat_tiled_kernel(const TX* x, TY* y, const SliceConcatP
     *reinterpret_cast<float4*>(v + 4) = *reinterpret_cast<const float4*>(rows + t * 8 + 4);
     store8(yo + t * 8, v);
   }
-  for (int e = nvec * 8 + threadIdx.x; e < total; e += blockDim.x) store_f(yo + e, rows[e]);
+  for (int e = nvec * 8 + threadIdx.x; e < total; e += blockDim.x) yo[e] = from_float<TY>(rows[e]);
 }
 
 }  // namespace
@@ -236,14 +231,18 @@ Status launch_slice_concat(const void* x, DType xt, void* y, DType yt, const Sli
   if ((!x16 && xt != DType::kFloat32) || (!y16 && yt != DType::kFloat32) || (x16 && p.src_hw <= 0)) {
     return internal("slice_concat: unsupported tensor types");
   }
-  if (p.src_hw > 0 && (!slice_concat_transposed_fits(p.src_cols, p.out_cols) || p.rows / p.src_hw > 65535 || p.rows % p.src_hw ||
-                       p.rows_per_batch % p.src_hw)) {
+  if (p.src_hw > 0 && (!slice_concat_transposed_fits(p.src_cols, p.out_cols) || p.rows / p.src_hw > 65535 ||
+                       p.rows % p.src_hw || p.rows_per_batch % p.src_hw)) {
     return internal("slice_concat: transposed source out of range");
   }
-  if (x16) {
-    y16 ? launch_slice_concat_as<__half, __half>(x, y, p, small, s) : launch_slice_concat_as<__half, float>(x, y, p, small, s);
+  if (x16 && y16) {
+    launch_slice_concat_as<__half, __half>(x, y, p, small, s);
+  } else if (x16) {
+    launch_slice_concat_as<__half, float>(x, y, p, small, s);
+  } else if (y16) {
+    launch_slice_concat_as<float, __half>(x, y, p, small, s);
   } else {
-    y16 ? launch_slice_concat_as<float, __half>(x, y, p, small, s) : launch_slice_concat_as<float, float>(x, y, p, small, s);
+    launch_slice_concat_as<float, float>(x, y, p, small, s);
   }
   return cuda_status(cudaGetLastError(), "slice_concat");
 }

@@ -1,5 +1,6 @@
 // Device-side helpers of the generic CUDA kernels: fp32/fp16 loads and stores (math always in fp32), grid-stride
-// loops, strided walks passed by value, warp/block reductions. Included by the family .cu files only.
+// loops, strided walks passed by value, warp/block reductions. Included by .cu files only (the generic families'
+// and eltwise_chain.cu).
 #pragma once
 
 #include <cuda_fp16.h>

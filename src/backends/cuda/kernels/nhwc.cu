@@ -487,11 +487,10 @@ Status nchw_to_s2d(const TensorView& x, NhwcView y, DType y_type, float scale, i
     auto to = [&](auto* yp, float sc) {
       using Y = std::remove_pointer_t<decltype(yp)>;
       constexpr int kVec = 16 / sizeof(Y);
-      if (C == 3 && y.ld == (12 + kVec - 1) / kVec * kVec) {  // images: the channel loop unrolled
-        x.nhwc ? run(nchw_to_s2d_kernel<3, true, T, Y>, xp, yp, sc) : run(nchw_to_s2d_kernel<3, false, T, Y>, xp, yp, sc);
-      } else {
-        x.nhwc ? run(nchw_to_s2d_kernel<0, true, T, Y>, xp, yp, sc) : run(nchw_to_s2d_kernel<0, false, T, Y>, xp, yp, sc);
-      }
+      const bool images = C == 3 && y.ld == (12 + kVec - 1) / kVec * kVec;  // the channel loop unrolled
+      const auto kernel = images ? (x.nhwc ? nchw_to_s2d_kernel<3, true, T, Y> : nchw_to_s2d_kernel<3, false, T, Y>)
+                                 : (x.nhwc ? nchw_to_s2d_kernel<0, true, T, Y> : nchw_to_s2d_kernel<0, false, T, Y>);
+      run(kernel, xp, yp, sc);
     };
     if (y_type == DType::kInt8) {
       to(static_cast<int8_t*>(y.data), scale);
