@@ -79,7 +79,7 @@ TEST_P(ConvF16, EveryConfigurationMatchesTheReference) {
     for (int splits : {1, 3}) {
       p.out_format = cuda::OutFormat::kNchwF32;
       p.splits = splits;
-      if (!cuda::conv_igemm_config_fits(cfg, p)) break;  // streaming and special-purpose ones: no split-K
+      if (!cuda::conv_igemm_config_fits(cfg, p)) break;  // special-purpose ones (the stem's) fit few shapes
       cuda::DeviceBuffer wsb;
       if (splits > 1) {
         ASSERT_TRUE(wsb.alloc(cuda::conv_igemm_workspace(p)).is_ok());
@@ -117,8 +117,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvF16,
                                            Case{1, 3, 18, 22, 32, 6, 6, 2, 2},
                                            // the space-to-depth stem's shape: stem_halo_f16 runs too
                                            Case{2, 12, 6, 128, 32, 3, 3, 1, 1}, Case{1, 16, 3, 64, 16, 3, 3, 1, 1},
-                                           // enough M tiles that the streaming configurations run several per block
+                                           // enough M tiles that blocks run several each (grids of one wave)
                                            Case{8, 16, 112, 112, 32, 3, 3, 1, 1},
+                                           // pointwise (no divisions in the row addressing), over 32 M tiles of
+                                           // 32 rows per SM: several per block in every configuration
+                                           Case{16, 64, 96, 96, 64, 1, 1, 1, 0},
                                            // 36 K tiles (the pipelines wrap around their stages many times), 256
                                            // output channels (one 256-wide N tile), a partial M tile
                                            Case{1, 128, 10, 10, 256, 3, 3, 1, 1}));

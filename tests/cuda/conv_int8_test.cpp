@@ -98,7 +98,7 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
     for (int splits : {1, 2, 3}) {
       p.out_format = cuda::OutFormat::kNchwF32;
       p.splits = splits;
-      if (!cuda::conv_igemm_config_fits(cfg, p)) break;  // streaming and special-purpose ones: no split-K
+      if (!cuda::conv_igemm_config_fits(cfg, p)) break;  // special-purpose ones (the stem's) fit few shapes
       cuda::DeviceBuffer ws;
       if (splits > 1) {
         ASSERT_TRUE(ws.alloc(cuda::conv_igemm_workspace(p)).is_ok());
@@ -147,8 +147,7 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
 
     // SiLU with an int8 output, bit-exact mode: identical to the reference's (its Sigmoid in double, then the Mul, then
     // the quantization) where the epilogue recomputes the values near a rounding tie (ConvParams::exact_silu: the staged
-    // epilogue, split-K's); within +-1 LSB in the register epilogue (streaming configurations, tiles too large to
-    // stage, K % 8 != 0).
+    // epilogue, split-K's); within +-1 LSB in the register epilogue (tiles too large to stage, K % 8 != 0).
     p.act = cuda::Act::kSilu;
     p.exact_silu = true;
     for (int splits : {1, 2}) {
@@ -239,8 +238,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvInt8,
                                            Case{1, 256, 10, 10, 255, 1, 1, 1, 0},
                                            // the space-to-depth stem's shape: stem_halo_i8 runs too
                                            Case{2, 12, 6, 128, 32, 3, 3, 1, 1}, Case{1, 16, 3, 64, 16, 3, 3, 1, 1},
-                                           // enough M tiles that the streaming configurations run several per block
+                                           // enough M tiles that blocks run several each (grids of one wave)
                                            Case{8, 16, 112, 112, 32, 3, 3, 1, 1},
+                                           // pointwise (no divisions in the row addressing), over 32 M tiles of
+                                           // 32 rows per SM: several per block in every configuration
+                                           Case{16, 64, 96, 96, 64, 1, 1, 1, 0},
                                            // 18 K tiles, a partial M tile
                                            Case{1, 128, 10, 10, 128, 3, 3, 1, 1}));
 

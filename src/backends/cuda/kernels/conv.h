@@ -53,7 +53,8 @@ struct ConvParams {
   // INT8 convs with SiLU and an int8 output (BuildOptions::int8_mode "bitexact"): values whose fast SiLU lands near a
   // rounding tie get the reference's SiLU instead (silu_exact), so that they quantize as the reference does. In the
   // staged epilogue (conv_igemm_config_staged), split-K's and the grouped kernel's; the register epilogue stays within
-  // +-1 LSB. Costs YOLOv5s INT8 6-10% (per-element tie checks in epilogues that bound the thin layers).
+  // +-1 LSB. Costs YOLOv5s INT8 6-10% (per-element tie checks in epilogues that bound the thin layers). The staged
+  // epilogue then also rounds every int8 output as the division does (otherwise with a reciprocal, +-1 LSB).
   bool exact_silu = false;
 };
 
@@ -82,12 +83,11 @@ size_t conv_igemm_workspace(const ConvParams& p);
 // Tile configurations the builder times against each other (index < conv_igemm_configs()); each is fp16 or INT8.
 int conv_igemm_configs();
 bool conv_igemm_config_int8(int config);
-bool conv_igemm_config_stream(int config);  // streams over M tiles; never split-K
 // Whether its epilogue goes through shared memory (where the layer's layout allows: K and the strides multiples of
 // 8), so that ConvParams::exact_silu applies.
 bool conv_igemm_config_staged(int config);
 bool conv_igemm_wgmma();  // whether the wgmma (sm_90a) configurations are offered (after conv_igemm_init)
-// Whether configuration `config` can run `p` (special-purpose ones fit few shapes, streaming ones no split-K).
+// Whether configuration `config` can run `p` (special-purpose ones fit few shapes; wgmma ones need sm_90a).
 bool conv_igemm_config_fits(int config, const ConvParams& p);
 std::string conv_igemm_config_name(int config);
 Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cudaStream_t stream);

@@ -193,6 +193,7 @@ struct ChannelPair {
   // Rows h = 0 (g) and 1 (g + 8) of an m16n8 accumulator fragment, before the activation.
   template <typename Acc>
   __device__ __forceinline__ float2 affine(const Acc (&f)[4], int h) const {
+    if constexpr (!kI8) return make_float2(__fadd_rn(f[2 * h], b0), __fadd_rn(f[2 * h + 1], b1));  // s = 1
     return make_float2(__fadd_rn(__fmul_rn(static_cast<float>(f[2 * h]), s0), b0),
                        __fadd_rn(__fmul_rn(static_cast<float>(f[2 * h + 1]), s1), b1));
   }
@@ -353,32 +354,45 @@ __device__ __forceinline__ uint4 pack_half8(const float (&v)[8]) {
   return raw;
 }
 
-// 8 channels quantized with `scale`; q gets the integers. One scale for all: the reciprocal with the exact division
-// only near a rounding tie (quantize_int8), bit-exact with requantize.
-__device__ __forceinline__ uint2 pack_int8x8(const float (&v)[8], float scale, int (&q)[8]) {
-  uint2 raw;
-  int8_t* b = reinterpret_cast<int8_t*>(&raw);
+// 8 channels quantized with one scale (rcp: its reciprocal), q gets the integers: exactly as the INT8 contract's
+// division (quantize_int8: the division only near a rounding tie; ConvParams::exact_silu, bit-exact plans), or
+// branch-free with the reciprocal alone (quantize_int8_biased, within +-1 LSB): the thin layers' epilogues are bound
+// by instruction issue, and the tie checks were a third of an INT8 SiLU epilogue's instructions (Nsight Compute).
+__device__ __forceinline__ uint2 pack_int8x8(const float (&v)[8], float scale, float rcp, bool exact, float (&q)[8]) {
+  if (exact) {
+    uint2 raw;
+    int8_t* b = reinterpret_cast<int8_t*>(&raw);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int i = quantize_int8(v[j], scale);
+      b[j] = static_cast<int8_t>(i);
+      q[j] = static_cast<float>(i);
+    }
+    return raw;
+  }
+  float t[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
-    q[j] = quantize_int8(v[j], scale);
-    b[j] = static_cast<int8_t>(q[j]);
+    t[j] = quantize_int8_biased(v[j], rcp);
+    q[j] = int8_value(t[j]);
   }
-  return raw;
+  return make_uint2(pack_int8_biased(t[0], t[1], t[2], t[3]), pack_int8_biased(t[4], t[5], t[6], t[7]));
 }
 
 // staged_epilogue's int8 output for SiLU layers with ConvParams::exact_silu: the 8 values v quantized with the
 // reciprocal alone (ties.r1), bit `j` of `near` set for each value that SiluTies::near leaves in doubt (rare; err:
 // the fast SiLU's error bounds), to be recomputed by exact_silu_fix.
 __device__ __forceinline__ uint2 pack_int8x8_flagged(const float (&v)[8], const float (&err)[8], const SiluTies& ties,
-                                                    int (&q)[8], unsigned& near) {
+                                                    float (&q)[8], unsigned& near) {
   uint2 raw;
   int8_t* b = reinterpret_cast<int8_t*>(&raw);
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const float d = v[j] * ties.r1;
     if (SiluTies::near(d, err[j], ties.r1)) near |= 1u << j;
-    q[j] = max(-128, min(127, __float2int_rn(d)));
-    b[j] = static_cast<int8_t>(q[j]);
+    const int i = max(-128, min(127, __float2int_rn(d)));
+    b[j] = static_cast<int8_t>(i);
+    q[j] = static_cast<float>(i);
   }
   return raw;
 }
@@ -441,6 +455,9 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
   __syncthreads();
   const bool i8 = p.out_format == OutFormat::kNhwcI8;
   const SiluTies ties(p, a);
+  // Bit-exact plans (exact_silu) round every int8 output as the reference's division; the others with a reciprocal.
+  const bool exact = kExact || p.exact_silu;
+  const float rcp1 = __frcp_rn(p.out_scale);
   constexpr int kGroups = BN / 8;  // per tile row
   for (int g = threadIdx.x; g < BM * kGroups; g += kThreads) {
     const int r = g / kGroups, c = g % kGroups * 8;
@@ -471,7 +488,7 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
 #pragma unroll
       for (int j = 0; j < 8; ++j) v[j] += __fmul_rn(static_cast<float>(q[j]), p.res_scale);
     }
-    int q[8];
+    float q[8];
     uint2 raw = {};  // y's int8 values
     bool packed = false;
     if constexpr (kExact) {
@@ -484,7 +501,7 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
         }
         if (near) {
           exact_silu_fix(p, a, near, tile + at(r, c), tile + at(r, c + 4), m, k0, v);
-          if (i8) raw = pack_int8x8(v, p.out_scale, q);
+          if (i8) raw = pack_int8x8(v, p.out_scale, rcp1, true, q);
         }
         packed = true;
       }
@@ -494,11 +511,11 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
 #pragma unroll
     for (int j = 0; j < 8; ++j) u[j] = v[j];
     if (i8) {
-      if (!packed) raw = pack_int8x8(v, p.out_scale, q);
+      if (!packed) raw = pack_int8x8(v, p.out_scale, rcp1, exact, q);
       *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y) + out_at) = raw;
       if (!kI8 || p.out2_of_q) {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) u[j] = __fmul_rn(static_cast<float>(q[j]), p.out_scale);
+        for (int j = 0; j < 8; ++j) u[j] = __fmul_rn(q[j], p.out_scale);
       }
     } else {
       *reinterpret_cast<uint4*>(static_cast<__half*>(a.y) + out_at) = pack_half8(v);
@@ -507,8 +524,9 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
     if (!a.y2 || (!kI8 && !i8)) continue;
     const int64_t out2_at = static_cast<int64_t>(m) * p.out2_ld + p.out2_coff + k0;
     if (kI8 && p.out2_format == Out2Format::kI8) {
-      int q2[8];
-      *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y2) + out2_at) = pack_int8x8(u, p.out2_scale, q2);
+      float q2[8];
+      *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y2) + out2_at) =
+          pack_int8x8(u, p.out2_scale, __frcp_rn(p.out2_scale), exact, q2);
     } else {
       *reinterpret_cast<uint4*>(static_cast<__half*>(a.y2) + out2_at) = pack_half8(u);
     }
@@ -565,12 +583,11 @@ __device__ __forceinline__ void staged_epilogue_nchw(const ConvParams& p, const 
 }
 
 // The epilogue of a block that computed one M tile (block_m, the N tile at block_n): through shared memory (`tile`,
-// the caller done with it, BM x BN floats) where staging() allows, else from the registers.
+// the caller done with it, BM x BN floats) where staging() allowed (st), else from the registers.
 template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, typename Acc, int kMT, int kNT>
-__device__ __forceinline__ void tile_epilogue(const ConvParams& p, const ConvArgs& a, int M, int block_m, int block_n,
-                                              int warp_m, int warp_n, int lane, const Acc (&acc)[kMT][kNT][4],
-                                              float* tile) {
-  const Staging st = staging(p, a);
+__device__ __forceinline__ void tile_epilogue(const ConvParams& p, const ConvArgs& a, Staging st, int M, int block_m,
+                                              int block_n, int warp_m, int warp_n, int lane,
+                                              const Acc (&acc)[kMT][kNT][4], float* tile) {
   if (st != Staging::kNone) __syncthreads();  // every warp is done with the shared memory `tile` reuses
   constexpr int kSilu = static_cast<int>(Act::kSilu), kSigmoid = static_cast<int>(Act::kSigmoid);
   if (st == Staging::kNhwc && p.act == Act::kSilu) {
@@ -599,10 +616,11 @@ __device__ __forceinline__ void tile_epilogue(const ConvParams& p, const ConvArg
 
 // kI8: int8 x int8 -> int32 (m16n8k32), 16 channels per 16-byte chunk; otherwise fp16 x fp16 -> fp32 (m16n8k16),
 // 8 channels per chunk. The tile layout in bytes, the pipeline and the ldmatrix addressing are the same.
-// kStream: a block takes M tiles blockIdx.x, blockIdx.x + gridDim.x, ... (a grid of about one wave), and the
-// cp.async pipeline runs on across tile boundaries: the next tile's first loads are in flight during this tile's
-// last steps and epilogue. For layers with few K steps per tile (thin 1x1 convs), where a block otherwise waits out
-// its loads' latency with nothing to do. Not with split-K.
+// kPersist: a block takes M tiles blockIdx.x, blockIdx.x + gridDim.x, ... (launch_conv_igemm's grid is about one
+// wave), each the K loop then the epilogue, so that its set-up (weight rows, the epilogue's staging check, integer
+// divisions) is paid once: for thin pointwise layers of one or two K tiles that set-up had cost as many instructions
+// as the MMAs and the epilogue together (Nsight Compute). Only some configurations: the state the loop keeps raises
+// the register count, which costs the deep layers occupancy (and the register-capped wgmma kernels spills).
 // kWg (sm_90a): each warpgroup multiplies its 64 rows of the A tile by the whole B tile with wgmma (wgmma.cuh), reading
 // both from shared memory, instead of each warp loading fragments with ldmatrix for mma.sync: WM = 16 (a warp's rows
 // of the result), WN = BN. The loads run kStages - 2 tiles ahead so that one tile's MMAs stay in flight while the
@@ -617,17 +635,15 @@ constexpr int wg_min_blocks(int threads, int smem_bytes, int bn) {
   return blocks < 1 ? 1 : blocks;
 }
 
-// Whether a non-streaming block's epilogue can stage its BM x BN fp32 tile in the pipeline's shared memory (kStages
+// Whether a block's epilogue can stage its BM x BN fp32 tile in the pipeline's shared memory (kStages
 // stages of BM + BN rows of kRow bytes): tile_epilogue, else the registers' igemm_epilogue.
 __host__ __device__ constexpr bool tile_stages(int bm, int bn, int stages, int row) {
   return bn % 32 == 0 && bm % 32 == 0 && bm * bn * 4 <= stages * (bm + bn) * row;
 }
 
-template <int BM, int BN, int WM, int WN, int kStages, bool kI8, bool kStream, bool kWg = false, int kRow = 64>
+template <int BM, int BN, int WM, int WN, int kStages, bool kI8, bool kPersist, bool kWg = false, int kRow = 64>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
-                                  kStream ? 3
-                                  : kWg   ? wg_min_blocks((BM / WM) * (BN / WN) * 32, kStages * (BM + BN) * kRow, BN)
-                                          : 0)
+                                  kWg ? wg_min_blocks((BM / WM) * (BN / WN) * 32, kStages * (BM + BN) * kRow, BN) : 0)
     conv_igemm_kernel(const ConvParams p, const ConvArgs a) {
   using Acc = std::conditional_t<kI8, int, float>;
   constexpr int kElem = kI8 ? 1 : 2;             // bytes per element
@@ -640,7 +656,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
   constexpr int kAIters = BM * kRowChunks / kThreads, kBIters = BN * kRowChunks / kThreads;
   constexpr int kStageBytes = (BM + BN) * kRow;
   static_assert(kAIters >= 1 && kBIters >= 1 && kNT % 2 == 0, "tile shape");
-  static_assert(!kWg || (WM == 16 && WN == BN && BM % 64 == 0 && !kStream && kStages >= 3), "wgmma tile shape");
+  static_assert(!kWg || (WM == 16 && WN == BN && BM % 64 == 0 && kStages >= 3), "wgmma tile shape");
   static_assert(kRow == 64 || (kRow == 128 && kWg), "128-byte rows: wgmma only");
   extern __shared__ __align__(1024) unsigned char smem[];
 
@@ -649,12 +665,11 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
   const int M = p.N * p.OH * p.OW;
   const int block_n = blockIdx.y * BN;
   const int kc = tid % kRowChunks;  // this thread's 16-byte chunk within a tile row
-  const int mtiles = (M + BM - 1) / BM;
 
   const uint32_t smem_base = smem_addr(smem);
   // This block's range of K tiles (all of them without split-K).
   const int ktiles_all = (p.Kp + kTileK - 1) / kTileK;  // 128-byte rows: the last may pass the weight row's end
-  const int per_split = (ktiles_all + p.splits - 1) / p.splits;
+  const int per_split = p.splits == 1 ? ktiles_all : (ktiles_all + p.splits - 1) / p.splits;
   const int kt0 = blockIdx.z * per_split;
   const int ktiles = max(0, min(ktiles_all - kt0, per_split));
 
@@ -666,10 +681,19 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
   int a_ih[kAIters], a_iw[kAIters];
   // This thread's next K element to load and its (filter row, filter column, channel); advanced one tile per load.
   int kn = 0, tr = 0, ts = 0, tc = 0;
+  // 1x1, stride 1, no padding: row m reads pixel m, with no integer divisions (tens of instructions each, per row
+  // and M tile, which the thin pointwise layers feel).
+  const bool pointwise = p.R == 1 && p.S == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0;
   auto set_rows = [&](int block_m) {
 #pragma unroll
     for (int i = 0; i < kAIters; ++i) {
       const int m = block_m + tid / kRowChunks + i * (kThreads / kRowChunks);
+      if (pointwise) {
+        a_ih[i] = m < M ? 0 : INT_MIN / 2;
+        a_iw[i] = 0;
+        a_off[i] = static_cast<int64_t>(m) * p.in_ld;
+        continue;
+      }
       const int n = m / (p.OH * p.OW), pix = m - n * p.OH * p.OW;
       const int oh = pix / p.OW, ow = pix - oh * p.OW;
       a_ih[i] = m < M ? oh * p.stride_h - p.pad_h : INT_MIN / 2;
@@ -677,6 +701,11 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
       a_off[i] = ((static_cast<int64_t>(n) * p.H + a_ih[i]) * p.W + a_iw[i]) * p.in_ld;
     }
     kn = kt0 * kTileK + kc * kChunk;  // the K loop starts over
+    if (kn < p.C) {  // the first tap (always, without split-K, where C is at least a tile row)
+      tc = kn;
+      tr = ts = 0;
+      return;
+    }
     const int rs = kn / p.C;
     tc = kn - rs * p.C;
     tr = rs / p.S;
@@ -794,27 +823,28 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
 
   // The epilogue of a block that computed one M tile: staged through the pipeline's shared memory where the tile
   // fits (tile_epilogue), else from the registers.
-  constexpr bool kStaged = !kStream && tile_stages(BM, BN, kStages, kRow);
+  constexpr bool kStaged = tile_stages(BM, BN, kStages, kRow);
+  const Staging st = kStaged ? staging(p, a) : Staging::kNone;
   auto epilogue = [&](int block_m) {
     if constexpr (kStaged) {
-      tile_epilogue<BM, BN, WM, WN, kThreads, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc,
+      tile_epilogue<BM, BN, WM, WN, kThreads, kI8>(p, a, st, M, block_m, block_n, warp_m, warp_n, lane, acc,
                                                    reinterpret_cast<float*>(smem));
     } else {
       igemm_epilogue<BM, BN, WM, WN, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
     }
   };
 
-  if constexpr (!kStream) {  // one M tile: the K loop, then the epilogue
-    // Loads run kAhead tiles ahead; with wgmma one tile's MMAs stay in flight, so the stage refilled is the one
-    // multiplied two steps before (its MMAs waited for at the end of the step before).
-    constexpr int kAhead = kWg ? kStages - 2 : kStages - 1;
-    const int block_m = blockIdx.x * BM;
-    set_rows(block_m);
-    prefetch_b(kAhead);
-    pdl_wait();
+  // Loads run kAhead tiles ahead; with wgmma one tile's MMAs stay in flight, so the stage refilled is the one
+  // multiplied two steps before (its MMAs waited for at the end of the step before).
+  constexpr int kAhead = kWg ? kStages - 2 : kStages - 1;
+  int block_m = blockIdx.x * BM;
+  set_rows(block_m);
+  prefetch_b(kAhead);
+  pdl_wait();
+  for (bool first = true;; first = false) {
 #pragma unroll
     for (int s = 0; s < kAhead; ++s) {
-      if (s < ktiles) load_tile(s, false);
+      if (s < ktiles) load_tile(s, !first);  // the first tile's weights: prefetch_b
       cp_async_commit();
     }
     for (int kt = 0; kt < ktiles; ++kt) {
@@ -832,42 +862,14 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
       wgmma_fence_acc(acc);
     }
     cp_async_wait<0>();
-    pdl_trigger();
+    const int next_m = kPersist ? block_m + gridDim.x * BM : M;
+    if (next_m >= M) pdl_trigger();
     epilogue(block_m);
-  } else {  // M tiles blockIdx.x + i * gridDim.x; a step is one K tile of one of them, loads kStages - 1 steps ahead
-    const int steps = (mtiles - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x * ktiles;
-    int load_m = blockIdx.x * BM, load_kt = 0;
-    set_rows(load_m);
-    prefetch_b(kStages - 1);
-    pdl_wait();
-    auto load_next = [&](int stage) {
-      load_tile(stage, load_m != blockIdx.x * BM || load_kt >= kStages - 1);
-      if (++load_kt == ktiles) {
-        load_kt = 0;
-        load_m += gridDim.x * BM;
-        if (load_m < M) set_rows(load_m);
-      }
-    };
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < steps) load_next(s);
-      cp_async_commit();
-    }
-    int block_m = blockIdx.x * BM, kt = 0;
-    for (int step = 0; step < steps; ++step) {
-      cp_async_wait<kStages - 2>();
-      __syncthreads();
-      const int next = step + kStages - 1;
-      if (next < steps) load_next(next % kStages);
-      cp_async_commit();
-      compute(step % kStages);
-      if (++kt < ktiles) continue;
-      kt = 0;
-      igemm_epilogue<BM, BN, WM, WN, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
-      clear();
-      block_m += gridDim.x * BM;
-    }
-    cp_async_wait<0>();
+    if (next_m >= M) break;
+    block_m = next_m;
+    __syncthreads();  // every warp is done with the shared memory (staged tile, last stages) the next loads refill
+    clear();
+    set_rows(block_m);
   }
 }
 
@@ -1052,7 +1054,7 @@ __global__ void __launch_bounds__(128) conv_stem_halo_kernel(const ConvParams p,
     }
   }
   pdl_trigger();
-  tile_epilogue<kBM, kBN, 16, 32, 128, kI8>(p, a, p.N * p.OH * p.OW, (n * p.OH + oh) * p.OW + ow0, 0, warp, 0, lane,
+  tile_epilogue<kBM, kBN, 16, 32, 128, kI8>(p, a, staging(p, a), p.N * p.OH * p.OW, (n * p.OH + oh) * p.OW + ow0, 0, warp, 0, lane,
                                             acc, tile);
 }
 
@@ -1066,7 +1068,7 @@ struct Config {
   const char* name;
   int bm, bn, threads, stages;
   void (*kernel)(ConvParams, ConvArgs);
-  bool int8, stream;
+  bool int8, persist;
   bool halo = false;  // conv_stem_halo_kernel: only where stem_halo_fits
   bool wg = false;    // wgmma: only where the loaded binary has sm_90a code (g_wgmma)
   int row = 64;       // bytes per tile row (the K extent of a pipeline stage): 64, or 128 for some wgmma ones
@@ -1103,13 +1105,15 @@ const Config kConfigs[] = {
     {"igemm_i8_64x32_w32x32_s3", 64, 32, 64, 3, conv_igemm_kernel<64, 32, 32, 32, 3, true, false>, true, false},
     {"igemm_i8_64x128_w32x64_s3", 64, 128, 128, 3, conv_igemm_kernel<64, 128, 32, 64, 3, true, false>, true, false},
     {"igemm_i8_128x128_w64x32_s4", 128, 128, 256, 4, conv_igemm_kernel<128, 128, 64, 32, 4, true, false>, true, false},
-    // Streaming over M tiles (one wave of blocks), for thin layers with few K steps.
-    {"igemm_f16_128x32_w32x32_s3_stream", 128, 32, 128, 3, conv_igemm_kernel<128, 32, 32, 32, 3, false, true>, false, true},
-    {"igemm_f16_64x64_w32x32_s3_stream", 64, 64, 128, 3, conv_igemm_kernel<64, 64, 32, 32, 3, false, true>, false, true},
-    {"igemm_f16_32x64_w32x16_s3_stream", 32, 64, 128, 3, conv_igemm_kernel<32, 64, 32, 16, 3, false, true>, false, true},
-    {"igemm_i8_128x32_w32x32_s3_stream", 128, 32, 128, 3, conv_igemm_kernel<128, 32, 32, 32, 3, true, true>, true, true},
-    {"igemm_i8_64x64_w32x32_s3_stream", 64, 64, 128, 3, conv_igemm_kernel<64, 64, 32, 32, 3, true, true>, true, true},
-    {"igemm_i8_32x64_w32x16_s3_stream", 32, 64, 128, 3, conv_igemm_kernel<32, 64, 32, 16, 3, true, true>, true, true},
+    // Persistent (blocks loop over M tiles, a grid of one wave), for thin layers with few K steps.
+    {"igemm_f16_128x32_w32x32_s3_persist", 128, 32, 128, 3, conv_igemm_kernel<128, 32, 32, 32, 3, false, true>, false, true},
+    {"igemm_f16_64x64_w32x32_s3_persist", 64, 64, 128, 3, conv_igemm_kernel<64, 64, 32, 32, 3, false, true>, false, true},
+    {"igemm_f16_64x32_w32x32_s3_persist", 64, 32, 64, 3, conv_igemm_kernel<64, 32, 32, 32, 3, false, true>, false, true},
+    {"igemm_f16_128x64_w64x32_s3_persist", 128, 64, 128, 3, conv_igemm_kernel<128, 64, 64, 32, 3, false, true>, false, true},
+    {"igemm_i8_128x32_w32x32_s3_persist", 128, 32, 128, 3, conv_igemm_kernel<128, 32, 32, 32, 3, true, true>, true, true},
+    {"igemm_i8_64x64_w32x32_s3_persist", 64, 64, 128, 3, conv_igemm_kernel<64, 64, 32, 32, 3, true, true>, true, true},
+    {"igemm_i8_64x32_w32x32_s3_persist", 64, 32, 64, 3, conv_igemm_kernel<64, 32, 32, 32, 3, true, true>, true, true},
+    {"igemm_i8_128x64_w64x32_s4_persist", 128, 64, 128, 4, conv_igemm_kernel<128, 64, 64, 32, 4, true, true>, true, true},
     // The space-to-depth stem with its input rows in shared memory.
     {"stem_halo_f16", 64, 32, 128, 0, conv_stem_halo_kernel<false>, false, false, true},
     {"stem_halo_i8", 64, 32, 128, 0, conv_stem_halo_kernel<true>, true, false, true},
@@ -1143,7 +1147,8 @@ const Config kConfigs[] = {
 };
 #undef QD_WG_CONFIG
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
-int g_blocks_per_sm[kNumConfigs] = {};  // resident blocks per SM (conv_igemm_init), for the streaming grids
+int g_blocks_per_sm[kNumConfigs] = {};  // resident blocks per SM (conv_igemm_init), for the persistent grids
+int64_t g_sms = 1;                      // the device's SMs (conv_igemm_init)
 bool g_wgmma = false;                   // the wgmma configurations can run (conv_igemm_init)
 bool g_direct_epilogue = false;         // QD_NO_STAGED_EPILOGUE: ConvParams::direct_epilogue
 
@@ -1154,16 +1159,15 @@ __global__ void wgmma_probe_kernel(int* out) { *out = QD_WGMMA_DEVICE; }
 
 int conv_igemm_configs() { return kNumConfigs; }
 bool conv_igemm_config_int8(int config) { return config >= 0 && config < kNumConfigs && kConfigs[config].int8; }
-bool conv_igemm_config_stream(int config) { return config >= 0 && config < kNumConfigs && kConfigs[config].stream; }
 bool conv_igemm_config_staged(int config) {
   if (config < 0 || config >= kNumConfigs) return false;
   const Config& c = kConfigs[config];
-  return c.halo || (!c.stream && tile_stages(c.bm, c.bn, c.stages, c.row));
+  return c.halo || tile_stages(c.bm, c.bn, c.stages, c.row);
 }
 bool conv_igemm_wgmma() { return g_wgmma; }
 bool conv_igemm_config_fits(int config, const ConvParams& p) {
   return config >= 0 && config < kNumConfigs && (!kConfigs[config].halo || stem_halo_fits(p)) &&
-         (!kConfigs[config].wg || g_wgmma) && (p.splits == 1 || !kConfigs[config].stream);
+         (!kConfigs[config].wg || g_wgmma);
 }
 std::string conv_igemm_config_name(int config) {
   return config >= 0 && config < kNumConfigs ? kConfigs[config].name : "?";
@@ -1181,16 +1185,13 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
   const int64_t M = static_cast<int64_t>(p.N) * p.OH * p.OW;
   if (M == 0 || p.K == 0) return Status::ok();
   if (p.splits < 1 || (p.splits > 1 && !a.workspace)) return internal("conv_igemm: split-K needs a workspace");
-  if (!conv_igemm_config_fits(config, p)) {  // e.g. a streaming configuration asked to split K
+  if (!conv_igemm_config_fits(config, p)) {  // e.g. the stem's kernel for another shape
     return internal(std::string("conv_igemm: ") + c.name + " does not fit this convolution (or split-K)");
   }
   const int64_t ntiles = ceil_div(p.K, c.bn);
   int64_t mblocks = ceil_div(M, c.bm);
-  if (c.stream) {  // about one wave: the blocks that fit on the SMs at once, shared by the N tiles
-    int dev = 0, sms = 0;
-    QD_CUDA_TRY(cudaGetDevice(&dev));
-    QD_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    mblocks = std::min(mblocks, std::max<int64_t>(1, static_cast<int64_t>(sms) * g_blocks_per_sm[config] / ntiles));
+  if (c.persist) {  // about one wave, the blocks that fit on the SMs at once, shared by the N tiles and K splits
+    mblocks = std::min(mblocks, std::max<int64_t>(1, g_sms * g_blocks_per_sm[config] / (ntiles * p.splits)));
   }
   const dim3 grid = c.halo ? dim3(p.OW / 64, p.OH, p.N)
                            : dim3(static_cast<unsigned>(mblocks), static_cast<unsigned>(ntiles),
@@ -1243,6 +1244,10 @@ Status conv_igemm_init() {
   QD_CUDA_TRY(err);
   g_wgmma = has != 0 && std::getenv("QD_NO_WGMMA") == nullptr;
   g_direct_epilogue = std::getenv("QD_NO_STAGED_EPILOGUE") != nullptr;
+  int dev = 0, sms = 0;
+  QD_CUDA_TRY(cudaGetDevice(&dev));
+  QD_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  g_sms = std::max(sms, 1);
   for (int i = 0; i < kNumConfigs; ++i) {
     const Config& c = kConfigs[i];
     const int smem = c.stages * (c.bm + c.bn) * c.row;
