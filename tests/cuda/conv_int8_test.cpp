@@ -238,6 +238,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvInt8,
                                            Case{1, 256, 10, 10, 255, 1, 1, 1, 0},
                                            // the space-to-depth stem's shape: stem_halo_i8 runs too
                                            Case{2, 12, 6, 128, 32, 3, 3, 1, 1}, Case{1, 16, 3, 64, 16, 3, 3, 1, 1},
+                                           // enough of it that each stem block sweeps several rows
+                                           Case{16, 12, 64, 256, 32, 3, 3, 1, 1},
                                            // enough M tiles that blocks run several each (grids of one wave)
                                            Case{8, 16, 112, 112, 32, 3, 3, 1, 1},
                                            // pointwise (no divisions in the row addressing), over 32 M tiles of

@@ -979,25 +979,33 @@ __global__ void conv_grouped_i8_kernel(const ConvParams p, const ConvArgs a, int
 }
 
 // The stem on its space-to-depth input (3x3, stride 1, pad 1, 16 input channels, up to 32 outputs; the output width a
-// multiple of 64): a block computes 64 consecutive output pixels of one row for all output channels. Its three input
-// rows (66 pixels with the halo) and the weights go to shared memory once, and the tensor-core fragments of each of
-// the 9 taps are read from there: the implicit GEMM's im2col gather reads every input pixel 9 times through L2, which
-// bounds it there (Nsight Compute: 70% of L2 throughput, 8% of DRAM's), this kernel 3 times. The implicit GEMM's
-// epilogue. kI8: m16n8k32 on two taps per step (a zero tenth), else m16n8k16 on one.
+// multiple of 64): a block computes 64 consecutive output pixels, all output channels, of a run of consecutive rows
+// (rows blockIdx.y * rows_per_block, ...; rows_per_block from the grid), sweeping down the image. The input rows
+// (66 pixels with the halo) go through a ring of 8 in shared memory, each loaded once by cp.async five output rows
+// ahead of its first use (the block's work per row is short next to a load's latency), and the weights once per
+// block; the tensor-core fragments of each of the 9 taps are read from there.
+// The implicit GEMM's im2col gather reads every input pixel 9 times through L2 (Nsight Compute: 70% of L2
+// throughput, 8% of DRAM's); one block per output row read 3 input rows and 9 KiB of weights for 2,048 outputs, which
+// left it bound by its set-up. The implicit GEMM's epilogue. kI8: m16n8k32 on two taps per step (a zero tenth), else
+// m16n8k16 on one.
 template <bool kI8>
 __global__ void __launch_bounds__(128) conv_stem_halo_kernel(const ConvParams p, const ConvArgs a) {
   using Acc = std::conditional_t<kI8, int, float>;
   constexpr int kBM = 64, kBN = 32, kC = 16, kElem = kI8 ? 1 : 2;
   constexpr int kPixBytes = kC * kElem;       // one pixel's channels, one tap of a weight row
   constexpr int kPix = kBM + 2;               // pixels in a halo row
+  constexpr int kRowBytes = kPix * kPixBytes;
+  constexpr int kRing = 8;                    // input rows in shared memory: the three read, five loading
   constexpr int kTaps = kI8 ? 10 : 9;         // per weight row in shared memory (int8: a zero tenth)
   constexpr int kWRow = kTaps * kPixBytes;
-  constexpr int kZero = 3 * kPix * kPixBytes;  // a zero pixel after the halo rows (int8's tenth tap)
+  constexpr int kZero = kRing * kRowBytes;    // a zero pixel after the ring (int8's tenth tap)
   __shared__ __align__(16) unsigned char xs[kZero + 16];
   __shared__ __align__(16) unsigned char ws[kBN * kWRow];
   __shared__ __align__(16) float tile[kBM * kBN];  // tile_epilogue's
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int ow0 = blockIdx.x * kBM, oh = blockIdx.y, n = blockIdx.z;
+  const int ow0 = blockIdx.x * kBM, n = blockIdx.z;
+  const int rows = (p.OH + gridDim.y - 1) / gridDim.y;
+  const int oh0 = blockIdx.y * rows, oh1 = min(p.OH, oh0 + rows);
   // The weights are constants: loaded before waiting for the kernel that writes the input.
   for (int i = tid; i < kBN * kWRow / 16; i += 128) {
     const int k = i / (kWRow / 16), off = i % (kWRow / 16) * 16;
@@ -1007,55 +1015,66 @@ __global__ void __launch_bounds__(128) conv_stem_halo_kernel(const ConvParams p,
     }
     *reinterpret_cast<uint4*>(ws + k * kWRow + off) = v;
   }
-  pdl_wait();
-  for (int i = tid; i < 3 * kPix * (kPixBytes / 16); i += 128) {
-    const int chunk = i % (kPixBytes / 16), px = i / (kPixBytes / 16) % kPix, r = i / (kPixBytes / 16) / kPix;
-    const int ih = oh - 1 + r, iw = ow0 - 1 + px;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (ih >= 0 && ih < p.H && iw >= 0 && iw < p.W) {
-      v = *reinterpret_cast<const uint4*>(static_cast<const char*>(a.x) +
-                                          (static_cast<int64_t>(n * p.H + ih) * p.W + iw) * p.in_ld * kElem + chunk * 16);
-    }
-    *reinterpret_cast<uint4*>(xs + (r * kPix + px) * kPixBytes + chunk * 16) = v;
-  }
   if (tid == 0) *reinterpret_cast<uint4*>(xs + kZero) = make_uint4(0, 0, 0, 0);
-  __syncthreads();
+  // Input row ih (zeros outside the image) into its ring slot where `needed`, one commit group either way.
+  const auto load_row = [&](int ih, bool needed) {
+    const uint32_t slot = smem_addr(xs + (ih & (kRing - 1)) * kRowBytes);
+    for (int i = tid; needed && i < kRowBytes / 16; i += 128) {
+      const int px = i / (kPixBytes / 16), chunk = i % (kPixBytes / 16);
+      const int iw = ow0 - 1 + px;
+      const bool ok = ih >= 0 && ih < p.H && iw >= 0 && iw < p.W;
+      const char* src = static_cast<const char*>(a.x) +
+                        (ok ? ((static_cast<int64_t>(n) * p.H + ih) * p.W + iw) * p.in_ld * kElem + chunk * 16 : 0);
+      cp_async16(slot + i * 16, src, ok ? 16 : 0);
+    }
+    cp_async_commit();
+  };
+  pdl_wait();
+#pragma unroll
+  for (int r = -1; r <= kRing - 3; ++r) load_row(oh0 + r, oh0 + r <= oh1);  // the strip's rows reach oh1
 
-  Acc acc[1][4][4] = {};
   // ldmatrix.x4 addressing: A's four 8x8 matrices are (rows 0-7 | 8-15) x (first | second k half), B's (n-tile j |
   // j + 1) x (first | second k half); for int8 a k half is one tap.
   const int a_row = warp * 16 + (lane & 7) + (lane >> 3 & 1) * 8, a_half = lane >> 4;
   const int b_row = (lane & 7) + (lane >> 4) * 8, b_half = lane >> 3 & 1;
-  const auto pixel = [&](int tap) {  // this lane's A row for `tap`: its input pixel in the halo
-    if (tap >= 9) return smem_addr(xs + kZero);
-    return smem_addr(xs + ((tap / 3) * kPix + a_row + tap % 3) * kPixBytes);
-  };
-  constexpr int kSteps = kI8 ? 5 : 9;
+  const Staging st = staging(p, a);
+  for (int oh = oh0; oh < oh1; ++oh) {
+    __syncthreads();  // every warp is done with the slot the next load refills (row oh - 2's)
+    load_row(oh + kRing - 2, oh + kRing - 2 <= oh1);
+    cp_async_wait<kRing - 3>();  // rows oh - 1 .. oh + 1; the later ones may be in flight
+    __syncthreads();
+    const auto pixel = [&](int tap) {  // this lane's A row for `tap`: its input pixel in the ring
+      if (tap >= 9) return smem_addr(xs + kZero);
+      return smem_addr(xs + ((oh - 1 + tap / 3) & (kRing - 1)) * kRowBytes + (a_row + tap % 3) * kPixBytes);
+    };
+    Acc acc[1][4][4] = {};
+    constexpr int kSteps = kI8 ? 5 : 9;
 #pragma unroll
-  for (int st = 0; st < kSteps; ++st) {
-    uint32_t af[4];
-    if constexpr (kI8) {
-      ldmatrix_x4(pixel(2 * st + a_half), af[0], af[1], af[2], af[3]);
-    } else {
-      ldmatrix_x4(pixel(st) + a_half * 16, af[0], af[1], af[2], af[3]);
-    }
-#pragma unroll
-    for (int jp = 0; jp < 2; ++jp) {
-      uint32_t b[4];
-      const int off = kI8 ? (2 * st + b_half) * kPixBytes : st * kPixBytes + b_half * 16;
-      ldmatrix_x4(smem_addr(ws + (jp * 16 + b_row) * kWRow + off), b[0], b[1], b[2], b[3]);
+    for (int step = 0; step < kSteps; ++step) {
+      uint32_t af[4];
       if constexpr (kI8) {
-        mma_16832_s8(acc[0][2 * jp], af, b[0], b[1]);
-        mma_16832_s8(acc[0][2 * jp + 1], af, b[2], b[3]);
+        ldmatrix_x4(pixel(2 * step + a_half), af[0], af[1], af[2], af[3]);
       } else {
-        mma_16816(acc[0][2 * jp], af, b[0], b[1]);
-        mma_16816(acc[0][2 * jp + 1], af, b[2], b[3]);
+        ldmatrix_x4(pixel(step) + a_half * 16, af[0], af[1], af[2], af[3]);
+      }
+#pragma unroll
+      for (int jp = 0; jp < 2; ++jp) {
+        uint32_t b[4];
+        const int off = kI8 ? (2 * step + b_half) * kPixBytes : step * kPixBytes + b_half * 16;
+        ldmatrix_x4(smem_addr(ws + (jp * 16 + b_row) * kWRow + off), b[0], b[1], b[2], b[3]);
+        if constexpr (kI8) {
+          mma_16832_s8(acc[0][2 * jp], af, b[0], b[1]);
+          mma_16832_s8(acc[0][2 * jp + 1], af, b[2], b[3]);
+        } else {
+          mma_16816(acc[0][2 * jp], af, b[0], b[1]);
+          mma_16816(acc[0][2 * jp + 1], af, b[2], b[3]);
+        }
       }
     }
+    if (oh + 1 == oh1) pdl_trigger();
+    tile_epilogue<kBM, kBN, 16, 32, 128, kI8>(p, a, st, p.N * p.OH * p.OW, (n * p.OH + oh) * p.OW + ow0, 0, warp, 0,
+                                              lane, acc, tile);
   }
-  pdl_trigger();
-  tile_epilogue<kBM, kBN, 16, 32, 128, kI8>(p, a, staging(p, a), p.N * p.OH * p.OW, (n * p.OH + oh) * p.OW + ow0, 0, warp, 0, lane,
-                                            acc, tile);
 }
 
 bool stem_halo_fits(const ConvParams& p) {
@@ -1193,7 +1212,10 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
   if (c.persist) {  // about one wave, the blocks that fit on the SMs at once, shared by the N tiles and K splits
     mblocks = std::min(mblocks, std::max<int64_t>(1, g_sms * g_blocks_per_sm[config] / (ntiles * p.splits)));
   }
-  const dim3 grid = c.halo ? dim3(p.OW / 64, p.OH, p.N)
+  // The stem: a strip of rows per block, at least 8 blocks per SM where there are rows enough, at most 16 rows each.
+  const int64_t strip_rows = std::clamp<int64_t>(p.OH / ceil_div(g_sms * 8, (p.OW / 64) * p.N), 1, 16);
+  const int64_t strips = ceil_div(p.OH, strip_rows);
+  const dim3 grid = c.halo ? dim3(p.OW / 64, static_cast<unsigned>(strips), p.N)
                            : dim3(static_cast<unsigned>(mblocks), static_cast<unsigned>(ntiles),
                                   static_cast<unsigned>(p.splits));
   ConvParams q = p;
