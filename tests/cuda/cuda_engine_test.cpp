@@ -832,6 +832,36 @@ TEST(CudaEngine, GroupedInt8ConvsMatchTheReferenceExactly) {
   EXPECT_EQ(grouped, 3);
 }
 
+// The shipped detector's `precision` plan built twice, with the ONNX bindings and with `input_format` and an fp16
+// output, both run on the same random batch (seed): the two outputs (the second fp16, of the first's shape) and the
+// formatted engine.
+struct FormattedRun {
+  std::unique_ptr<Engine> fmt;
+  Tensor x, base_out, fmt_out;
+};
+void run_formatted(const std::string& precision, const std::string& input_format, uint32_t seed, FormattedRun* r) {
+  const std::string model = test::source_dir() + "/models/yolov5n_fmnist_det.onnx";
+  BuildOptions opt;
+  opt.device = "cuda";
+  opt.precision = precision;
+  if (precision == "int8") opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
+  auto base = build_engine(model, opt);
+  ASSERT_TRUE(base) << base.status().to_string();
+  opt.input_formats = {input_format};
+  opt.output_formats = {"fp16"};
+  auto fmt = build_engine(model, opt);
+  ASSERT_TRUE(fmt) << fmt.status().to_string();
+  r->fmt = std::move(*fmt);
+  r->x = test::random_f32({1, 3, 640, 640}, seed, 0.f, 1.f);
+  auto a = (*base)->run({{"images", r->x}});
+  auto b = r->fmt->run({{"images", r->x}});
+  ASSERT_TRUE(a && b) << b.status().to_string();
+  r->base_out = (*a)[0];
+  r->fmt_out = (*b)[0];
+  ASSERT_EQ(r->fmt_out.dtype(), DType::kFloat16);
+  ASSERT_EQ(r->fmt_out.shape(), r->base_out.shape());
+}
+
 // I/O formats on the shipped detector's INT8 plan: an int8 NHWC input binding and an fp16 output binding give the
 // fp32-binding plan's output rounded to fp16 (the stem's space-to-depth reads the int8 binding as is, INT8 convs
 // are exact whatever kernel runs them, and the input is quantized by the same rule on the host): bit for bit in the
@@ -841,32 +871,19 @@ TEST(CudaEngine, GroupedInt8ConvsMatchTheReferenceExactly) {
 // head decode writes the fp16 output itself.
 TEST(CudaEngine, IoFormatsInt8NhwcInFp16Out) {
   SKIP_WITHOUT_GPU();
-  const std::string model = test::source_dir() + "/models/yolov5n_fmnist_det.onnx";
-  BuildOptions opt;
-  opt.device = "cuda";
-  opt.precision = "int8";
-  opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
-  auto base = build_engine(model, opt);
-  ASSERT_TRUE(base) << base.status().to_string();
-  opt.input_formats = {"int8:nhwc"};
-  opt.output_formats = {"fp16"};
-  auto fmt = build_engine(model, opt);
-  ASSERT_TRUE(fmt) << fmt.status().to_string();
-  const TensorDesc& in = (*fmt)->inputs()[0];
+  FormattedRun r;
+  ASSERT_NO_FATAL_FAILURE(run_formatted("int8", "int8:nhwc", 31, &r));
+  const std::unique_ptr<Engine>& fmt = r.fmt;
+  const Tensor& x = r.x;
+  const TensorDesc& in = fmt->inputs()[0];
   EXPECT_EQ(io_format_str(in), "int8:nhwc");
-  EXPECT_EQ(io_format_str((*fmt)->outputs()[0]), "fp16:nchw");
+  EXPECT_EQ(io_format_str(fmt->outputs()[0]), "fp16:nchw");
 
-  const Tensor x = test::random_f32({1, 3, 640, 640}, 31, 0.f, 1.f);
-  auto a = (*base)->run({{"images", x}});
-  auto b = (*fmt)->run({{"images", x}});
-  ASSERT_TRUE(a && b) << b.status().to_string();
-  ASSERT_EQ((*b)[0].dtype(), DType::kFloat16);
-  ASSERT_EQ((*b)[0].shape(), (*a)[0].shape());
-  const int64_t n = (*a)[0].numel(), cols = (*a)[0].shape().back();
+  const int64_t n = r.base_out.numel(), cols = r.base_out.shape().back();
   int64_t differ = 0, far = 0, box_differ = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const float want = (*a)[0].data<float>()[i];
-    const uint16_t got = (*b)[0].data<uint16_t>()[i], rounded = float_to_half(want);
+    const float want = r.base_out.data<float>()[i];
+    const uint16_t got = r.fmt_out.data<uint16_t>()[i], rounded = float_to_half(want);
     if (i % cols >= 4) {
       differ += got != rounded;
       continue;
@@ -880,14 +897,14 @@ TEST(CudaEngine, IoFormatsInt8NhwcInFp16Out) {
               static_cast<long long>(box_differ), static_cast<long long>(n / cols * 4));
   auto memory = to_binding_format(x, in);
   ASSERT_TRUE(memory);
-  auto c = (*fmt)->run({{"images", *memory}});
+  auto c = fmt->run({{"images", *memory}});
   ASSERT_TRUE(c) << c.status().to_string();
-  EXPECT_EQ(test::max_abs_diff((*b)[0], (*c)[0]), 0.0);
-  auto wrong = (*fmt)->run({{"images", Tensor(DType::kInt8, {1, 3, 640, 640})}});  // int8 memory is NHWC
+  EXPECT_EQ(test::max_abs_diff(r.fmt_out, (*c)[0]), 0.0);
+  auto wrong = fmt->run({{"images", Tensor(DType::kInt8, {1, 3, 640, 640})}});  // int8 memory is NHWC
   ASSERT_FALSE(wrong);
   EXPECT_NE(wrong.status().message().find("int8:nhwc"), std::string::npos) << wrong.status().to_string();
 
-  auto layers = dynamic_cast<cuda::CudaEngine&>(**fmt).layer_info({{"images", {1, 3, 640, 640}}});
+  auto layers = dynamic_cast<cuda::CudaEngine&>(*fmt).layer_info({{"images", {1, 3, 640, 640}}});
   ASSERT_TRUE(layers);
   int converts = 0;
   for (const auto& l : *layers) converts += l.kernel == "convert_tensor";
@@ -897,13 +914,13 @@ TEST(CudaEngine, IoFormatsInt8NhwcInFp16Out) {
 
   // The formats are kept in the plan.
   const std::string plan = test::temp_dir("io_formats") + "/y.plan";
-  ASSERT_TRUE((*fmt)->save(plan).is_ok());
+  ASSERT_TRUE(fmt->save(plan).is_ok());
   auto loaded = load_engine(plan);
   ASSERT_TRUE(loaded) << loaded.status().to_string();
   EXPECT_EQ(io_format_str((*loaded)->inputs()[0]), "int8:nhwc");
   auto d = (*loaded)->run({{"images", x}});
   ASSERT_TRUE(d);
-  EXPECT_EQ(test::max_abs_diff((*b)[0], (*d)[0]), 0.0);
+  EXPECT_EQ(test::max_abs_diff(r.fmt_out, (*d)[0]), 0.0);
 }
 
 // The bindings PyTorch's FP16 model has (bench/yolov5s_vs_pytorch.py): an fp16 NHWC input, which the stem's
@@ -912,25 +929,10 @@ TEST(CudaEngine, IoFormatsInt8NhwcInFp16Out) {
 // picks may differ) and to the reference's; no layer converts a binding.
 TEST(CudaEngine, IoFormatsFp16NhwcInFp16Out) {
   SKIP_WITHOUT_GPU();
-  const std::string model = test::source_dir() + "/models/yolov5n_fmnist_det.onnx";
-  BuildOptions opt;
-  opt.device = "cuda";
-  opt.precision = "fp16";
-  auto base = build_engine(model, opt);
-  ASSERT_TRUE(base) << base.status().to_string();
-  opt.input_formats = {"fp16:nhwc"};
-  opt.output_formats = {"fp16"};
-  auto fmt = build_engine(model, opt);
-  ASSERT_TRUE(fmt) << fmt.status().to_string();
-  const Tensor x = test::random_f32({1, 3, 640, 640}, 32, 0.f, 1.f);
-  auto a = (*base)->run({{"images", x}});
-  auto b = (*fmt)->run({{"images", x}});
-  ASSERT_TRUE(a && b) << b.status().to_string();
-  ASSERT_EQ((*b)[0].dtype(), DType::kFloat16);
-  ASSERT_EQ((*b)[0].shape(), (*a)[0].shape());
-  const double range = max_abs((*a)[0]);
-  EXPECT_LE(test::max_abs_diff((*a)[0], (*b)[0]), 1e-3 * range);
-  auto layers = dynamic_cast<cuda::CudaEngine&>(**fmt).layer_info({{"images", {1, 3, 640, 640}}});
+  FormattedRun r;
+  ASSERT_NO_FATAL_FAILURE(run_formatted("fp16", "fp16:nhwc", 32, &r));
+  EXPECT_LE(test::max_abs_diff(r.base_out, r.fmt_out), 1e-3 * max_abs(r.base_out));
+  auto layers = dynamic_cast<cuda::CudaEngine&>(*r.fmt).layer_info({{"images", {1, 3, 640, 640}}});
   ASSERT_TRUE(layers);
   for (const auto& l : *layers) EXPECT_NE(l.kernel, "convert_tensor") << l.name;
   EXPECT_EQ(layers->front().in_format, "nhwc3:fp16");
