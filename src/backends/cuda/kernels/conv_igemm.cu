@@ -1213,12 +1213,12 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
   if (c.persist) {  // about one wave, the blocks that fit on the SMs at once, shared by the N tiles and K splits
     mblocks = std::min(mblocks, std::max<int64_t>(1, g_sms * g_blocks_per_sm[config] / (ntiles * p.splits)));
   }
-  // The stem: a strip of rows per block, at least 8 blocks per SM where there are rows enough, at most 16 rows each.
-  const int64_t strip_rows = std::clamp<int64_t>(p.OH / ceil_div(g_sms * 8, (p.OW / 64) * p.N), 1, 16);
-  const int64_t strips = ceil_div(p.OH, strip_rows);
-  const dim3 grid = c.halo ? dim3(p.OW / 64, static_cast<unsigned>(strips), p.N)
-                           : dim3(static_cast<unsigned>(mblocks), static_cast<unsigned>(ntiles),
-                                  static_cast<unsigned>(p.splits));
+  dim3 grid(static_cast<unsigned>(mblocks), static_cast<unsigned>(ntiles), static_cast<unsigned>(p.splits));
+  if (c.halo) {  // the stem (OW a multiple of 64): a strip of rows per block, at least 8 blocks per SM where there
+                 // are rows enough, at most 16 rows each
+    const int64_t strip_rows = std::clamp<int64_t>(p.OH / ceil_div(g_sms * 8, (p.OW / 64) * p.N), 1, 16);
+    grid = dim3(p.OW / 64, static_cast<unsigned>(ceil_div(p.OH, strip_rows)), p.N);
+  }
   ConvParams q = p;
   q.direct_epilogue = g_direct_epilogue;
   launch_pdl(c.kernel, grid, dim3(c.threads), c.stages * (c.bm + c.bn) * c.row, stream, q, a);

@@ -19,9 +19,9 @@ __device__ __forceinline__ int quantize_int8(float v, float scale) {
 
 // round_half_even(v * rcp) saturated to [-128, 127], without a branch (three instructions), as the float
 // 1.5 * 2^23 + q: adding 1.5 * 2^23 in the FMA rounds the exact product to an integer in the low mantissa bits, whose
-// low byte is then q's two's complement (pack_int8_biased). rcp = 1 / scale rounded: the product is within 2^-23 relative of
-// the quotient, so this differs from quantize_int8 only where v / scale lies within about 1e-5 of a half-integer
-// (within +-1 LSB, not bit-exact). NaN gives -128.
+// low byte is then q's two's complement (pack_int8_biased). rcp = 1 / scale rounded: the product is within 2^-23
+// relative of the quotient, so this differs from quantize_int8 only where v / scale lies within about 1e-5 of a
+// half-integer (within +-1 LSB, not bit-exact). NaN gives -128.
 constexpr float kRoundMagic = 12582912.f;
 __device__ __forceinline__ float quantize_int8_biased(float v, float rcp) {
   return fminf(fmaxf(fmaf(v, rcp, kRoundMagic), kRoundMagic - 128.f), kRoundMagic + 127.f);
