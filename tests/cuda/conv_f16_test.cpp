@@ -126,7 +126,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvF16,
                                            Case{16, 64, 96, 96, 64, 1, 1, 1, 0},
                                            // 36 K tiles (the pipelines wrap around their stages many times), 256
                                            // output channels (one 256-wide N tile), a partial M tile
-                                           Case{1, 128, 10, 10, 256, 3, 3, 1, 1}));
+                                           Case{1, 128, 10, 10, 256, 3, 3, 1, 1},
+                                           // thin 3x3 layers: halo3x3_f16_c32 runs too (several strips of rows)
+                                           Case{4, 32, 40, 64, 32, 3, 3, 1, 1}, Case{1, 32, 5, 96, 24, 3, 3, 1, 1}));
 
 // On Hopper the binary built for sm_90a runs the wgmma configurations: the tests above cover them only if they are
 // offered, so a probe that fails (a build without 90a, a driver that loads the sm_90 code) fails here.

@@ -246,7 +246,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvInt8,
                                            // 32 rows per SM: several per block in every configuration
                                            Case{16, 64, 96, 96, 64, 1, 1, 1, 0},
                                            // 18 K tiles, a partial M tile
-                                           Case{1, 128, 10, 10, 128, 3, 3, 1, 1}));
+                                           Case{1, 128, 10, 10, 128, 3, 3, 1, 1},
+                                           // thin 3x3 layers: halo3x3_i8_c32 runs too (several strips of rows)
+                                           Case{4, 32, 40, 64, 32, 3, 3, 1, 1}, Case{1, 32, 5, 96, 24, 3, 3, 1, 1}));
 
 }  // namespace
 }  // namespace qd

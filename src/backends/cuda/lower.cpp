@@ -600,6 +600,23 @@ class Lowerer {
     add_layer(std::move(l));
     return t;
   }
+  // The image tensor a stem conv over graph input v (lowered on its space-to-depth) reads itself with
+  // conv_stem_image_kernel, instead of a space-to-depth (or quantize) pass's copy; -1 where that kernel does not
+  // fit: a 6x6 stride-2 pad-2 conv (3x3 over the space-to-depth) with at most 32 outputs and 32k output columns over
+  // a 3-channel fp16 or fp32 image (NCHW, or NHWC without padding channels). QD_NO_IMAGE_STEM keeps the pass (A/B
+  // runs).
+  Expected<int> image_stem_input(int v, const ops::ConvGeom& geo) {
+    static const bool off = std::getenv("QD_NO_IMAGE_STEM") != nullptr;
+    if (off || !uses_source("qdeploy") || geo.group != 1 || geo.c != 3 || geo.kh != 6 || geo.kw != 6 || geo.sh != 2 ||
+        geo.sw != 2 || geo.ph != 2 || geo.pw != 2 || geo.dh != 1 || geo.dw != 1 || geo.m > 32 ||
+        geo.oh * 2 != geo.h || geo.ow * 2 != geo.w || geo.ow % 32 != 0) {
+      return -1;
+    }
+    const int t = io_in_[v] >= 0 ? io_in_[v] : QD_TRY(ensure_generic(v));
+    const TensorRef& r = inst_->tensors[t];
+    const bool dtype_ok = r.dtype == DType::kFloat16 || r.dtype == DType::kFloat32;
+    return dtype_ok && (!r.nhwc || (r.ld == geo.c && r.coff == 0)) ? t : -1;
+  }
   bool is_float4d(int v) const {
     return v >= 0 && g_.values[v].dtype == DType::kFloat32 && g_.values[v].shape.size() == 4 && !g_.is_constant(v);
   }
@@ -648,7 +665,7 @@ class Lowerer {
   // value for every other consumer (the reference's rule), which then replaces v.
   Status resolve(int v) {
     if (v < 0 || qscale_.empty() || qscale_[v] == 0.f || q8_[v] >= 0) return Status::ok();
-    if (s2d_[v]) return ensure_s2d(v, true).status();
+    if (s2d_[v]) return Status::ok();  // lower_conv makes its int8 space-to-depth copy where a stem needs one
     if (io_in_[v] >= 0 && inst_->tensors[io_in_[v]].dtype == DType::kInt8) {
       // An int8 input binding already holds the quantized value (the binding's scale is the INT8 scale): the INT8
       // convs read it in place when its pixels are 16-byte rows, other readers its dequantized conversion.
@@ -1264,7 +1281,12 @@ class Lowerer {
     l->int8 = int8;
     l->p.exact_silu = int8 && in_.opt->int8_mode == "bitexact";
     const bool s2d = s2d_[n.inputs[0]];
-    l->in = s2d ? QD_TRY(ensure_s2d(n.inputs[0], int8)) : int8 ? q8_[n.inputs[0]] : QD_TRY(ensure_fast(n.inputs[0]));
+    const int image = s2d ? QD_TRY(image_stem_input(n.inputs[0], geo)) : -1;
+    if (image >= 0) {
+      l->in = image;
+    } else {
+      l->in = s2d ? QD_TRY(ensure_s2d(n.inputs[0], int8)) : int8 ? q8_[n.inputs[0]] : QD_TRY(ensure_fast(n.inputs[0]));
+    }
     if (res_value >= 0) {
       QD_RETURN_IF_ERROR(resolve(res_value));
       if (int8 && !q8_.empty() && q8_[res_value] >= 0 && !s2d_[res_value]) {
@@ -1307,6 +1329,13 @@ class Lowerer {
     p.OH = static_cast<int>(geo.oh);
     p.OW = static_cast<int>(geo.ow);
     p.Kp = l->w->Kp;
+    if (image >= 0) {
+      const TensorRef& x = inst_->tensors[image];
+      p.in_format = x.dtype == DType::kFloat16 ? InFormat::kImageF16 : InFormat::kImageF32;
+      p.in_nchw = !x.nhwc;
+      p.in_channels = static_cast<int>(geo.c);
+      if (int8) p.in_scale = qscale_[n.inputs[0]];
+    }
     p.act = act;
     p.act_a = aa;
     p.act_b = ab;
@@ -1878,6 +1907,10 @@ class Lowerer {
     std::snprintf(buf, sizeof buf, "%s:n%d:h%dw%dc%d:k%d:r%ds%d:st%dx%d:p%dx%d:d%dx%d:o%d:res%d",
                   int8 ? "conv_i8" : "conv_f16", p.N, p.H, p.W, p.C, p.K, p.R, p.S, p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w,
                   static_cast<int>(p.out_format), res);
+    if (p.in_format != InFormat::kNhwc) {  // a stem reading the image: its layout and dtype
+      return std::string(buf) + ":image" + (p.in_nchw ? "_nchw" : "_nhwc") + std::to_string(p.in_channels) +
+             (p.in_format == InFormat::kImageF16 ? "_f16" : "_f32");
+    }
     return buf;
   }
   // Batch sizes inside a plan's profile that the builder did not time (a last, partial batch) take the choice made
@@ -1928,7 +1961,7 @@ class Lowerer {
   // cuDNN's algorithms compute fp16 layers only.
   std::vector<Candidate> candidates(const ConvLayer& c) const {
     std::vector<Candidate> out;
-    if (!c.int8 && uses_source("cudnn")) {
+    if (!c.int8 && c.p.in_format == InFormat::kNhwc && uses_source("cudnn")) {
       for (int algo : CudnnConv::algorithms(launch_params(c))) out.push_back({0, 1, algo});
     }
     if (!out.empty() && !uses_source("qdeploy")) return out;

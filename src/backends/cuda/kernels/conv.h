@@ -20,6 +20,12 @@ enum class Act : int { kNone = 0, kRelu, kSilu, kSigmoid, kLeakyRelu, kHardSwish
 const char* act_name(Act a);
 
 enum class OutFormat : int { kNhwcF16 = 0, kNchwF16, kNchwF32, kNhwcI8 };
+// What the input is. kNhwc: NHWC with C (padded) values per pixel, in_ld apart, in the conv's precision (the tile
+// kernels). kImageF16 / kImageF32: a stem's image as the engine got it, fp16 or fp32, NCHW planes (in_nchw) or NHWC
+// pixels of exactly in_channels values, in_channels <= 4; the conv is the stride-1 one over its space-to-depth (H, W
+// and the kernel halved, C = 16 packed channels; lower.cpp's space_to_depth_weights) and the stem kernel reads the
+// image itself (conv_stem_image_kernel), quantizing it with in_scale for INT8.
+enum class InFormat : int { kNhwc = 0, kImageF16, kImageF32 };
 // The optional second output (ConvArgs::y2), always NHWC: fp16, or int8 quantized with ConvParams::out2_scale.
 enum class Out2Format : int { kF16 = 0, kI8 };
 
@@ -30,6 +36,10 @@ struct ConvParams {
   int OH = 0, OW = 0;
   int Kp = 0;                      // weight row length: R*S*C rounded up to 32
   int in_ld = 0;                   // elements between input pixels (>= C)
+  InFormat in_format = InFormat::kNhwc;
+  bool in_nchw = false;            // kImage*: NCHW planes, else NHWC pixels of in_ld = in_channels values
+  int in_channels = 0;             // kImage*: the image's channels
+  float in_scale = 1.f;            // kImage* INT8: the image's quantization scale
   int out_ld = 0, out_coff = 0;    // NHWC output: elements between pixels, first channel
   int out2_ld = 0, out2_coff = 0;  // the same for ConvArgs::y2
   int res_ld = 0;                  // residual (NHWC) elements between pixels

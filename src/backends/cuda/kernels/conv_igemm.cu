@@ -422,6 +422,21 @@ __device__ __forceinline__ float exact_silu_near_tie(const ConvParams& p, const 
   return has_residual(a) ? e + residual_at(p, a, m, k) : e;
 }
 
+// The staged epilogues' barrier and first thread index: a tile shared by the block's kThreads threads, or (kThreads =
+// 32) a warp's own tile (conv_stem_image_kernel), which needs only the warp's.
+template <int kThreads>
+__device__ __forceinline__ void tile_sync() {
+  if constexpr (kThreads == 32) {
+    __syncwarp();
+  } else {
+    __syncthreads();
+  }
+}
+template <int kThreads>
+__device__ __forceinline__ int tile_thread() {
+  return kThreads == 32 ? static_cast<int>(threadIdx.x & 31) : static_cast<int>(threadIdx.x);
+}
+
 // The epilogue of igemm_epilogue's paired path, for NHWC outputs (stageable), through shared memory: the warps write
 // their fragments' activated values (fp32, the rounding of the register path) into the tile in `smem`, then each
 // thread takes 8 consecutive channels of a pixel and adds the residual, converts and stores them with 16-byte (fp16) or
@@ -452,14 +467,14 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
         *reinterpret_cast<float2*>(tile + at(r, c)) = kExact ? ch.affine(acc[i][j], h) : ch.activate(p, acc[i][j], h);
       }
   }
-  __syncthreads();
+  tile_sync<kThreads>();
   const bool i8 = p.out_format == OutFormat::kNhwcI8;
   const SiluTies ties(p, a);
   // Bit-exact plans (exact_silu) round every int8 output as the reference's division; the others with a reciprocal.
   const bool exact = kExact || p.exact_silu;
   const float rcp1 = __frcp_rn(p.out_scale);
   constexpr int kGroups = BN / 8;  // per tile row
-  for (int g = threadIdx.x; g < BM * kGroups; g += kThreads) {
+  for (int g = tile_thread<kThreads>(); g < BM * kGroups; g += kThreads) {
     const int r = g / kGroups, c = g % kGroups * 8;
     const int m = block_m + r, k0 = block_n + c;
     if (m >= M || k0 >= p.K) continue;
@@ -557,10 +572,10 @@ __device__ __forceinline__ void staged_epilogue_nchw(const ConvParams& p, const 
         tile[at(c + 1, r)] = v.y;
       }
   }
-  __syncthreads();
+  tile_sync<kThreads>();
   const int hw = p.OH * p.OW;
   constexpr int kRuns = BM / 8;  // per channel
-  for (int g = threadIdx.x; g < BN * kRuns; g += kThreads) {
+  for (int g = tile_thread<kThreads>(); g < BN * kRuns; g += kThreads) {
     const int c = g / kRuns, r = g % kRuns * 8;
     const int m = block_m + r, k = block_n + c;
     if (m >= M || k >= p.K) continue;
@@ -582,13 +597,13 @@ __device__ __forceinline__ void staged_epilogue_nchw(const ConvParams& p, const 
   }
 }
 
-// The epilogue of a block that computed one M tile (block_m, the N tile at block_n): through shared memory (`tile`,
-// the caller done with it, BM x BN floats) where staging() allowed (st), else from the registers.
+// The epilogue of a block (or, kThreads = 32, a warp) that computed one M tile (block_m, the N tile at block_n): through
+// shared memory (`tile`, the caller done with it, BM x BN floats) where staging() allowed (st), else from the registers.
 template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, typename Acc, int kMT, int kNT>
 __device__ __forceinline__ void tile_epilogue(const ConvParams& p, const ConvArgs& a, Staging st, int M, int block_m,
                                               int block_n, int warp_m, int warp_n, int lane,
                                               const Acc (&acc)[kMT][kNT][4], float* tile) {
-  if (st != Staging::kNone) __syncthreads();  // every warp is done with the shared memory `tile` reuses
+  if (st != Staging::kNone) tile_sync<kThreads>();  // every thread is done with the shared memory `tile` reuses
   constexpr int kSilu = static_cast<int>(Act::kSilu), kSigmoid = static_cast<int>(Act::kSigmoid);
   if (st == Staging::kNhwc && p.act == Act::kSilu) {
     if constexpr (kI8) {
@@ -1084,15 +1099,319 @@ bool stem_halo_fits(const ConvParams& p) {
          p.OH == p.H && p.OW == p.W && p.splits == 1 && p.Kp >= 9 * 16;
 }
 
+// What conv_warp_halo_kernel reads: NHWC activations of 32 channels (kActs), or a stem's 3-channel image, fp16 or
+// fp32, NHWC or NCHW.
+enum HaloSrc : int { kActs = 0, kImageF16Nhwc, kImageF16Nchw, kImageF32Nhwc, kImageF32Nchw };
+
+// A 3x3 stride-1 pad-1 convolution with at most 32 outputs over 16 or 32 input channels, by warps that each work alone
+// (no barrier after the weights' load): a warp takes 32 output columns of a strip of rows and sweeps down it a row at
+// a time, its input rows (34 pixels with the halo) in a ring of 4 in its own shared memory, filled a row ahead, and
+// its tensor-core fragments read from there (pixels' 16-byte chunks XOR-swizzled, so that ldmatrix's 8 rows fall in
+// distinct banks). The MMAs of a step share their weight fragments (ldmatrix from the block's copy, rows padded by
+// 16 bytes against bank conflicts). Two sources:
+// - kActs: a thin layer's NHWC activations (32 channels, pixels 16-byte aligned), copied into the ring by cp.async;
+//   the implicit GEMM's im2col re-reads each input pixel 9 times through L2 and, for these layers (YOLOv5's C3
+//   bottleneck 3x3 at 160 x 160), had tiles of 32 outputs.
+// - the stem's image (3 channels), with the space-to-depth pass (and for INT8 the quantization) folded in: the conv
+//   is the 3x3 one over the space-to-depth input, whose pixel (i, j) holds the image's 2 x 2 pixels (2i + dy, 2j + dx)
+//   as channels (dy * 2 + dx) * 3 + c (12 of 16; lower.cpp's space_to_depth_weights orders the weights so). Each lane
+//   loads the image values of its space-to-depth pixel (lanes 0 and 1 a second, the halo's) into registers a row
+//   before it converts (fp16) or quantizes (INT8, the contract's exact rule) them and writes the pixel whole.
+//   conv_stem_halo_kernel, which this replaces where the input is the image, took a block-wide barrier per row (three
+//   with its epilogue's), four warps working on each row together, and a separate pass for the space-to-depth (Nsight
+//   Compute: SM 40%, DRAM 17% of peak at batch 32).
+// The usual epilogue (NHWC fp16 or int8 output, SiLU, a residual or not; not bit-exact) stores from the registers with
+// the channels' constants loaded once; the others go through the warp's own tile (tile_epilogue with 32 threads).
+// Registers are capped for 4 blocks per SM: a first version, two output rows per step, took 206 registers, 8 warps
+// per SM, and was bound by latency (Nsight Compute: 4.3 cycles per issued instruction). kI8: m16n8k32 (the stem on two
+// taps per step, a tenth of zero weights), else m16n8k16.
+template <bool kI8, int kSrc>
+__global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams p, const ConvArgs a) {
+  using Acc = std::conditional_t<kI8, int, float>;
+  constexpr bool kImage = kSrc != kActs;
+  constexpr bool kNchw = kSrc == kImageF16Nchw || kSrc == kImageF32Nchw;
+  using TX = std::conditional_t<kSrc == kImageF32Nhwc || kSrc == kImageF32Nchw, float, __half>;  // the image's
+  using Raw = std::conditional_t<std::is_same_v<TX, float>, float2, uint32_t>;  // two neighbouring image values
+  constexpr int kWarps = 4, kCols = 32, kBN = 32, kCin = 3;
+  constexpr int kC = kImage ? 16 : 32;           // input channels (the space-to-depth's 16)
+  constexpr int kPix = kCols + 2;                // pixels in a ring row, with the halo
+  constexpr int kPixBytes = kC * (kI8 ? 1 : 2);  // one pixel's channels, one tap of a weight row
+  constexpr int kChunks = kPixBytes / 16;
+  constexpr int kSlot = kPix * kPixBytes;        // a ring row
+  constexpr int kRing = 4;                       // rows oh - 1 .. oh + 1 for output row oh, and oh + 2 loading
+  constexpr bool kTapPairs = kI8 && kImage;      // m16n8k32 over two 16-channel taps
+  constexpr int kTaps = kTapPairs ? 10 : 9;      // per weight row (a zero tenth)
+  constexpr int kWRow = kTaps * kPixBytes + 16;  // + 16: the 8 rows an ldmatrix phase reads in distinct banks
+  constexpr int kSteps = kTapPairs ? 5 : 9 * kPixBytes / 32;
+  constexpr int kPairs = 2 * kCin;               // image value pairs per space-to-depth pixel
+  // fp16 from an fp16 NHWC image: pair q is channels 2q, 2q + 1 as they are in memory, copied without conversion.
+  constexpr bool kCopy = !kI8 && kSrc == kImageF16Nhwc;
+  extern __shared__ __align__(16) unsigned char halo_smem[];
+  unsigned char* ws = halo_smem;                                                // [kBN][kWRow]
+  unsigned char* ring = ws + kBN * kWRow + (threadIdx.x >> 5) * kRing * kSlot;  // this warp's [kRing][kSlot]
+  float* tile = reinterpret_cast<float*>(ws + kBN * kWRow + kWarps * kRing * kSlot) + (threadIdx.x >> 5) * kCols * kBN;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // Chunk c of pixel px in a ring row.
+  const auto chunk_at = [](int px, int c) { return px * kPixBytes + ((c ^ (px / (8 / kChunks) % kChunks)) << 4); };
+  // The weights are constants: loaded before waiting for the kernel that writes the input.
+  for (int i = tid; i < kBN * kWRow / 16; i += kWarps * 32) {
+    const int k = i / (kWRow / 16), off = i % (kWRow / 16) * 16;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (k < p.K && off < 9 * kPixBytes) {
+      v = *reinterpret_cast<const uint4*>(static_cast<const char*>(a.w) + static_cast<int64_t>(k) * p.Kp *
+                                          (kI8 ? 1 : 2) + off);
+    }
+    *reinterpret_cast<uint4*>(ws + k * kWRow + off) = v;
+  }
+  __syncthreads();
+  // This warp's task: image n, output columns c0 .. c0 + 31, rows oh0 .. oh1 - 1 (a strip; the grid's y extent).
+  const int groups = p.OW / kCols;
+  const int task = blockIdx.x * kWarps + warp;
+  const int rows = (p.OH + gridDim.y - 1) / gridDim.y;
+  const int n = task / groups, c0 = task % groups * kCols;
+  const int oh0 = blockIdx.y * rows, oh1 = min(p.OH, oh0 + rows);
+  if (n >= p.N || oh0 >= oh1) return;
+
+  // kActs: input row ih (zeros outside the image and past the strip's last row oh1) into its slot, one commit group.
+  const auto load_row = [&](int ih) {
+    const bool row_ok = ih >= 0 && ih < p.H && ih <= oh1;
+    const char* src_row = static_cast<const char*>(a.x) + (static_cast<int64_t>(n) * p.H + ih) * p.W * p.in_ld *
+                                                                (kI8 ? 1 : 2);
+    unsigned char* slot = ring + (ih & (kRing - 1)) * kSlot;
+    for (int i = lane; i < kPix * kChunks; i += 32) {
+      const int px = i / kChunks, c = i % kChunks, iw = c0 - 1 + px;
+      const bool ok = row_ok && iw >= 0 && iw < p.W;
+      cp_async16(smem_addr(slot + chunk_at(px, c)), ok ? src_row + (iw * p.in_ld * (kI8 ? 1 : 2) + c * 16) : a.x,
+                 ok ? 16 : 0);
+    }
+    cp_async_commit();
+  };
+
+  // The stem: this lane's space-to-depth pixels, lane and (lanes 0 and 1) the halo's 32 and 33 (columns c0 - 1 + px).
+  const int IH = 2 * p.H, IW = 2 * p.W;
+  const TX* img = static_cast<const TX*>(a.x) + static_cast<int64_t>(n) * kCin * IH * IW;
+  const float rcp = __frcp_rn(p.in_scale);
+  Raw raw[2][kPairs];
+  // Space-to-depth row ih into registers; zeros outside the image and past the strip's last row oh1.
+  const auto fetch = [&](int ih) {
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int iw = c0 - 1 + lane + 32 * k;
+      const bool ok = (k == 0 || lane < 2) && ih >= 0 && ih < p.H && ih <= oh1 && iw >= 0 && iw < p.W;
+      // Pair q's first value: NCHW plane c = q % 3, image row 2 ih + dy (dy = q / 3), columns 2 iw, 2 iw + 1; NHWC
+      // image row 2 ih + dy, values 2 (q % 3), + 1 of pixels 2 iw, 2 iw + 1.
+      const TX* at = img + (kNchw ? (2 * ih) * IW + 2 * iw : ((2 * ih) * IW + 2 * iw) * kCin);
+#pragma unroll
+      for (int q = 0; q < kPairs; ++q) {
+        const TX* src = at + (kNchw ? ((q % kCin) * IH + q / kCin) * IW : (q / kCin) * IW * kCin + 2 * (q % kCin));
+        if constexpr (std::is_same_v<TX, float>) {
+          raw[k][q] = ok ? __ldg(reinterpret_cast<const float2*>(src)) : make_float2(0.f, 0.f);
+        } else {
+          raw[k][q] = ok ? __ldg(reinterpret_cast<const unsigned int*>(src)) : 0u;
+        }
+      }
+    }
+  };
+  const auto value = [](const Raw& r, int hi) -> float {
+    if constexpr (std::is_same_v<TX, float>) {
+      return hi ? r.y : r.x;
+    } else {
+      return __half2float(__ushort_as_half(static_cast<unsigned short>(hi ? r >> 16 : r & 0xffffu)));
+    }
+  };
+  // The registers' pixels written into row ih's ring slot.
+  const auto store = [&](int ih) {
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int px = lane + 32 * k;
+      if (k == 1 && lane >= 2) break;
+      unsigned char* slot = ring + (ih & (kRing - 1)) * kSlot;
+      if constexpr (kCopy) {
+        *reinterpret_cast<uint4*>(slot + chunk_at(px, 0)) = make_uint4(raw[k][0], raw[k][1], raw[k][2], raw[k][3]);
+        *reinterpret_cast<uint4*>(slot + chunk_at(px, 1)) = make_uint4(raw[k][4], raw[k][5], 0u, 0u);
+        continue;
+      }
+      float v[16] = {};  // the pixel's channels
+#pragma unroll
+      for (int q = 0; q < kPairs; ++q)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {  // NHWC: channels 2q, 2q + 1; NCHW: (dy * 2 + e) * 3 + c for q = dy * 3 + c
+          v[kNchw ? (q / kCin * 2 + e) * kCin + q % kCin : 2 * q + e] = value(raw[k][q], e);
+        }
+      if constexpr (kI8) {
+        // The INT8 passes' rounding (quantize_int8, exact), without its per-value branch: the reciprocal's rounding
+        // (biased, as quantize_int8_biased) and the exact remainder of v * rcp, which says whether the division could
+        // round otherwise (within 1e-4 of a half-integer; NaN, infinities); those, rare, are redone by quantize_int8.
+        // Beyond +-256 both saturate alike.
+        float b[16];
+        bool doubt = false;
+#pragma unroll
+        for (int c = 0; c < 4 * kCin; ++c) {
+          const float t = fmaf(v[c], rcp, kRoundMagic);
+          doubt |= !(fabsf(fmaf(v[c], rcp, kRoundMagic - t)) < 0.4999f);
+          b[c] = fminf(fmaxf(t, kRoundMagic - 128.f), kRoundMagic + 127.f);
+        }
+        if (doubt) {
+#pragma unroll
+          for (int c = 0; c < 4 * kCin; ++c) b[c] = kRoundMagic + static_cast<float>(quantize_int8(v[c], p.in_scale));
+        }
+#pragma unroll
+        for (int c = 4 * kCin; c < 16; ++c) b[c] = kRoundMagic;
+        *reinterpret_cast<uint4*>(slot + chunk_at(px, 0)) = make_uint4(
+            pack_int8_biased(b[0], b[1], b[2], b[3]), pack_int8_biased(b[4], b[5], b[6], b[7]),
+            pack_int8_biased(b[8], b[9], b[10], b[11]), pack_int8_biased(b[12], b[13], b[14], b[15]));
+      } else {
+        float lo[8], hi[8];
+#pragma unroll
+        for (int c = 0; c < 8; ++c) lo[c] = v[c], hi[c] = v[8 + c];
+        *reinterpret_cast<uint4*>(slot + chunk_at(px, 0)) = pack_half8(lo);
+        *reinterpret_cast<uint4*>(slot + chunk_at(px, 1)) = pack_half8(hi);
+      }
+    }
+  };
+
+  // ldmatrix.x4 addressing: A's four 8x8 matrices are (rows 0-7 | 8-15) x (first | second 16-byte k chunk), B's
+  // (n-tile j | j + 1) x (first | second k chunk).
+  const int a_row = (lane & 7) + (lane >> 3 & 1) * 8, a_half = lane >> 4;
+  const int b_row = (lane & 7) + (lane >> 4) * 8, b_half = lane >> 3 & 1;
+  const Staging st = staging(p, a);
+  const int M = p.N * p.OH * p.OW;
+  // The register epilogue's cases, its channels' constants loaded once (the staged epilogue's loops and checks were
+  // half of the stem's instructions).
+  const bool lean = st == Staging::kNhwc && p.act == Act::kSilu && !a.y2 && !p.exact_silu;
+  const int kq = (lane & 3) * 2;  // this lane's first channel of each n tile
+  const ChannelPair<kI8, static_cast<int>(Act::kSilu)> ch[4] = {{p, a, kq}, {p, a, 8 + kq}, {p, a, 16 + kq},
+                                                                {p, a, 24 + kq}};
+  const float out_rcp = __frcp_rn(p.out_scale);
+  pdl_wait();
+  if constexpr (kImage) {
+    fetch(oh0 - 1);
+    store(oh0 - 1);
+    fetch(oh0);
+    store(oh0);
+    fetch(oh0 + 1);
+  } else {
+    load_row(oh0 - 1);
+    load_row(oh0);
+    load_row(oh0 + 1);
+  }
+  for (int oh = oh0; oh < oh1; ++oh) {
+    __syncwarp();  // the warp is done with the slot the next row takes
+    if constexpr (kImage) {
+      store(oh + 1);
+      if (oh + 1 < oh1) fetch(oh + 2);  // the next row's, in flight while this one computes
+    } else {
+      load_row(oh + 2);
+      cp_async_wait<1>();  // rows oh - 1 .. oh + 1
+    }
+    __syncwarp();
+    Acc acc[2][4][4] = {};  // [m tile][n tile]
+#pragma unroll
+    for (int step = 0; step < kSteps; ++step) {
+      uint32_t b[2][4];
+#pragma unroll
+      for (int jp = 0; jp < 2; ++jp) {
+        const int off = kTapPairs ? (2 * step + b_half) * 16 : step * 32 + b_half * 16;
+        ldmatrix_x4(smem_addr(ws + (jp * 16 + b_row) * kWRow + off), b[jp][0], b[jp][1], b[jp][2], b[jp][3]);
+      }
+      // A's tap and 16-byte chunk (two taps for the INT8 stem: the tenth reads the ninth's pixel, against zero
+      // weights).
+      const int tap = kTapPairs ? min(2 * step + a_half, 8) : step / (kPixBytes / 32);
+      const int chunk = kTapPairs ? 0 : step % (kPixBytes / 32) * 2 + a_half;
+      const unsigned char* row = ring + ((oh - 1 + tap / 3) & (kRing - 1)) * kSlot;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        uint32_t af[4];
+        ldmatrix_x4(smem_addr(row + chunk_at(i * 16 + a_row + tap % 3, chunk)), af[0], af[1], af[2], af[3]);
+#pragma unroll
+        for (int jp = 0; jp < 2; ++jp) {
+          if constexpr (kI8) {
+            mma_16832_s8(acc[i][2 * jp], af, b[jp][0], b[jp][1]);
+            mma_16832_s8(acc[i][2 * jp + 1], af, b[jp][2], b[jp][3]);
+          } else {
+            mma_16816(acc[i][2 * jp], af, b[jp][0], b[jp][1]);
+            mma_16816(acc[i][2 * jp + 1], af, b[jp][2], b[jp][3]);
+          }
+        }
+      }
+    }
+    if (oh + 1 == oh1) pdl_trigger();
+    const int m0 = (n * p.OH + oh) * p.OW + c0;
+    if (!lean) {
+      tile_epilogue<kCols, kBN, kCols, kBN, 32, kI8>(p, a, st, M, m0, 0, 0, 0, lane, acc, tile);
+      continue;
+    }
+    // From the registers: each lane's 2 channels of 4 n tiles for 4 pixels, stored as pairs (half2, or 2 int8).
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (8 * j >= p.K) break;  // K is a multiple of 8 (staging)
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float2 v = ch[j].activate(p, acc[i][j], h);
+          const int m = m0 + i * 16 + (lane >> 2) + 8 * h, k = 8 * j + kq;
+          if (a.residual) {
+            const __half2 r = *reinterpret_cast<const __half2*>(a.residual + static_cast<int64_t>(m) * p.res_ld + k);
+            v.x += __low2float(r);
+            v.y += __high2float(r);
+          } else if (kI8 && a.residual_i8) {
+            const char2 r = *reinterpret_cast<const char2*>(a.residual_i8 + static_cast<int64_t>(m) * p.res_ld + k);
+            v.x += __fmul_rn(static_cast<float>(r.x), p.res_scale);
+            v.y += __fmul_rn(static_cast<float>(r.y), p.res_scale);
+          }
+          const int64_t at = static_cast<int64_t>(m) * p.out_ld + p.out_coff + k;
+          if constexpr (kI8) {
+            const uint32_t q = __byte_perm(__float_as_uint(quantize_int8_biased(v.x, out_rcp)),
+                                           __float_as_uint(quantize_int8_biased(v.y, out_rcp)), 0x0040);
+            *reinterpret_cast<uint16_t*>(static_cast<int8_t*>(a.y) + at) = static_cast<uint16_t>(q);
+          } else {
+            *reinterpret_cast<__half2*>(static_cast<__half*>(a.y) + at) = __floats2half2_rn(v.x, v.y);
+          }
+        }
+    }
+  }
+  if constexpr (!kImage) cp_async_wait<0>();  // the strip's last loads (rows past it, zeros) land before the exit
+}
+
+// The dynamic shared memory conv_warp_halo_kernel<kI8, kSrc> takes: weights, the warps' rings and their tiles.
+constexpr int warp_halo_smem(bool i8, bool image) {
+  const int pix = (image ? 16 : 32) * (i8 ? 1 : 2);
+  return 32 * ((i8 && image ? 10 : 9) * pix + 16) + 4 * 4 * 34 * pix + 4 * 32 * 32 * 4;
+}
+
+bool stem_image_fits(const ConvParams& p) {
+  return p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 1 && p.pad_w == 1 &&
+         p.dil_h == 1 && p.dil_w == 1 && p.C == 16 && p.in_channels == 3 && (p.in_nchw || p.in_ld == 3) &&
+         p.K <= 32 && p.OW % 32 == 0 && p.OH == p.H && p.OW == p.W && p.splits == 1 && p.Kp >= 9 * 16;
+}
+
+// conv_warp_halo_kernel over activations: 3x3 stride-1 pad-1 over 32 channels in 16-byte aligned pixels, at most 32
+// outputs, whole groups of 32 output columns.
+bool warp_halo_fits(const ConvParams& p, bool i8) {
+  return p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 1 && p.pad_w == 1 &&
+         p.dil_h == 1 && p.dil_w == 1 && p.C == 32 && p.in_ld % (i8 ? 16 : 8) == 0 && p.K <= 32 &&
+         p.OW % 32 == 0 && p.OH == p.H && p.OW == p.W && p.splits == 1 && p.Kp >= 9 * 32;
+}
+
 struct Config {
   const char* name;
   int bm, bn, threads, stages;
   void (*kernel)(ConvParams, ConvArgs);
   bool int8, persist;
-  bool halo = false;  // conv_stem_halo_kernel: only where stem_halo_fits
+  bool halo = false;  // a strip of rows per block (or warp): conv_stem_halo_kernel where stem_halo_fits, or
+                      // conv_warp_halo_kernel (warp_halo set) where stem_image_fits (in != kNhwc) or warp_halo_fits
   bool wg = false;    // wgmma: only where the loaded binary has sm_90a code (g_wgmma)
   int row = 64;       // bytes per tile row (the K extent of a pipeline stage): 64, or 128 for some wgmma ones
+  InFormat in = InFormat::kNhwc;  // the input it reads (ConvParams::in_format)
+  bool nchw = false;              // an image's layout (ConvParams::in_nchw)
+  bool warp_halo = false;         // conv_warp_halo_kernel: a warp per 32 columns of a strip of rows
 };
+
+// The dynamic shared memory a configuration's kernel takes.
+int config_smem(const Config& c) {
+  return c.warp_halo ? warp_halo_smem(c.int8, c.in != InFormat::kNhwc) : c.stages * (c.bm + c.bn) * c.row;
+}
 
 // The wgmma configurations: BM / 64 warpgroups of 128 threads.
 #define QD_WG_CONFIG(BM, BN, S, I8, ROW, NAME) \
@@ -1137,6 +1456,21 @@ const Config kConfigs[] = {
     // The space-to-depth stem with its input rows in shared memory.
     {"stem_halo_f16", 64, 32, 128, 0, conv_stem_halo_kernel<false>, false, false, true},
     {"stem_halo_i8", 64, 32, 128, 0, conv_stem_halo_kernel<true>, true, false, true},
+    // Warps alone on 32 columns of a strip of rows (conv_warp_halo_kernel): the thin 3x3 layers over 32 channels, and
+    // the stem reading the image itself (the space-to-depth pass folded in; fp16 or fp32, NCHW or NHWC).
+#define QD_WARP_HALO(NAME, I8, SRC, IN, NCHW) \
+  {NAME, 32, 32, 128, 0, conv_warp_halo_kernel<I8, SRC>, I8, false, true, false, 64, IN, NCHW, true}
+    QD_WARP_HALO("halo3x3_f16_c32", false, kActs, InFormat::kNhwc, false),
+    QD_WARP_HALO("halo3x3_i8_c32", true, kActs, InFormat::kNhwc, false),
+    QD_WARP_HALO("stem_image_f16_nchw16", false, kImageF16Nchw, InFormat::kImageF16, true),
+    QD_WARP_HALO("stem_image_f16_nhwc16", false, kImageF16Nhwc, InFormat::kImageF16, false),
+    QD_WARP_HALO("stem_image_f16_nchw32", false, kImageF32Nchw, InFormat::kImageF32, true),
+    QD_WARP_HALO("stem_image_f16_nhwc32", false, kImageF32Nhwc, InFormat::kImageF32, false),
+    QD_WARP_HALO("stem_image_i8_nchw16", true, kImageF16Nchw, InFormat::kImageF16, true),
+    QD_WARP_HALO("stem_image_i8_nhwc16", true, kImageF16Nhwc, InFormat::kImageF16, false),
+    QD_WARP_HALO("stem_image_i8_nchw32", true, kImageF32Nchw, InFormat::kImageF32, true),
+    QD_WARP_HALO("stem_image_i8_nhwc32", true, kImageF32Nhwc, InFormat::kImageF32, false),
+#undef QD_WARP_HALO
     // Hopper's warpgroup MMA (sm_90a).
     QD_WG_CONFIG(128, 256, 4, false, 64, "wgmma_f16_128x256_s4"),
     QD_WG_CONFIG(128, 128, 4, false, 64, "wgmma_f16_128x128_s4"),
@@ -1186,8 +1520,12 @@ bool conv_igemm_config_staged(int config) {
 }
 bool conv_igemm_wgmma() { return g_wgmma; }
 bool conv_igemm_config_fits(int config, const ConvParams& p) {
-  return config >= 0 && config < kNumConfigs && (!kConfigs[config].halo || stem_halo_fits(p)) &&
-         (!kConfigs[config].wg || g_wgmma);
+  if (config < 0 || config >= kNumConfigs) return false;
+  const Config& c = kConfigs[config];
+  if (c.in != p.in_format || (c.in != InFormat::kNhwc && c.nchw != p.in_nchw)) return false;
+  if (c.wg && !g_wgmma) return false;
+  if (c.warp_halo) return c.in == InFormat::kNhwc ? warp_halo_fits(p, c.int8) : stem_image_fits(p);
+  return !c.halo || stem_halo_fits(p);
 }
 std::string conv_igemm_config_name(int config) {
   return config >= 0 && config < kNumConfigs ? kConfigs[config].name : "?";
@@ -1197,7 +1535,8 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
   if (config < 0 || config >= kNumConfigs) return internal("conv_igemm: no tile configuration " + std::to_string(config));
   const Config& c = kConfigs[config];
   const int chunk = c.int8 ? 16 : 8;  // elements per 16 bytes
-  if (p.C % chunk != 0 || p.in_ld % chunk != 0 || p.Kp % (4 * chunk) != 0 || p.Kp < p.R * p.S * p.C) {
+  if (c.in == InFormat::kNhwc &&
+      (p.C % chunk != 0 || p.in_ld % chunk != 0 || p.Kp % (4 * chunk) != 0 || p.Kp < p.R * p.S * p.C)) {
     return internal(std::string("conv_igemm: ") + c.name + " needs channels padded to " + std::to_string(chunk) +
                     " and weight rows to " + std::to_string(4 * chunk));
   }
@@ -1214,14 +1553,19 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
     mblocks = std::min(mblocks, std::max<int64_t>(1, g_sms * g_blocks_per_sm[config] / (ntiles * p.splits)));
   }
   dim3 grid(static_cast<unsigned>(mblocks), static_cast<unsigned>(ntiles), static_cast<unsigned>(p.splits));
-  if (c.halo) {  // the stem (OW a multiple of 64): a strip of rows per block, at least 8 blocks per SM where there
-                 // are rows enough, at most 16 rows each
+  if (c.halo && !c.warp_halo) {  // the stem (OW a multiple of 64): a strip of rows per block, at least 8 blocks per
+                                 // SM where there are rows enough, at most 16 rows each
     const int64_t strip_rows = std::clamp<int64_t>(p.OH / ceil_div(g_sms * 8, (p.OW / 64) * p.N), 1, 16);
     grid = dim3(p.OW / 64, static_cast<unsigned>(ceil_div(p.OH, strip_rows)), p.N);
+  } else if (c.warp_halo) {  // a warp per 32 columns of a strip of rows (grid y), at least 32 warps per SM where
+                             // there are rows enough, at most 16 rows each
+    const int64_t columns = p.N * static_cast<int64_t>(p.OW / 32);
+    const int64_t strip_rows = std::clamp<int64_t>(p.OH * columns / (g_sms * 32), 1, 16);
+    grid = dim3(static_cast<unsigned>(ceil_div(columns, 4)), static_cast<unsigned>(ceil_div(p.OH, strip_rows)));
   }
   ConvParams q = p;
   q.direct_epilogue = g_direct_epilogue;
-  launch_pdl(c.kernel, grid, dim3(c.threads), c.stages * (c.bm + c.bn) * c.row, stream, q, a);
+  launch_pdl(c.kernel, grid, dim3(c.threads), config_smem(c), stream, q, a);
   QD_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), c.name));
   if (p.splits > 1) {
     const int64_t total = M * p.K;
@@ -1273,7 +1617,7 @@ Status conv_igemm_init() {
   g_sms = std::max(sms, 1);
   for (int i = 0; i < kNumConfigs; ++i) {
     const Config& c = kConfigs[i];
-    const int smem = c.stages * (c.bm + c.bn) * c.row;
+    const int smem = config_smem(c);
     QD_CUDA_TRY(cudaFuncSetAttribute(c.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     int per_sm = 0;
     QD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, c.kernel, c.threads, smem));

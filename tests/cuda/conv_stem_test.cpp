@@ -1,0 +1,413 @@
+// The stem kernel that reads the image itself (ConvParams::in_format kImageF16 / kImageF32, conv_stem_image_kernel):
+// a 6x6 stride-2 pad-2 conv over an image of 3 channels, NCHW planes or NHWC pixels, fp16 or fp32, computed as the
+// 3x3 stride-1 conv over its space-to-depth. fp16: against the reference backend's fp32 Conv (fp16-exact image and
+// weights), and an fp32 image gives the same bits as the same image in fp16 (the kernel rounds it to fp16). INT8:
+// against the reference's QuantizeLinear of the image, ConvInteger and y = acc * (s_x * s_w[k]) + bias[k],
+// bit-exact, the image quantized by the exact rule (values on rounding ties included). Both also as a stem inside a
+// network writes: NHWC fp16 or int8 with SiLU, against the reference within fp16's rounding or 1 LSB.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "backends/cuda/device.h"
+#include "backends/cuda/device_buffer.h"
+#include "backends/cuda/kernels/conv.h"
+#include "core/half.h"
+#include "ops/op.h"
+#include "ops/quantize.h"
+#include "cuda/conv_case.h"
+#include "cuda/gpu_test.h"
+#include "test_util.h"
+
+namespace qd {
+namespace {
+
+struct StemCase {
+  int n, c, h, w, k;
+};
+
+// The image [N, C, H, W] in the layout and dtype the kernel reads: NCHW as it is, or NHWC of exactly C values.
+std::vector<unsigned char> image_bytes(const Tensor& x, bool nchw, bool f16) {
+  const auto& s = x.shape();
+  const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
+  const size_t esize = f16 ? 2 : 4;
+  std::vector<unsigned char> out(static_cast<size_t>(x.numel()) * esize);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t y = 0; y < H; ++y)
+        for (int64_t xx = 0; xx < W; ++xx) {
+          const float v = x.data<float>()[((n * C + c) * H + y) * W + xx];
+          const int64_t at = nchw ? ((n * C + c) * H + y) * W + xx : ((n * H + y) * W + xx) * C + c;
+          if (f16) {
+            const uint16_t h = float_to_half(v);
+            std::memcpy(out.data() + at * 2, &h, 2);
+          } else {
+            std::memcpy(out.data() + at * 4, &v, 4);
+          }
+        }
+  return out;
+}
+
+// [K][C][6][6] weights as the space-to-depth conv's packed rows: [K][3][3][16] (channel (dy * 2 + dx) * C + c, the
+// rest zero), rows of kp elements.
+template <typename T, typename F>
+std::vector<T> s2d_rows(const Tensor& w, int kp, F cvt) {
+  const auto& s = w.shape();
+  const int64_t K = s[0], C = s[1];
+  std::vector<T> out(static_cast<size_t>(K) * kp, T{});
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c = 0; c < C; ++c)
+      for (int r = 0; r < 6; ++r)
+        for (int q = 0; q < 6; ++q) {
+          const int64_t ch = ((r % 2) * 2 + q % 2) * C + c, tap = (r / 2) * 3 + q / 2;
+          out[k * kp + tap * 16 + ch] = cvt(w.data<float>()[((k * C + c) * 6 + r) * 6 + q]);
+        }
+  return out;
+}
+
+cuda::ConvParams stem_params(const StemCase& cs, int kp, bool nchw, bool f16) {
+  cuda::ConvParams p;
+  p.N = cs.n, p.H = cs.h / 2, p.W = cs.w / 2, p.C = 16, p.K = cs.k, p.R = p.S = 3;
+  p.pad_h = p.pad_w = 1;
+  p.OH = p.H, p.OW = p.W, p.Kp = kp;
+  p.in_format = f16 ? cuda::InFormat::kImageF16 : cuda::InFormat::kImageF32;
+  p.in_nchw = nchw;
+  p.in_channels = cs.c;
+  p.in_ld = nchw ? 0 : cs.c;
+  p.out_format = cuda::OutFormat::kNchwF32;
+  return p;
+}
+
+// The configuration that runs p (one stem kernel per precision and image dtype), or -1.
+int stem_config(const cuda::ConvParams& p, bool int8) {
+  int found = -1;
+  for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) {
+    if (cuda::conv_igemm_config_int8(cfg) != int8 || !cuda::conv_igemm_config_fits(cfg, p)) continue;
+    EXPECT_EQ(found, -1) << "two configurations fit an image stem";
+    found = cfg;
+  }
+  return found;
+}
+
+// The NHWC output with SiLU that a stem inside a network writes (fp16, or int8 with scale out_scale; the kernel's
+// lean register epilogue where K is a multiple of 8), launched with config and read back as NCHW floats (int8: the
+// integers).
+std::vector<float> run_nhwc_silu(cuda::ConvParams p, cuda::ConvArgs a, int cfg, bool i8, float out_scale) {
+  p.out_format = i8 ? cuda::OutFormat::kNhwcI8 : cuda::OutFormat::kNhwcF16;
+  p.out_ld = p.K;
+  p.out_scale = out_scale;
+  p.act = cuda::Act::kSilu;
+  const int64_t hw = static_cast<int64_t>(p.OH) * p.OW, total = p.N * hw * p.K;
+  cuda::DeviceBuffer dy;
+  EXPECT_TRUE(dy.alloc(total * (i8 ? 1 : 2)).is_ok());
+  a.y = dy.get();
+  EXPECT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
+  std::vector<unsigned char> raw(total * (i8 ? 1 : 2));
+  EXPECT_EQ(cudaMemcpy(raw.data(), dy.get(), raw.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  std::vector<float> out(total);
+  for (int64_t i = 0; i < total; ++i) {  // i: NHWC index
+    const int64_t n = i / (hw * p.K), pix = i / p.K % hw, k = i % p.K;
+    uint16_t h;
+    std::memcpy(&h, raw.data() + 2 * i, i8 ? 0 : 2);
+    out[(n * p.K + k) * hw + pix] = i8 ? static_cast<int8_t>(raw[i]) : half_to_float(h);
+  }
+  return out;
+}
+
+float silu(float v) { return v / (1.f + std::exp(-v)); }
+
+Tensor reference(OpType op, const std::vector<const Tensor*>& in) {
+  Node node{"conv", op, op == OpType::Conv ? 13 : 10, {}, {0, 1, 2}, {3}};
+  node.inputs.resize(in.size());
+  node.attrs.set("kernel_shape", std::vector<int64_t>{6, 6});
+  node.attrs.set("strides", std::vector<int64_t>{2, 2});
+  node.attrs.set("pads", std::vector<int64_t>{2, 2, 2, 2});
+  std::vector<DType> types;
+  std::vector<Shape> shapes;
+  for (const Tensor* t : in) types.push_back(t->dtype()), shapes.push_back(t->shape());
+  InferCtx ctx(node, types, shapes, in);
+  EXPECT_TRUE(infer_node(ctx).is_ok());
+  auto ref = run_node(ctx, in);
+  EXPECT_TRUE(ref) << ref.status().to_string();
+  return ref ? (*ref)[0] : Tensor();
+}
+
+class ConvStemImage : public ::testing::TestWithParam<StemCase> {};
+
+TEST_P(ConvStemImage, Fp16MatchesReference) {
+  SKIP_WITHOUT_GPU();
+  const StemCase cs = GetParam();
+  std::mt19937 rng(cs.c * 7 + cs.k);
+  std::uniform_real_distribution<float> ux(0.f, 1.f), uw(-0.1f, 0.1f), ub(-1.f, 1.f);
+  auto fp16 = [](float v) { return half_to_float(float_to_half(v)); };
+  Tensor x(DType::kFloat32, {cs.n, cs.c, cs.h, cs.w}), w(DType::kFloat32, {cs.k, cs.c, 6, 6});
+  Tensor b(DType::kFloat32, {cs.k});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = fp16(ux(rng));
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = fp16(uw(rng));
+  for (int64_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = ub(rng);
+  const Tensor want = reference(OpType::Conv, {&x, &w, &b});
+  ASSERT_EQ(want.shape(), (Shape{cs.n, cs.k, cs.h / 2, cs.w / 2}));
+  double range = 1e-6;
+  for (int64_t i = 0; i < want.numel(); ++i) range = std::max(range, std::fabs(double{want.data<float>()[i]}));
+
+  const int kp = 160;  // 9 x 16 rounded up to 32
+  cuda::DeviceBuffer dw, db, dy;
+  ASSERT_TRUE(dw.upload(s2d_rows<uint16_t>(w, kp, [](float v) { return float_to_half(v); })).is_ok() &&
+              db.upload(b.data<float>(), b.nbytes()).is_ok() && dy.alloc(want.nbytes()).is_ok());
+  ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
+  for (const bool nchw : {true, false}) {
+    std::vector<float> first;
+    for (const bool f16 : {true, false}) {
+      SCOPED_TRACE(std::string(nchw ? "NCHW " : "NHWC ") + (f16 ? "fp16" : "fp32"));
+      cuda::DeviceBuffer dx;
+      ASSERT_TRUE(dx.upload(image_bytes(x, nchw, f16)).is_ok());
+      cuda::ConvParams p = stem_params(cs, kp, nchw, f16);
+      const int cfg = stem_config(p, false);
+      ASSERT_GE(cfg, 0);
+      cuda::ConvArgs a;
+      a.x = dx.get();
+      a.w = dw.get();
+      a.bias = static_cast<const float*>(db.get());
+      a.y = dy.get();
+      ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
+      std::vector<float> y(want.numel());
+      ASSERT_EQ(cudaMemcpy(y.data(), dy.get(), want.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+      double err = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) err = std::max(err, std::fabs(double{y[i]} - want.data<float>()[i]));
+      EXPECT_LE(err, 1e-4 * range) << "max |diff| " << err;
+      // The fp32 image holds fp16-exact values: the same products in the same order as from the fp16 image.
+      if (first.empty()) {
+        first = y;
+      } else {
+        EXPECT_EQ(y, first);
+      }
+      // As inside a network: NHWC fp16 with SiLU.
+      const std::vector<float> ys = run_nhwc_silu(p, a, cfg, false, 1.f);
+      double serr = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        const float s = silu(want.data<float>()[i]);
+        serr = std::max(serr, std::fabs(double{ys[i]} - s) / (std::fabs(s) + 1e-2 * range));
+      }
+      EXPECT_LE(serr, 2e-3) << "NHWC fp16 SiLU output: max relative |diff|";
+    }
+  }
+}
+
+TEST_P(ConvStemImage, Int8MatchesReference) {
+  SKIP_WITHOUT_GPU();
+  const StemCase cs = GetParam();
+  std::mt19937 rng(cs.c * 11 + cs.k);
+  std::uniform_int_distribution<int> qw8(-127, 127), qx(-128, 127);
+  std::uniform_real_distribution<float> frac(-0.4f, 0.4f), u(0.5f, 2.f), ub(-1.f, 1.f);
+  const float sx = 0.0173f;
+  // Image values: most a fraction of a step from an integer multiple of sx (no rounding in doubt), every 16th on a
+  // half-integer multiple (a tie, or within an ulp of one), for the exact rule.
+  Tensor x(DType::kFloat32, {cs.n, cs.c, cs.h, cs.w}), x_far = x;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float q = static_cast<float>(qx(rng));
+    x_far.data<float>()[i] = half_to_float(float_to_half((q + frac(rng)) * sx));
+    x.data<float>()[i] = i % 16 ? x_far.data<float>()[i] : half_to_float(float_to_half((q + 0.5f) * sx));
+  }
+  Tensor wq(DType::kInt8, {cs.k, cs.c, 6, 6}), wf(DType::kFloat32, wq.shape());
+  for (int64_t i = 0; i < wq.numel(); ++i) {
+    wq.data<int8_t>()[i] = static_cast<int8_t>(qw8(rng));
+    wf.data<float>()[i] = wq.data<int8_t>()[i];
+  }
+  std::vector<float> alpha(cs.k), bias(cs.k);
+  for (int k = 0; k < cs.k; ++k) alpha[k] = sx * (u(rng) / 127.f), bias[k] = ub(rng);
+  const int kp = 192;  // 9 x 16 rounded up to 64
+  cuda::DeviceBuffer dw, da, db, dy;
+  ASSERT_TRUE(dw.upload(s2d_rows<int8_t>(wf, kp, [](float v) { return static_cast<int8_t>(v); })).is_ok() &&
+              da.upload(alpha).is_ok() && db.upload(bias).is_ok());
+  ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
+  for (const bool exact : {true, false}) {
+    const Tensor& img = exact ? x : x_far;
+    Tensor xq(DType::kInt8, img.shape());
+    for (int64_t i = 0; i < img.numel(); ++i) {
+      xq.data<int8_t>()[i] = static_cast<int8_t>(ops::quantize_value(img.data<float>()[i], sx, 0, -128, 127));
+    }
+    const Tensor acc = reference(OpType::ConvInteger, {&xq, &wq});
+    ASSERT_TRUE(dy.alloc(acc.numel() * 4).is_ok());
+    for (const bool nchw : {true, false})
+      for (const bool f16 : {true, false}) {
+        SCOPED_TRACE(std::string(exact ? "bit-exact plan " : "default plan ") + (nchw ? "NCHW " : "NHWC ") +
+                     (f16 ? "fp16" : "fp32"));
+        cuda::DeviceBuffer dx;
+        ASSERT_TRUE(dx.upload(image_bytes(img, nchw, f16)).is_ok());
+        cuda::ConvParams p = stem_params(cs, kp, nchw, f16);
+        p.in_scale = sx;
+        p.exact_silu = exact;  // the bit-exact plans' flag: the image quantized by the exact rule
+        const int cfg = stem_config(p, true);
+        ASSERT_GE(cfg, 0);
+        cuda::ConvArgs a;
+        a.x = dx.get();
+        a.w = dw.get();
+        a.alpha = static_cast<const float*>(da.get());
+        a.bias = static_cast<const float*>(db.get());
+        a.y = dy.get();
+        ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
+        std::vector<float> y(acc.numel());
+        ASSERT_EQ(cudaMemcpy(y.data(), dy.get(), y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        const int64_t plane = static_cast<int64_t>(cs.h / 2) * (cs.w / 2);
+        int64_t same = 0;
+        for (int64_t i = 0; i < acc.numel(); ++i) {
+          const int k = static_cast<int>(i / plane % cs.k);
+          same += y[i] == static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
+        }
+        EXPECT_EQ(same, acc.numel()) << "fp32 outputs not bit-exact";
+        // As inside a network: NHWC int8 with SiLU, against the reference's quantized SiLU, within 1 LSB.
+        const float so = 0.02f;
+        const std::vector<float> q = run_nhwc_silu(p, a, cfg, true, so);
+        int64_t q_same = 0, q_within = 0;
+        for (int64_t i = 0; i < acc.numel(); ++i) {
+          const int k = static_cast<int>(i / plane % cs.k);
+          const float v = silu(static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k]);
+          const int w = ops::quantize_value(v, so, 0, -128, 127);
+          q_same += q[i] == w;
+          q_within += std::fabs(q[i] - w) <= 1;
+        }
+        EXPECT_EQ(q_within, acc.numel()) << "NHWC int8 SiLU output beyond 1 LSB";
+        EXPECT_GE(q_same, acc.numel() - acc.numel() / 100) << "NHWC int8 SiLU output: fewer than 99% identical";
+      }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ConvStemImage,
+                         ::testing::Values(StemCase{2, 3, 10, 256, 32},    // YOLOv5's stem, an odd number of rows
+                                           StemCase{1, 3, 6, 64, 16},      // one column group, 16 outputs
+                                           StemCase{3, 3, 64, 384, 24},    // several strips of rows
+                                           StemCase{2, 3, 14, 192, 32},    // 3 column groups per row
+                                           StemCase{1, 3, 8, 128, 20}));   // a partial N tile
+
+// Only 3-channel images whose output width is a multiple of 32 (elsewhere a space-to-depth pass and the halo stem).
+TEST(ConvStemImage, FitsOnlyThreeChannelsAndWhole32Columns) {
+  for (const bool nchw : {true, false})
+    for (const bool f16 : {true, false}) {
+      cuda::ConvParams p = stem_params(StemCase{1, 3, 8, 128, 32}, 160, nchw, f16);
+      int fit = 0;
+      for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) fit += cuda::conv_igemm_config_fits(cfg, p);
+      EXPECT_EQ(fit, 2) << "one fp16 and one INT8 configuration";
+      for (const StemCase& cs : {StemCase{1, 4, 8, 128, 32}, StemCase{1, 3, 8, 112, 32}}) {
+        p = stem_params(cs, 160, nchw, f16);
+        for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) EXPECT_FALSE(cuda::conv_igemm_config_fits(cfg, p));
+      }
+    }
+}
+
+// The same kernel over activations (halo3x3_*_c32: YOLOv5's C3 bottleneck 3x3, 32 -> 32 channels with a residual),
+// as inside a network: NHWC output with SiLU and the residual added (the register epilogue), fp16 and INT8, against
+// a plain loop over the same fp16-exact (or integer) values.
+TEST(ConvWarpHalo, SiluResidualMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
+  for (const test::ConvCase cs :
+       {test::ConvCase{2, 32, 9, 64, 32, 3, 3, 1, 1}, test::ConvCase{1, 32, 4, 96, 24, 3, 3, 1, 1}}) {
+    SCOPED_TRACE(std::to_string(cs.h) + "x" + std::to_string(cs.w) + " -> " + std::to_string(cs.k));
+    std::mt19937 rng(cs.w + cs.k);
+    std::uniform_int_distribution<int> q8(-127, 127);
+    std::uniform_real_distribution<float> ub(-1.f, 1.f);
+    const int64_t hw = static_cast<int64_t>(cs.h) * cs.w, pixels = cs.n * hw;
+    // Integers as the values (the INT8 conv's; fp16 gets them / 16), so that the sums are exact.
+    Tensor x(DType::kFloat32, {cs.n, cs.c, cs.h, cs.w}), w(DType::kFloat32, {cs.k, cs.c, 3, 3});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(q8(rng));
+    for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = static_cast<float>(q8(rng) / 16);
+    std::vector<float> bias(cs.k), alpha(cs.k);
+    for (int k = 0; k < cs.k; ++k) bias[k] = ub(rng), alpha[k] = 1e-4f * (2.f + ub(rng));
+    std::vector<int8_t> res(pixels * cs.k);  // NHWC residual: int8, or for fp16 its value * res_scale
+    for (auto& r : res) r = static_cast<int8_t>(q8(rng));
+    const float res_scale = 0.03f, out_scale = 0.05f;
+    std::vector<int64_t> acc(pixels * cs.k, 0);  // NHWC
+    for (int n = 0; n < cs.n; ++n)
+      for (int y = 0; y < cs.h; ++y)
+        for (int xx = 0; xx < cs.w; ++xx)
+          for (int k = 0; k < cs.k; ++k) {
+            int64_t sum = 0;
+            for (int r = 0; r < 3; ++r)
+              for (int t = 0; t < 3; ++t) {
+                const int iy = y - 1 + r, ix = xx - 1 + t;
+                if (iy < 0 || iy >= cs.h || ix < 0 || ix >= cs.w) continue;
+                for (int c = 0; c < cs.c; ++c) {
+                  sum += static_cast<int64_t>(x.data<float>()[((n * cs.c + c) * cs.h + iy) * cs.w + ix]) *
+                         static_cast<int64_t>(w.data<float>()[((k * cs.c + c) * 3 + r) * 3 + t]);
+                }
+              }
+            acc[((n * cs.h + y) * cs.w + xx) * cs.k + k] = sum;
+          }
+    for (const bool i8 : {false, true}) {
+      SCOPED_TRACE(i8 ? "INT8" : "fp16");
+      const int kp = i8 ? 320 : 288;
+      cuda::DeviceBuffer dx, dw, db, da, dr, dy;
+      if (i8) {
+        const auto q = [](float v) { return static_cast<int8_t>(v); };
+        ASSERT_TRUE(dx.upload(test::to_nhwc<int8_t>(cs, 32, x.data<float>(), q)).is_ok());
+        ASSERT_TRUE(dw.upload(test::to_krsc<int8_t>(cs, 32, kp, w.data<float>(), q)).is_ok());
+        ASSERT_TRUE(dr.upload(res).is_ok() && da.upload(alpha).is_ok());
+      } else {  // x / 16 and w / 16: exact in fp16, their products' sums (acc / 256) in fp32
+        const auto h = [](float v) { return float_to_half(v / 16.f); };
+        std::vector<uint16_t> rh(res.size());
+        for (size_t i = 0; i < res.size(); ++i) rh[i] = float_to_half(res[i] * res_scale);
+        ASSERT_TRUE(dx.upload(test::to_nhwc<uint16_t>(cs, 32, x.data<float>(), h)).is_ok());
+        ASSERT_TRUE(dw.upload(test::to_krsc<uint16_t>(cs, 32, kp, w.data<float>(), h)).is_ok());
+        ASSERT_TRUE(dr.upload(rh).is_ok());
+      }
+      ASSERT_TRUE(db.upload(bias).is_ok() && dy.alloc(pixels * cs.k * 2).is_ok());
+      cuda::ConvParams p = test::conv_params(cs, 32, kp, cs.h, cs.w);
+      p.act = cuda::Act::kSilu;
+      p.out_format = i8 ? cuda::OutFormat::kNhwcI8 : cuda::OutFormat::kNhwcF16;
+      p.out_ld = p.res_ld = cs.k;
+      p.out_scale = out_scale;
+      p.res_scale = res_scale;
+      cuda::ConvArgs a;
+      a.x = dx.get();
+      a.w = dw.get();
+      a.bias = static_cast<const float*>(db.get());
+      a.alpha = i8 ? static_cast<const float*>(da.get()) : nullptr;
+      if (i8) {
+        a.residual_i8 = static_cast<const int8_t*>(dr.get());
+      } else {
+        a.residual = static_cast<const __half*>(dr.get());
+      }
+      a.y = dy.get();
+      int cfg = -1;
+      for (int c = 0; c < cuda::conv_igemm_configs(); ++c) {
+        if (cuda::conv_igemm_config_int8(c) == i8 && cuda::conv_igemm_config_fits(c, p) &&
+            cuda::conv_igemm_config_name(c).rfind("halo3x3_", 0) == 0) {
+          cfg = c;
+        }
+      }
+      ASSERT_GE(cfg, 0) << "no halo3x3 configuration fits";
+      ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
+      std::vector<unsigned char> got(pixels * cs.k * (i8 ? 1 : 2));
+      ASSERT_EQ(cudaMemcpy(got.data(), dy.get(), got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      double err = 0;
+      int64_t same = 0, within = 0;
+      for (int64_t i = 0; i < pixels * cs.k; ++i) {
+        const int k = static_cast<int>(i % cs.k);
+        if (i8) {
+          const float v = silu(static_cast<float>(acc[i]) * alpha[k] + bias[k]) + res[i] * res_scale;
+          const int want = ops::quantize_value(v, out_scale, 0, -128, 127), q = static_cast<int8_t>(got[i]);
+          same += q == want;
+          within += std::abs(q - want) <= 1;
+        } else {
+          const float v =
+              silu(static_cast<float>(acc[i]) / 256.f + bias[k]) + half_to_float(float_to_half(res[i] * res_scale));
+          uint16_t h;
+          std::memcpy(&h, got.data() + 2 * i, 2);
+          err = std::max(err, std::fabs(double{half_to_float(h)} - v) / (std::fabs(v) + 1.0));
+        }
+      }
+      if (i8) {
+        EXPECT_EQ(within, pixels * cs.k) << "beyond 1 LSB";
+        EXPECT_GE(same, pixels * cs.k * 99 / 100) << "fewer than 99% identical";
+      } else {
+        EXPECT_LE(err, 2e-3) << "max relative |diff|";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qd
