@@ -1341,34 +1341,48 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
       tile_epilogue<kCols, kBN, kCols, kBN, 32, kI8>(p, a, st, M, m0, 0, 0, 0, lane, acc, tile);
       continue;
     }
-    // From the registers: each lane's 2 channels of 4 n tiles for 4 pixels, stored as pairs (half2, or 2 int8).
+    // From the registers: each lane's 2 channels of 4 n tiles for 4 pixels, stored as pairs (half2, or 2 int8). The
+    // residual's kind (none, fp16, int8: kRes 0, 1, 2) picked once per row, not per value: the compiler predicates
+    // short branches, and the INT8 stem issued the residual loads and conversions it never used (a tenth of its
+    // instructions).
+    const auto store_row = [&](auto res) {
+      constexpr int kRes = decltype(res)::value;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if (8 * j >= p.K) break;  // K is a multiple of 8 (staging)
+      for (int j = 0; j < 4; ++j) {
+        if (8 * j >= p.K) break;  // K is a multiple of 8 (staging)
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
+        for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float2 v = ch[j].activate(p, acc[i][j], h);
-          const int m = m0 + i * 16 + (lane >> 2) + 8 * h, k = 8 * j + kq;
-          if (a.residual) {
-            const __half2 r = *reinterpret_cast<const __half2*>(a.residual + static_cast<int64_t>(m) * p.res_ld + k);
-            v.x += __low2float(r);
-            v.y += __high2float(r);
-          } else if (kI8 && a.residual_i8) {
-            const char2 r = *reinterpret_cast<const char2*>(a.residual_i8 + static_cast<int64_t>(m) * p.res_ld + k);
-            v.x += __fmul_rn(static_cast<float>(r.x), p.res_scale);
-            v.y += __fmul_rn(static_cast<float>(r.y), p.res_scale);
+          for (int h = 0; h < 2; ++h) {
+            float2 v = ch[j].activate(p, acc[i][j], h);
+            const int m = m0 + i * 16 + (lane >> 2) + 8 * h, k = 8 * j + kq;
+            const int64_t r_at = static_cast<int64_t>(m) * p.res_ld + k;
+            if constexpr (kRes == 1) {
+              const __half2 r = *reinterpret_cast<const __half2*>(a.residual + r_at);
+              v.x += __low2float(r);
+              v.y += __high2float(r);
+            } else if constexpr (kRes == 2) {
+              const char2 r = *reinterpret_cast<const char2*>(a.residual_i8 + r_at);
+              v.x += __fmul_rn(static_cast<float>(r.x), p.res_scale);
+              v.y += __fmul_rn(static_cast<float>(r.y), p.res_scale);
+            }
+            const int64_t at = static_cast<int64_t>(m) * p.out_ld + p.out_coff + k;
+            if constexpr (kI8) {
+              const uint32_t q = __byte_perm(__float_as_uint(quantize_int8_biased(v.x, out_rcp)),
+                                             __float_as_uint(quantize_int8_biased(v.y, out_rcp)), 0x0040);
+              *reinterpret_cast<uint16_t*>(static_cast<int8_t*>(a.y) + at) = static_cast<uint16_t>(q);
+            } else {
+              *reinterpret_cast<__half2*>(static_cast<__half*>(a.y) + at) = __floats2half2_rn(v.x, v.y);
+            }
           }
-          const int64_t at = static_cast<int64_t>(m) * p.out_ld + p.out_coff + k;
-          if constexpr (kI8) {
-            const uint32_t q = __byte_perm(__float_as_uint(quantize_int8_biased(v.x, out_rcp)),
-                                           __float_as_uint(quantize_int8_biased(v.y, out_rcp)), 0x0040);
-            *reinterpret_cast<uint16_t*>(static_cast<int8_t*>(a.y) + at) = static_cast<uint16_t>(q);
-          } else {
-            *reinterpret_cast<__half2*>(static_cast<__half*>(a.y) + at) = __floats2half2_rn(v.x, v.y);
-          }
-        }
+      }
+    };
+    if (a.residual) {
+      store_row(std::integral_constant<int, 1>());
+    } else if (kI8 && a.residual_i8) {
+      store_row(std::integral_constant<int, 2>());
+    } else {
+      store_row(std::integral_constant<int, 0>());
     }
   }
   if constexpr (!kImage) cp_async_wait<0>();  // the strip's last loads (rows past it, zeros) land before the exit
