@@ -5,7 +5,8 @@
 # Results: OUT/ncu-*.txt; with QD_NCU_SASS=1 also OUT/sass-*.txt, the instruction mix and the hottest SASS lines
 # (executed instructions and stall samples, from the report's source page; all of it in OUT/sass-*.csv.gz).
 # Usage: scripts/ncu-conv.sh OUT "N C H W K R S STRIDE ACT [PAD]" ...   (ACT: silu | none; PAD default R/2; YOLOv5's
-# stem, run as qdeploy's space-to-depth conv: "32 3 640 640 32 6 6 2 silu 2")
+# stem, run as qdeploy's space-to-depth conv: "32 3 640 640 32 6 6 2 silu 2"). QD_NCU_BUILD_FLAGS adds `qdeploy build`
+# flags (e.g. "--input-format fp16:nhwc", the binding the YOLOv5s benchmark gives the stem).
 set -uo pipefail
 OUT=${1:?usage: scripts/ncu-conv.sh OUT "N C H W K R S STRIDE ACT" ...}
 shift
@@ -43,11 +44,11 @@ PYEOF
     calib=(--calib-cache "/tmp/ncu-conv/$tag.cache")
   fi
   "$B/qdeploy" build "/tmp/ncu-conv/$tag.onnx" --device cuda --precision "$PREC" --tactic-sources qdeploy \
-    "${calib[@]}" -o "/tmp/ncu-conv/$tag.plan" > /dev/null || continue
+    "${calib[@]}" ${QD_NCU_BUILD_FLAGS:-} -o "/tmp/ncu-conv/$tag.plan" > /dev/null || continue
   "$B/qdeploy" inspect "/tmp/ncu-conv/$tag.plan" 2>&1 | grep -i "conv" | head -3 > "$OUT/ncu-$tag.txt"
   sass=()
   [ "${QD_NCU_SASS:-0}" = 1 ] && sass=(--section SourceCounters --section InstructionStats -f -o "/tmp/ncu-conv/$tag")
-  ncu -k regex:"conv_igemm_kernel|conv_stem_halo|conv_stem_image" --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+  ncu -k regex:"conv_igemm_kernel|conv_stem_halo|conv_warp_halo" --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section Occupancy --section LaunchStats "${sass[@]}" \
     "$B/qdeploy" bench "/tmp/ncu-conv/$tag.plan" --batch "$n" --warmup 0 --iterations 1 >> "$OUT/ncu-$tag.txt" 2>&1
   if [ ${#sass[@]} -gt 0 ]; then

@@ -600,8 +600,8 @@ class Lowerer {
     add_layer(std::move(l));
     return t;
   }
-  // The image tensor a stem conv over graph input v (lowered on its space-to-depth) reads itself with
-  // conv_stem_image_kernel, instead of a space-to-depth (or quantize) pass's copy; -1 where that kernel does not
+  // The image tensor a stem conv over graph input v (lowered on its space-to-depth) reads itself with the stem_image_*
+  // kernels, instead of a space-to-depth (or quantize) pass's copy; -1 where those kernels do not
   // fit: a 6x6 stride-2 pad-2 conv (3x3 over the space-to-depth) with at most 32 outputs and 32k output columns over
   // a 3-channel fp16 or fp32 image (NCHW, or NHWC without padding channels). QD_NO_IMAGE_STEM keeps the pass (A/B
   // runs).

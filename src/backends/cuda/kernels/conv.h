@@ -22,9 +22,9 @@ const char* act_name(Act a);
 enum class OutFormat : int { kNhwcF16 = 0, kNchwF16, kNchwF32, kNhwcI8 };
 // What the input is. kNhwc: NHWC with C (padded) values per pixel, in_ld apart, in the conv's precision (the tile
 // kernels). kImageF16 / kImageF32: a stem's image as the engine got it, fp16 or fp32, NCHW planes (in_nchw) or NHWC
-// pixels of exactly in_channels values, in_channels <= 4; the conv is the stride-1 one over its space-to-depth (H, W
-// and the kernel halved, C = 16 packed channels; lower.cpp's space_to_depth_weights) and the stem kernel reads the
-// image itself (conv_stem_image_kernel), quantizing it with in_scale for INT8.
+// pixels of exactly in_channels (3) values; the conv is the stride-1 one over its space-to-depth (H, W and the kernel
+// halved, C = 16 packed channels; lower.cpp's space_to_depth_weights) and the stem kernels (stem_image_*,
+// conv_warp_halo_kernel) read the image themselves, quantizing it with in_scale for INT8.
 enum class InFormat : int { kNhwc = 0, kImageF16, kImageF32 };
 // The optional second output (ConvArgs::y2), always NHWC: fp16, or int8 quantized with ConvParams::out2_scale.
 enum class Out2Format : int { kF16 = 0, kI8 };

@@ -423,7 +423,7 @@ __device__ __forceinline__ float exact_silu_near_tie(const ConvParams& p, const 
 }
 
 // The staged epilogues' barrier and first thread index: a tile shared by the block's kThreads threads, or (kThreads =
-// 32) a warp's own tile (conv_stem_image_kernel), which needs only the warp's.
+// 32) a warp's own tile (conv_warp_halo_kernel), which needs only the warp's.
 template <int kThreads>
 __device__ __forceinline__ void tile_sync() {
   if constexpr (kThreads == 32) {
@@ -994,7 +994,7 @@ __global__ void conv_grouped_i8_kernel(const ConvParams p, const ConvArgs a, int
 }
 
 // The stem on its space-to-depth input (3x3, stride 1, pad 1, 16 input channels, up to 32 outputs; the output width a
-// multiple of 64): a block computes 64 consecutive output pixels, all output channels, of a run of consecutive rows
+// multiple of 64), where a pass made that input (conv_warp_halo_kernel reads YOLOv5's image itself): a block computes 64 consecutive output pixels, all output channels, of a run of consecutive rows
 // (rows blockIdx.y * rows_per_block, ...; rows_per_block from the grid), sweeping down the image. The input rows
 // (66 pixels with the halo) go through a ring of 8 in shared memory, each loaded once by cp.async five output rows
 // ahead of its first use, and the weights once per block; the tensor-core fragments of each of the 9 taps are read
@@ -1111,7 +1111,8 @@ enum HaloSrc : int { kActs = 0, kImageF16Nhwc, kImageF16Nchw, kImageF32Nhwc, kIm
 // 16 bytes against bank conflicts). Two sources:
 // - kActs: a thin layer's NHWC activations (32 channels, pixels 16-byte aligned), copied into the ring by cp.async;
 //   the implicit GEMM's im2col re-reads each input pixel 9 times through L2 and, for these layers (YOLOv5's C3
-//   bottleneck 3x3 at 160 x 160), had tiles of 32 outputs.
+//   bottleneck 3x3 at 160 x 160), had tiles of 32 outputs. Timing picks it for INT8 there; in fp16 (a 70 KB ring
+//   per block, 3 blocks per SM) the implicit GEMM stays faster.
 // - the stem's image (3 channels), with the space-to-depth pass (and for INT8 the quantization) folded in: the conv
 //   is the 3x3 one over the space-to-depth input, whose pixel (i, j) holds the image's 2 x 2 pixels (2i + dy, 2j + dx)
 //   as channels (dy * 2 + dx) * 3 + c (12 of 16; lower.cpp's space_to_depth_weights orders the weights so). Each lane
