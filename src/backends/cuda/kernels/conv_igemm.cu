@@ -1111,8 +1111,8 @@ enum HaloSrc : int { kActs = 0, kImageF16Nhwc, kImageF16Nchw, kImageF32Nhwc, kIm
 // 16 bytes against bank conflicts). Two sources:
 // - kActs: a thin layer's NHWC activations (32 channels, pixels 16-byte aligned), copied into the ring by cp.async;
 //   the implicit GEMM's im2col re-reads each input pixel 9 times through L2 and, for these layers (YOLOv5's C3
-//   bottleneck 3x3 at 160 x 160), had tiles of 32 outputs. Timing picks it for INT8 there; in fp16 (a 70 KB ring
-//   per block, 3 blocks per SM) the implicit GEMM stays faster.
+//   bottleneck 3x3 at 160 x 160), had tiles of 32 outputs. Timing picks it for INT8 there (0.106 -> 0.079 ms at
+//   batch 32, H200); in fp16 the implicit GEMM stays faster.
 // - the stem's image (3 channels), with the space-to-depth pass (and for INT8 the quantization) folded in: the conv
 //   is the 3x3 one over the space-to-depth input, whose pixel (i, j) holds the image's 2 x 2 pixels (2i + dy, 2j + dx)
 //   as channels (dy * 2 + dx) * 3 + c (12 of 16; lower.cpp's space_to_depth_weights orders the weights so). Each lane
@@ -1122,7 +1122,8 @@ enum HaloSrc : int { kActs = 0, kImageF16Nhwc, kImageF16Nchw, kImageF32Nhwc, kIm
 //   with its epilogue's), four warps working on each row together, and a separate pass for the space-to-depth (Nsight
 //   Compute: SM 40%, DRAM 17% of peak at batch 32).
 // The usual epilogue (NHWC fp16 or int8 output, SiLU, a residual or not; not bit-exact) stores from the registers with
-// the channels' constants loaded once; the others go through the warp's own tile (tile_epilogue with 32 threads).
+// the channels' constants loaded once; the others go through the warp's own tile (the stem: tile_epilogue with 32
+// threads) or igemm_epilogue (kActs: not a staged configuration, so bit-exact SiLU layers do not take it).
 // Registers are capped for 4 blocks per SM: a first version, two output rows per step, took 206 registers, 8 warps
 // per SM, and was bound by latency (Nsight Compute: 4.3 cycles per issued instruction). kI8: m16n8k32 (the stem on two
 // taps per step, a tenth of zero weights), else m16n8k16.
@@ -1150,6 +1151,8 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
   extern __shared__ __align__(16) unsigned char halo_smem[];
   unsigned char* ws = halo_smem;                                                // [kBN][kWRow]
   unsigned char* ring = ws + kBN * kWRow + (threadIdx.x >> 5) * kRing * kSlot;  // this warp's [kRing][kSlot]
+  // The warp's staged-epilogue tile (the stem's only: bit-exact plans need its exact path, the lowering having chosen
+  // the image kernels before timing; the kActs ones, without it, fit 4 blocks per SM instead of 3 in fp16).
   float* tile = reinterpret_cast<float*>(ws + kBN * kWRow + kWarps * kRing * kSlot) + (threadIdx.x >> 5) * kCols * kBN;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Chunk c of pixel px in a ring row.
@@ -1339,7 +1342,11 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
     if (oh + 1 == oh1) pdl_trigger();
     const int m0 = (n * p.OH + oh) * p.OW + c0;
     if (!lean) {
-      tile_epilogue<kCols, kBN, kCols, kBN, 32, kI8>(p, a, st, M, m0, 0, 0, 0, lane, acc, tile);
+      if constexpr (kImage) {
+        tile_epilogue<kCols, kBN, kCols, kBN, 32, kI8>(p, a, st, M, m0, 0, 0, 0, lane, acc, tile);
+      } else {
+        igemm_epilogue<kCols, kBN, kCols, kBN, kI8>(p, a, M, m0, 0, 0, 0, lane, acc);
+      }
       continue;
     }
     // From the registers: each lane's 2 channels of 4 n tiles for 4 pixels, stored as pairs (half2, or 2 int8). The
@@ -1389,10 +1396,11 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
   if constexpr (!kImage) cp_async_wait<0>();  // the strip's last loads (rows past it, zeros) land before the exit
 }
 
-// The dynamic shared memory conv_warp_halo_kernel<kI8, kSrc> takes: weights, the warps' rings and their tiles.
+// The dynamic shared memory conv_warp_halo_kernel<kI8, kSrc> takes: weights, the warps' rings and (the stem's) their
+// tiles.
 constexpr int warp_halo_smem(bool i8, bool image) {
   const int pix = (image ? 16 : 32) * (i8 ? 1 : 2);
-  return 32 * ((i8 && image ? 10 : 9) * pix + 16) + 4 * 4 * 34 * pix + 4 * 32 * 32 * 4;
+  return 32 * ((i8 && image ? 10 : 9) * pix + 16) + 4 * 4 * 34 * pix + (image ? 4 * 32 * 32 * 4 : 0);
 }
 
 bool stem_image_fits(const ConvParams& p) {
@@ -1531,6 +1539,7 @@ bool conv_igemm_config_int8(int config) { return config >= 0 && config < kNumCon
 bool conv_igemm_config_staged(int config) {
   if (config < 0 || config >= kNumConfigs) return false;
   const Config& c = kConfigs[config];
+  if (c.warp_halo) return c.in != InFormat::kNhwc;  // over activations: the register epilogue where not lean
   return c.halo || tile_stages(c.bm, c.bn, c.stages, c.row);
 }
 bool conv_igemm_wgmma() { return g_wgmma; }
