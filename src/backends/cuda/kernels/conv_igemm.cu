@@ -1093,11 +1093,31 @@ __global__ void __launch_bounds__(128) conv_stem_halo_kernel(const ConvParams p,
   }
 }
 
-bool stem_halo_fits(const ConvParams& p) {
+// What the halo kernels (conv_stem_halo_kernel, conv_warp_halo_kernel) compute: a 3x3 stride-1 pad-1 conv that keeps
+// the image's size, without split-K.
+bool same_size_3x3(const ConvParams& p) {
   return p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 1 && p.pad_w == 1 &&
-         p.dil_h == 1 && p.dil_w == 1 && p.C == 16 && p.in_ld == 16 && p.K <= 32 && p.OW % 64 == 0 &&
-         p.OH == p.H && p.OW == p.W && p.splits == 1 && p.Kp >= 9 * 16;
+         p.dil_h == 1 && p.dil_w == 1 && p.OH == p.H && p.OW == p.W && p.splits == 1;
 }
+
+bool stem_halo_fits(const ConvParams& p) {
+  return same_size_3x3(p) && p.C == 16 && p.in_ld == 16 && p.K <= 32 && p.OW % 64 == 0 && p.Kp >= 9 * 16;
+}
+
+// conv_warp_halo_kernel's shared memory, for the kernel and its launch alike: the block's weights (bn rows of w_row
+// bytes), each warp's ring (ring_rows rows of cols + 2 pixels) and, for the stem, each warp's cols x bn fp32 tile.
+struct WarpHaloLayout {
+  static constexpr int warps = 4, cols = 32, ring_rows = 4, bn = 32;  // bn: outputs
+  int pix_bytes, w_row, slot, weights, rings, tiles;
+  __host__ __device__ constexpr WarpHaloLayout(bool i8, bool image)
+      : pix_bytes((image ? 16 : 32) * (i8 ? 1 : 2)),  // one pixel's channels (the space-to-depth's 16), one tap
+        w_row((i8 && image ? 10 : 9) * pix_bytes + 16),  // taps (the INT8 stem: a zero tenth) + 16 against conflicts
+        slot((cols + 2) * pix_bytes),
+        weights(bn * w_row),
+        rings(warps * ring_rows * slot),
+        tiles(image ? warps * cols * bn * 4 : 0) {}
+  __host__ __device__ constexpr int bytes() const { return weights + rings + tiles; }
+};
 
 // What conv_warp_halo_kernel reads: NHWC activations of 32 channels (kActs), or a stem's 3-channel image, fp16 or
 // fp32, NHWC or NCHW.
@@ -1134,26 +1154,25 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
   constexpr bool kNchw = kSrc == kImageF16Nchw || kSrc == kImageF32Nchw;
   using TX = std::conditional_t<kSrc == kImageF32Nhwc || kSrc == kImageF32Nchw, float, __half>;  // the image's
   using Raw = std::conditional_t<std::is_same_v<TX, float>, float2, uint32_t>;  // two neighbouring image values
-  constexpr int kWarps = 4, kCols = 32, kBN = 32, kCin = 3;
-  constexpr int kC = kImage ? 16 : 32;           // input channels (the space-to-depth's 16)
+  constexpr WarpHaloLayout kL(kI8, kImage);
+  constexpr int kWarps = kL.warps, kCols = kL.cols, kBN = kL.bn, kCin = 3;
   constexpr int kPix = kCols + 2;                // pixels in a ring row, with the halo
-  constexpr int kPixBytes = kC * (kI8 ? 1 : 2);  // one pixel's channels, one tap of a weight row
+  constexpr int kPixBytes = kL.pix_bytes;
   constexpr int kChunks = kPixBytes / 16;
-  constexpr int kSlot = kPix * kPixBytes;        // a ring row
-  constexpr int kRing = 4;                       // rows oh - 1 .. oh + 1 for output row oh, and oh + 2 loading
+  constexpr int kSlot = kL.slot;                 // a ring row
+  constexpr int kRing = kL.ring_rows;            // rows oh - 1 .. oh + 1 for output row oh, and oh + 2 loading
   constexpr bool kTapPairs = kI8 && kImage;      // m16n8k32 over two 16-channel taps
-  constexpr int kTaps = kTapPairs ? 10 : 9;      // per weight row (a zero tenth)
-  constexpr int kWRow = kTaps * kPixBytes + 16;  // + 16: the 8 rows an ldmatrix phase reads in distinct banks
+  constexpr int kWRow = kL.w_row;                // + 16: the 8 rows an ldmatrix phase reads in distinct banks
   constexpr int kSteps = kTapPairs ? 5 : 9 * kPixBytes / 32;
   constexpr int kPairs = 2 * kCin;               // image value pairs per space-to-depth pixel
   // fp16 from an fp16 NHWC image: pair q is channels 2q, 2q + 1 as they are in memory, copied without conversion.
   constexpr bool kCopy = !kI8 && kSrc == kImageF16Nhwc;
   extern __shared__ __align__(16) unsigned char halo_smem[];
-  unsigned char* ws = halo_smem;                                                // [kBN][kWRow]
-  unsigned char* ring = ws + kBN * kWRow + (threadIdx.x >> 5) * kRing * kSlot;  // this warp's [kRing][kSlot]
+  unsigned char* ws = halo_smem;                                             // [kBN][kWRow]
+  unsigned char* ring = ws + kL.weights + (threadIdx.x >> 5) * kRing * kSlot;  // this warp's [kRing][kSlot]
   // The warp's staged-epilogue tile (the stem's only: bit-exact plans need its exact path, the lowering having chosen
   // the image kernels before timing; the kActs ones, without it, fit 4 blocks per SM instead of 3 in fp16).
-  float* tile = reinterpret_cast<float*>(ws + kBN * kWRow + kWarps * kRing * kSlot) + (threadIdx.x >> 5) * kCols * kBN;
+  float* tile = reinterpret_cast<float*>(ws + kL.weights + kL.rings) + (threadIdx.x >> 5) * kCols * kBN;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Chunk c of pixel px in a ring row.
   const auto chunk_at = [](int px, int c) { return px * kPixBytes + ((c ^ (px / (8 / kChunks) % kChunks)) << 4); };
@@ -1396,25 +1415,16 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
   if constexpr (!kImage) cp_async_wait<0>();  // the strip's last loads (rows past it, zeros) land before the exit
 }
 
-// The dynamic shared memory conv_warp_halo_kernel<kI8, kSrc> takes: weights, the warps' rings and (the stem's) their
-// tiles.
-constexpr int warp_halo_smem(bool i8, bool image) {
-  const int pix = (image ? 16 : 32) * (i8 ? 1 : 2);
-  return 32 * ((i8 && image ? 10 : 9) * pix + 16) + 4 * 4 * 34 * pix + (image ? 4 * 32 * 32 * 4 : 0);
-}
-
 bool stem_image_fits(const ConvParams& p) {
-  return p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 1 && p.pad_w == 1 &&
-         p.dil_h == 1 && p.dil_w == 1 && p.C == 16 && p.in_channels == 3 && (p.in_nchw || p.in_ld == 3) &&
-         p.K <= 32 && p.OW % 32 == 0 && p.OH == p.H && p.OW == p.W && p.splits == 1 && p.Kp >= 9 * 16;
+  return same_size_3x3(p) && p.C == 16 && p.in_channels == 3 && (p.in_nchw || p.in_ld == 3) && p.K <= 32 &&
+         p.OW % 32 == 0 && p.Kp >= 9 * 16;
 }
 
 // conv_warp_halo_kernel over activations: 3x3 stride-1 pad-1 over 32 channels in 16-byte aligned pixels, at most 32
 // outputs, whole groups of 32 output columns.
 bool warp_halo_fits(const ConvParams& p, bool i8) {
-  return p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 1 && p.pad_w == 1 &&
-         p.dil_h == 1 && p.dil_w == 1 && p.C == 32 && p.in_ld % (i8 ? 16 : 8) == 0 && p.K <= 32 &&
-         p.OW % 32 == 0 && p.OH == p.H && p.OW == p.W && p.splits == 1 && p.Kp >= 9 * 32;
+  return same_size_3x3(p) && p.C == 32 && p.in_ld % (i8 ? 16 : 8) == 0 && p.K <= 32 && p.OW % 32 == 0 &&
+         p.Kp >= 9 * 32;
 }
 
 struct Config {
@@ -1433,7 +1443,7 @@ struct Config {
 
 // The dynamic shared memory a configuration's kernel takes.
 int config_smem(const Config& c) {
-  return c.warp_halo ? warp_halo_smem(c.int8, c.in != InFormat::kNhwc) : c.stages * (c.bm + c.bn) * c.row;
+  return c.warp_halo ? WarpHaloLayout(c.int8, c.in != InFormat::kNhwc).bytes() : c.stages * (c.bm + c.bn) * c.row;
 }
 
 // The wgmma configurations: BM / 64 warpgroups of 128 threads.
