@@ -26,7 +26,7 @@ if [ -f .device/bin/binaries.tar.xz ]; then
   for f in /tmp/qd-bin/*; do
     n=$(basename "$f")
     case $n in
-      qdeploy) dst=$B/qdeploy ;;
+      qdeploy | qdeploy-*) dst=$B/$n ;;
       qdeploy_conformance) dst=$B/tests/conformance/$n ;;
       *) dst=$B/tests/$n ;;
     esac
@@ -85,9 +85,11 @@ for step in $STEPS; do
       grep -v "^passed " "$OUT/conformance-cuda.log" | tail -40
       ;;
     bench)
-      fmnist_det calib train 8 1  # images for the int8 plan's (minmax) calibration
+      # Images for the int8 plan's (minmax) calibration: carried by gpu-pack.sh, else generated here.
+      calib=.device/calib/images
+      [ -d $calib ] || { fmnist_det calib train 8 1; calib=$D/calib/images; }
       PYTHONPATH=python python3 bench/yolov5s_vs_pytorch.py --qdeploy "$B/qdeploy" --out "$OUT/bench" \
-        --precisions fp16,fp16:qdeploy,int8 --calib-images "$D/calib/images" ${QD_BENCH_ARGS:-} > "$OUT/bench.log" 2>&1 || rc=1
+        --precisions fp16,fp16:qdeploy,int8 --calib-images "$calib" ${QD_BENCH_ARGS:-} > "$OUT/bench.log" 2>&1 || rc=1
       tail -25 "$OUT/bench.log"
       tar -C "$OUT" -cJf "$OUT/bench.tar.xz" bench && rm -rf "$OUT/bench"  # few files come back from the machine
       ;;

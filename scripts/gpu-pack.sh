@@ -24,10 +24,19 @@ wants conformance && strip -o "$stage/qdeploy_conformance" build-gpu/tests/confo
 for t in build-gpu/tests/test_cuda; do
   [ -x "$t" ] && [ -f "$t" ] && strip -o "$stage/$(basename "$t")" "$t"
 done
-tar -C "$stage" -cf - . | xz -T1 -9 > .device/bin/binaries.tar.xz
+# QD_PACK_EXTRA: other qdeploy binaries for an A/B (scripts/switch-ab.sh), e.g. the build before a change; each goes
+# as qdeploy-NAME beside qdeploy (nearly identical, so the tar grows by little), unpacked into build-gpu/.
+for f in ${QD_PACK_EXTRA:-}; do strip -o "$stage/qdeploy-$(basename "$f")" "$f"; done
+tar -C "$stage" -cf - $(cd "$stage" && ls) | xz -T1 -9 > .device/bin/binaries.tar.xz
 # The first 30,000 Fashion-MNIST train images (`--source-limit 30000` makes the same scenes from the full files), so
 # that a training call's carry (repo + data + resumable checkpoint) stays under 64 MiB.
-if wants bench pipeline precision qat; then
+# The bench step's INT8 calibration needs only 8 train scenes: made here (a few hundred KB) rather than carrying the
+# Fashion-MNIST files, so that a bench call fits beside the test binaries.
+if wants bench; then
+  build-gpu/qdeploy dataset fmnist-det --split train --count 8 --seed 1 --source-limit 30000 --out .device/calib --quiet \
+    > /dev/null
+fi
+if wants pipeline precision qat; then
   mkdir -p .device/fashion-mnist
   cp /usr/share/datasets/fashion-mnist/t10k-*.gz .device/fashion-mnist/
 /usr/bin/python3 - <<'PYEOF'

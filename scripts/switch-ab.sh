@@ -19,7 +19,9 @@ mkdir -p "$OUT"
 TAG=$VAR
 [ -x "$VAR" ] && [ -f "$VAR" ] && TAG=$(basename "$VAR")
 if [ ! -f "$CACHE" ]; then
-  "$B/qdeploy" calibrate "$M" --data /tmp/qd-data/calib/images --algo minmax --cache "$CACHE" > /dev/null || exit 1
+  calib=/tmp/qd-data/calib/images
+  [ -d .device/calib/images ] && calib=.device/calib/images  # carried by gpu-pack.sh for the bench step
+  "$B/qdeploy" calibrate "$M" --data "$calib" --algo minmax --cache "$CACHE" > /dev/null || exit 1
 fi
 for r in $(seq 0 $((ROUNDS - 1))); do
   for prec in ${QD_AB_PRECISIONS:-fp16 int8}; do

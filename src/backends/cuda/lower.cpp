@@ -317,6 +317,27 @@ Expected<std::shared_ptr<PackedConv>> pack_conv(const Tensor& w, const Tensor* b
   return pc;
 }
 
+// Two fp16 convs' packed weights as one conv with a's output channels first, then b's (same C, R, S).
+Expected<std::shared_ptr<PackedConv>> merge_packed(const PackedConv& a, const PackedConv& b) {
+  if (a.C != b.C || a.R != b.R || a.S != b.S || a.Kp != b.Kp || a.alpha.get() || b.alpha.get()) {
+    return internal("merge_packed: the convs' weights differ in shape");
+  }
+  auto m = std::make_shared<PackedConv>();
+  m->K = a.K + b.K;
+  m->C = a.C;
+  m->R = a.R;
+  m->S = a.S;
+  m->Kp = a.Kp;
+  const size_t wa = a.w.size(), wb = b.w.size(), ba = a.bias.size(), bb = b.bias.size();
+  QD_RETURN_IF_ERROR(m->w.alloc(wa + wb));
+  QD_RETURN_IF_ERROR(m->bias.alloc(ba + bb));
+  QD_CUDA_TRY(cudaMemcpy(m->w.get(), a.w.get(), wa, cudaMemcpyDeviceToDevice));
+  QD_CUDA_TRY(cudaMemcpy(static_cast<char*>(m->w.get()) + wa, b.w.get(), wb, cudaMemcpyDeviceToDevice));
+  QD_CUDA_TRY(cudaMemcpy(m->bias.get(), a.bias.get(), ba, cudaMemcpyDeviceToDevice));
+  QD_CUDA_TRY(cudaMemcpy(static_cast<char*>(m->bias.get()) + ba, b.bias.get(), bb, cudaMemcpyDeviceToDevice));
+  return m;
+}
+
 // INT8 weights exactly as the reference quantizes them (per output channel; a QAT model's scales when it has them),
 // packed [K][R][S][C padded to 16] with rows padded to 64, and alpha = s_x * s_w[k] in fp32.
 Expected<std::shared_ptr<PackedConv>> pack_conv_int8(const Tensor& w, const Tensor* bias, float sx,
@@ -425,6 +446,7 @@ class Lowerer {
       inst_->slot_tensor[slot] = t;
     }
     concat_in_place();
+    QD_RETURN_IF_ERROR(merge_sibling_convs());
     drop_unread_out2();
     for (size_t v = 0; v < q8_.size(); ++v) {
       if (q8_[v] < 0) continue;
@@ -1844,6 +1866,97 @@ class Lowerer {
           cat->in_place[i] = true;
         }
         coff += C;
+      }
+    }
+  }
+
+  // Sibling convs as one: two fp16 convs that read the same tensor with the same geometry and epilogue (YOLOv5's C3
+  // cv1 and cv2, 1x1 over the block's input) run as one conv over both weight sets, reading their input once
+  // instead of twice, where their outputs can lie side by side in one buffer. That is so when the second's output
+  // is a Concat's channel slice (concat_in_place) and the first's can take the slice just before it: the slice of
+  // the Concat's preceding input, whose producer writes it after every reader of the first's output has run (the
+  // last bottleneck; it may itself read the first's output, but only as its residual: each element is read and
+  // then written by the same thread, as every conv epilogue adds its residual).
+  Status merge_sibling_convs() {
+    auto& layers = inst_->layers;
+    for (size_t ci = 0; ci < layers.size(); ++ci) {
+      const auto* cat = dynamic_cast<const ConcatLayer*>(layers[ci].get());
+      if (!cat) continue;
+      for (size_t j = 1; j < cat->ins.size(); ++j) {
+        if (!cat->in_place[j] || !cat->in_place[j - 1]) continue;
+        const int tb = cat->ins[j], t0 = cat->ins[j - 1];
+        const int ib = producer_index(tb), i0 = producer_index(t0);
+        auto* b = ib >= 0 ? dynamic_cast<ConvLayer*>(layers[ib].get()) : nullptr;
+        if (!b || !mergeable(*b) || b->out != tb || i0 < 0) continue;
+        for (size_t ia = 0; ia < layers.size(); ++ia) {
+          auto* a = dynamic_cast<ConvLayer*>(layers[ia].get());
+          if (!a || a == b || a->in != b->in || !mergeable(*a) || !same_conv_but_k(a->p, b->p)) continue;
+          const int ta = a->out;
+          TensorRef& x = inst_->tensors[ta];
+          const TensorRef& x0 = inst_->tensors[t0];
+          if (x.slot >= 0 || x.buffer < 0 || aliased_[ta] || x.coff != 0 || a->p.K % 8 || x.ld != a->p.K ||
+              x.shape != x0.shape || static_cast<int>(ia) >= i0 || !readers_done_by(ta, i0)) {
+            continue;
+          }
+          const std::string key = "merge:" + a->info.name + "|" + b->info.name;
+          auto it = in_.weights->find(key);
+          if (it == in_.weights->end()) it = in_.weights->emplace(key, QD_TRY(merge_packed(*a->w, *b->w))).first;
+          auto m = std::make_unique<ConvLayer>(*a);
+          m->w = it->second;
+          m->p.K = a->p.K + b->p.K;
+          m->info.name = a->info.name + "+" + b->info.name;
+          m->info.macs = a->info.macs + b->info.macs;
+          buffer_bytes_[x.buffer] = 0;  // a's own buffer is no longer used: its output sits in the Concat's
+          x.buffer = x0.buffer;
+          x.ld = x0.ld;
+          x.coff = x0.coff;
+          aliased_[ta] = true;
+          const size_t first = std::min(ia, static_cast<size_t>(ib)), second = std::max(ia, static_cast<size_t>(ib));
+          layers[first] = std::move(m);
+          layers.erase(layers.begin() + static_cast<std::ptrdiff_t>(second));
+          reindex_layers();
+          return merge_sibling_convs();  // indices moved: start over (a few pairs per network)
+        }
+      }
+    }
+    return Status::ok();
+  }
+  static bool mergeable(const ConvLayer& c) {
+    return !c.int8 && c.groups == 1 && c.res < 0 && c.out2 < 0 && c.p.in_format == InFormat::kNhwc &&
+           c.p.out_format == OutFormat::kNhwcF16;
+  }
+  static bool same_conv_but_k(const ConvParams& a, const ConvParams& b) {
+    return a.N == b.N && a.H == b.H && a.W == b.W && a.C == b.C && a.R == b.R && a.S == b.S &&
+           a.stride_h == b.stride_h && a.stride_w == b.stride_w && a.pad_h == b.pad_h && a.pad_w == b.pad_w &&
+           a.dil_h == b.dil_h && a.dil_w == b.dil_w && a.OH == b.OH && a.OW == b.OW && a.Kp == b.Kp &&
+           a.act == b.act && a.act_a == b.act_a && a.act_b == b.act_b && a.exact_silu == b.exact_silu;
+  }
+  int producer_index(int t) const {
+    const auto it = producer_.find(t);
+    return it == producer_.end() ? -1 : it->second;
+  }
+  // Whether every layer reading tensor t runs before layer `last`, or is `last` reading t only as its residual.
+  bool readers_done_by(int t, int last) const {
+    for (size_t l = 0; l < inst_->layers.size(); ++l) {
+      const Layer& L = *inst_->layers[l];
+      if (std::find(L.ins.begin(), L.ins.end(), t) == L.ins.end()) continue;
+      if (static_cast<int>(l) < last) continue;
+      const auto* c = dynamic_cast<const ConvLayer*>(&L);
+      if (static_cast<int>(l) > last || !c || c->in == t || c->res != t) return false;
+    }
+    return true;
+  }
+  // After layers were removed: the producers' and the timed convs' layer indices.
+  void reindex_layers() {
+    producer_.clear();
+    conv_layers_.clear();
+    for (size_t l = 0; l < inst_->layers.size(); ++l) {
+      const Layer& L = *inst_->layers[l];
+      for (int t : L.outs) {
+        if (t >= 0) producer_[t] = static_cast<int>(l);
+      }
+      if (const auto* c = dynamic_cast<const ConvLayer*>(&L); c && c->groups == 1) {
+        conv_layers_.push_back(static_cast<int>(l));
       }
     }
   }

@@ -87,64 +87,81 @@ __global__ void slice_concat_rows_kernel(const float* x, TY* y, const SliceConca
   }
 }
 
-// Transposed x (src_hw > 0): a block takes kTilePixels pixels of one (n, a): it reads their C columns along the
-// pixels (coalesced) into shared memory, then writes the tile's output rows, which are contiguous in y. x and y are
-// fp32 or fp16 (a head conv's fp16 result for an fp16 output binding). Both phases move 16 bytes per access where
-// the tensors are aligned for it (the YOLO heads are): per-element index arithmetic, not bandwidth, bounded it
-// (halving the bytes with fp16 tensors left its time unchanged).
+// Transposed x (src_hw > 0): a block takes kTilePixels pixels of one (n, a): it copies their C columns along the
+// pixels (coalesced, 16 bytes per load where the planes allow) into a tile in shared memory as they are, then a
+// warp's lanes take one pixel each and walk the output columns (a warp per column: the column's segment and program
+// are warp-uniform), writing the tile's output rows, which are contiguous in y, into shared memory in y's type; the
+// rows then go out 16 bytes per thread. x and y are fp32 or fp16 (a head conv's fp16 result for an fp16 output
+// binding). A copied column costs a shared-memory load and store per value (fp16 in, fp16 out: no conversion); only
+// the few columns with a program (YOLO's box) convert and compute. The kernel used to be bound by issue slots (ncu,
+// H100, YOLOv5s P3 at batch 32: 81% of issue cycles, ~60 instructions per value, 1.3 TB/s): per-value index
+// divisions, float staging of every value and a lane per column.
 constexpr int kTilePixels = 32;
-// The transposed tile [C][kTilePixels + 1], rounded up to 16 bytes (the output rows after it are read as float4).
-__host__ __device__ constexpr int tile_floats(int C) { return (C * (kTilePixels + 1) + 3) / 4 * 4; }
+template <typename T>
+__host__ __device__ constexpr int tile_stride() {  // a tile row: kTilePixels values and a 16-byte pad, rows 16-byte aligned
+  return kTilePixels + 16 / static_cast<int>(sizeof(T));
+}
+template <typename TX, typename TY>
+constexpr size_t slice_concat_smem_as(int src_cols, int out_cols) {
+  return static_cast<size_t>(src_cols) * tile_stride<TX>() * sizeof(TX) +
+         (static_cast<size_t>(kTilePixels) * out_cols * sizeof(TY) + 15) / 16 * 16;
+}
+// The largest of the four type pairs (fp32 in and out).
 constexpr size_t slice_concat_smem(int src_cols, int out_cols) {
-  return (static_cast<size_t>(tile_floats(src_cols)) + static_cast<size_t>(kTilePixels) * out_cols) * sizeof(float);
+  return slice_concat_smem_as<float, float>(src_cols, out_cols);
 }
 
-template <typename T>
-__device__ __forceinline__ void store8(T* y, const float (&v)[8]) {
-  if constexpr (sizeof(T) == 2) {
-    __half2 h[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
-    *reinterpret_cast<uint4*>(y) = *reinterpret_cast<const uint4*>(h);
+template <typename TY, typename TX>
+__device__ __forceinline__ TY convert(TX v) {
+  if constexpr (std::is_same_v<TX, TY>) {
+    return v;
   } else {
-    reinterpret_cast<float4*>(y)[0] = make_float4(v[0], v[1], v[2], v[3]);
-    reinterpret_cast<float4*>(y)[1] = make_float4(v[4], v[5], v[6], v[7]);
+    return from_float<TY>(to_float(v));
   }
 }
 
 template <typename I, typename TX, typename TY>
 __global__ void slice_concat_tiled_kernel(const TX* x, TY* y, const SliceConcatParams p) {
-  extern __shared__ float tile[];  // [C][kTilePixels + 1]
+  extern __shared__ __align__(16) unsigned char smem[];
   pdl_wait();
   pdl_trigger();
   const int na = blockIdx.y, p0 = blockIdx.x * kTilePixels, C = p.src_cols;
   const int npix = min(kTilePixels, p.src_hw - p0);
+  constexpr int kStride = tile_stride<TX>();
+  TX* tile = reinterpret_cast<TX*>(smem);  // [C][kStride]
+  TY* rows = reinterpret_cast<TY*>(smem + static_cast<size_t>(C) * kStride * sizeof(TX));  // [npix][out_cols]
   const TX* xs = x + (static_cast<I>(na) * C) * p.src_hw + p0;
-  // Loads: kLV pixels of a channel per 16-byte load where the planes allow (npix is then a multiple of kLV too);
-  // several in flight per thread before their stores (one at a time, a block waited out the load latency ~11 times).
+  // Several loads in flight per thread before their stores (one at a time, a block waited out the load latency
+  // ~11 times).
+  constexpr int kU = 4;
   constexpr int kLV = 16 / sizeof(TX), kGroups = kTilePixels / kLV;
-  if (p.src_hw % kLV == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-    for (int g = threadIdx.x; g < C * kGroups; g += blockDim.x) {
-      const int c = g / kGroups, px = (g - c * kGroups) * kLV;
-      if (px >= npix) continue;
-      alignas(16) TX v[kLV];
-      *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(xs + static_cast<I>(c) * p.src_hw + px);
+  if (p.src_hw % kLV == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {  // npix is then a multiple of kLV too
+    for (int g0 = threadIdx.x; g0 < C * kGroups; g0 += kU * blockDim.x) {
+      uint4 v[kU];
 #pragma unroll
-      for (int j = 0; j < kLV; ++j) tile[c * (kTilePixels + 1) + px + j] = to_float(v[j]);
+      for (int u = 0; u < kU; ++u) {
+        const int g = g0 + u * blockDim.x, c = g / kGroups, px = (g - c * kGroups) * kLV;
+        if (g < C * kGroups && px < npix) v[u] = *reinterpret_cast<const uint4*>(xs + static_cast<I>(c) * p.src_hw + px);
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int g = g0 + u * blockDim.x, c = g / kGroups, px = (g - c * kGroups) * kLV;
+        if (g < C * kGroups && px < npix) *reinterpret_cast<uint4*>(tile + c * kStride + px) = v[u];
+      }
     }
   } else {
     constexpr int kLoads = 8;
     for (int e0 = threadIdx.x; e0 < C * kTilePixels; e0 += kLoads * blockDim.x) {
-      float v[kLoads];
+      TX v[kLoads];
 #pragma unroll
       for (int u = 0; u < kLoads; ++u) {
         const int e = e0 + u * blockDim.x, c = e / kTilePixels, px = e - c * kTilePixels;
-        if (e < C * kTilePixels && px < npix) v[u] = to_float(xs[static_cast<I>(c) * p.src_hw + px]);
+        if (e < C * kTilePixels && px < npix) v[u] = xs[static_cast<I>(c) * p.src_hw + px];
       }
 #pragma unroll
       for (int u = 0; u < kLoads; ++u) {
         const int e = e0 + u * blockDim.x, c = e / kTilePixels, px = e - c * kTilePixels;
-        if (e < C * kTilePixels && px < npix) tile[c * (kTilePixels + 1) + px] = v[u];
+        if (e < C * kTilePixels && px < npix) tile[c * kStride + px] = v[u];
       }
     }
   }
@@ -153,40 +170,26 @@ __global__ void slice_concat_tiled_kernel(const TX* x, TY* y, const SliceConcatP
   const I b = r0 / static_cast<I>(p.rows_per_batch);
   TY* yo = y + b * static_cast<I>(p.out_batch_stride) + static_cast<I>(p.out_offset) +
            (r0 - b * static_cast<I>(p.rows_per_batch)) * p.out_cols;
-  // The tile's npix output rows are npix * out_cols consecutive values of y: computed segment by segment into
-  // shared memory (a warp runs one program: no divergence, uniform parameter loads), then stored 8 per thread and
-  // step (16 or 32 bytes) where yo is 16-byte aligned. Stored straight from the segment loop, one value per store
-  // instruction, the P3 head took 0.22 ms at batch 32 (YOLOv5s, H200) whether the tensors were fp32 or fp16.
-  // Wide segments (YOLO's scores) a warp per row, without the division of a flat index.
-  float* rows = tile + tile_floats(C);  // [npix][out_cols]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  for (int k = 0; k < p.segments; ++k) {
-    const SliceSegment& sg = p.seg[k];
-    auto put = [&](int px, int c) {
-      rows[px * p.out_cols + sg.out_start + c] =
-          run_program(sg.prog, tile[(sg.src_start + c) * (kTilePixels + 1) + px], (r0 + px) * sg.len + c);
-    };
-    if (sg.len >= 16) {
-      for (int px = warp; px < npix; px += warps) {
-        for (int c = lane; c < sg.len; c += 32) put(px, c);
-      }
-    } else {
-      for (int e = threadIdx.x; e < npix * sg.len; e += blockDim.x) {
-        const int px = e / sg.len;
-        put(px, e - px * sg.len);
-      }
+  if (lane < npix) {
+    for (int j = warp; j < p.out_cols; j += warps) {
+      const SliceSegment& sg = p.seg[segment_of(p, j)];
+      const int c = j - sg.out_start;
+      const TX v = tile[(sg.src_start + c) * kStride + lane];
+      rows[lane * p.out_cols + j] = sg.prog.steps == 0
+                                        ? convert<TY>(v)
+                                        : from_float<TY>(run_program(sg.prog, to_float(v), (r0 + lane) * sg.len + c));
     }
   }
   __syncthreads();
+  // The tile's npix output rows are npix * out_cols consecutive values of y.
+  constexpr int kOV = 16 / sizeof(TY);
   const int total = npix * p.out_cols;
-  const int nvec = reinterpret_cast<uintptr_t>(yo) % 16 == 0 ? total / 8 : 0;
+  const int nvec = reinterpret_cast<uintptr_t>(yo) % 16 == 0 ? total / kOV : 0;
   for (int t = threadIdx.x; t < nvec; t += blockDim.x) {
-    float v[8];
-    *reinterpret_cast<float4*>(v) = *reinterpret_cast<const float4*>(rows + t * 8);
-    *reinterpret_cast<float4*>(v + 4) = *reinterpret_cast<const float4*>(rows + t * 8 + 4);
-    store8(yo + t * 8, v);
+    reinterpret_cast<uint4*>(yo)[t] = reinterpret_cast<const uint4*>(rows)[t];
   }
-  for (int e = nvec * 8 + threadIdx.x; e < total; e += blockDim.x) yo[e] = from_float<TY>(rows[e]);
+  for (int e = nvec * kOV + threadIdx.x; e < total; e += blockDim.x) yo[e] = rows[e];
 }
 
 }  // namespace
@@ -201,7 +204,7 @@ static void launch_slice_concat_as(const void* x, void* y, const SliceConcatPara
   auto* yt = static_cast<TY*>(y);
   if (p.src_hw > 0) {
     const dim3 grid(static_cast<unsigned>(ceil_div(p.src_hw, kTilePixels)), static_cast<unsigned>(p.rows / p.src_hw));
-    const size_t smem = slice_concat_smem(p.src_cols, p.out_cols);
+    const size_t smem = slice_concat_smem_as<TX, TY>(p.src_cols, p.out_cols);
     if (small) {
       launch_pdl(slice_concat_tiled_kernel<uint32_t, TX, TY>, grid, 256, smem, s, xt, yt, p);
     } else {
