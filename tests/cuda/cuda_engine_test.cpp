@@ -271,9 +271,9 @@ TEST(CudaEngine, ElementwiseChainIsFused) {
 // level's transpose, slices, chains and Concat run as one slice_concat layer writing into the output's rows, and
 // nothing else is left as a layer; the result matches the reference in fp32 and fp16 plans. With an fp16 output
 // binding the slice_concat layers write it directly (no conversion layer) from the convs' fp16 results. The levels'
-// 12 x 12, 6 x 6 and 4 x 4 planes end in partial tiles of the kernel's 32 pixels (16, 4 and 16 pixels); the 36-pixel
-// planes of the second level are not a whole number of 16-byte fp16 groups (scalar loads), and the rows of 7 values
-// are 16-byte aligned only in some tiles (scalar stores in the others).
+// 12 x 12, 6 x 6 and 3 x 3 planes end in partial tiles of the kernel's 64 pixels (16, 36 and 9 pixels: an odd count
+// leaves a lane one pixel); the 36- and 9-pixel planes are not a whole number of 16-byte fp16 groups (scalar loads),
+// and the rows of 7 values are 16-byte aligned only in some tiles (scalar stores in the others).
 TEST(CudaEngine, DetectionHeadDecodesInOnePassPerLevel) {
   SKIP_WITHOUT_GPU();
   GraphBuilder b;
@@ -281,12 +281,12 @@ TEST(CudaEngine, DetectionHeadDecodesInOnePassPerLevel) {
   int x = b.input("x", {N, 16, 12, 12});
   std::vector<int> levels;
   for (int lv = 0; lv < 3; ++lv) {
-    const int64_t H = (12 - 1) / (lv + 1) + 1;  // 12, 6, 4
+    const int64_t stride = int64_t{1} << lv, H = (12 - 1) / stride + 1;  // 12, 6, 3
     int w = b.constant("w" + std::to_string(lv), round_to_fp16(test::random_f32({A * G, 16, 1, 1}, 20 + lv, -0.3f, 0.3f)));
     int bias = b.constant("b" + std::to_string(lv), test::random_f32({A * G}, 30 + lv, -0.5f, 0.5f));
     AttrMap ca;
     ca.set("kernel_shape", std::vector<int64_t>{1, 1});
-    ca.set("strides", std::vector<int64_t>{lv + 1, lv + 1});
+    ca.set("strides", std::vector<int64_t>{stride, stride});
     const std::string p = "l" + std::to_string(lv) + "/";
     int y = b.node(OpType::Conv, p + "conv", {x, w, bias}, ca);
     y = b.node(OpType::Reshape, p + "reshape", {y, b.constant(p + "s1", Tensor::from_i64({N, A, G, H, H}))});
@@ -302,7 +302,7 @@ TEST(CudaEngine, DetectionHeadDecodesInOnePassPerLevel) {
     auto scalar = [&](const std::string& name, float v) { return b.constant(p + name, Tensor::scalar_f32(v)); };
     int xy = b.node(OpType::Mul, p + "xy_mul", {slice("xy", 0, 2), scalar("two", 2.f)});
     xy = b.node(OpType::Add, p + "xy_grid", {xy, b.constant(p + "grid", test::random_f32({1, A, H, H, 2}, 40 + lv, 0.f, 8.f))});
-    xy = b.node(OpType::Mul, p + "xy_stride", {xy, scalar("stride", 8.f * (lv + 1))});
+    xy = b.node(OpType::Mul, p + "xy_stride", {xy, scalar("stride", 8.f * static_cast<float>(stride))});
     int wh = b.node(OpType::Mul, p + "wh_mul", {slice("wh", 2, 4), scalar("two2", 2.f)});
     wh = b.node(OpType::Pow, p + "wh_pow", {wh, scalar("pow", 2.f)});
     wh = b.node(OpType::Mul, p + "wh_anchor", {wh, b.constant(p + "anchor", test::random_f32({1, A, H, H, 2}, 50 + lv, 5.f, 50.f))});

@@ -87,18 +87,19 @@ __global__ void slice_concat_rows_kernel(const float* x, TY* y, const SliceConca
   }
 }
 
-// Transposed x (src_hw > 0): a block takes kTilePixels pixels of one (n, a): it copies their C columns along the
-// pixels (coalesced, 16 bytes per load where the planes allow) into a tile in shared memory as they are, then a
-// warp's lanes take one pixel each and walk the output columns (a warp per column: the column's segment and program
-// are warp-uniform), writing the tile's output rows, which are contiguous in y, into shared memory in y's type; the
-// rows then go out 16 bytes per thread. x and y are fp32 or fp16 (a head conv's fp16 result for an fp16 output
-// binding). A copied column costs a shared-memory load and store per value (fp16 in, fp16 out: no conversion); only
-// the few columns with a program (YOLO's box) convert and compute. The kernel used to be bound by issue slots (ncu,
-// H100, YOLOv5s P3 at batch 32: 81% of issue cycles, ~60 instructions per value, 1.3 TB/s): per-value index
-// divisions, float staging of every value and a lane per column.
-constexpr int kTilePixels = 32;
+// Transposed x (src_hw > 0): a block takes kTilePixels pixels of one (n, a). It copies their C columns along the
+// pixels (coalesced, cp.async 16 bytes at a time where the planes allow) into a tile in shared memory as they are;
+// then each warp takes output columns (a segment's column: its program is warp-uniform), each lane two neighbouring
+// pixels, and writes the tile's output rows, contiguous in y, into shared memory in y's type; the rows then go out
+// 16 bytes per thread. x and y are fp32 or fp16 (a head conv's fp16 result for an fp16 output binding). A copied
+// column costs one shared-memory load and two stores per two values (no conversion from fp16 to fp16); only the
+// columns with a program (YOLO's box) convert and compute. Issue slots bound the kernel (ncu, H100, YOLOv5s' P3 level
+// at batch 32: ~0.9 warp instructions issued per cycle and scheduler), so its loops are kept short: the first
+// version (a lane per column, per-value index arithmetic, values staged as floats) issued ~2.5 warp instructions per
+// output value and ran at 1.3 TB/s.
+constexpr int kTilePixels = 64;
 template <typename T>
-__host__ __device__ constexpr int tile_stride() {  // a tile row: kTilePixels values and a 16-byte pad, rows 16-byte aligned
+__host__ __device__ constexpr int tile_stride() {  // a tile row: kTilePixels values and a 16-byte pad
   return kTilePixels + 16 / static_cast<int>(sizeof(T));
 }
 template <typename TX, typename TY>
@@ -110,6 +111,7 @@ constexpr size_t slice_concat_smem_as(int src_cols, int out_cols) {
 constexpr size_t slice_concat_smem(int src_cols, int out_cols) {
   return slice_concat_smem_as<float, float>(src_cols, out_cols);
 }
+constexpr size_t kSliceConcatMaxSmem = 96 * 1024;
 
 template <typename TY, typename TX>
 __device__ __forceinline__ TY convert(TX v) {
@@ -120,47 +122,41 @@ __device__ __forceinline__ TY convert(TX v) {
   }
 }
 
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst))),
+               "l"(src));
+}
+
 template <typename I, typename TX, typename TY>
 __global__ void slice_concat_tiled_kernel(const TX* x, TY* y, const SliceConcatParams p) {
   extern __shared__ __align__(16) unsigned char smem[];
   pdl_wait();
   pdl_trigger();
-  const int na = blockIdx.y, p0 = blockIdx.x * kTilePixels, C = p.src_cols;
+  const int na = blockIdx.y, p0 = blockIdx.x * kTilePixels, C = p.src_cols, oc = p.out_cols;
   const int npix = min(kTilePixels, p.src_hw - p0);
   constexpr int kStride = tile_stride<TX>();
   TX* tile = reinterpret_cast<TX*>(smem);  // [C][kStride]
-  TY* rows = reinterpret_cast<TY*>(smem + static_cast<size_t>(C) * kStride * sizeof(TX));  // [npix][out_cols]
+  TY* rows = reinterpret_cast<TY*>(smem + static_cast<size_t>(C) * kStride * sizeof(TX));  // [npix][oc]
   const TX* xs = x + (static_cast<I>(na) * C) * p.src_hw + p0;
-  // Several loads in flight per thread before their stores (one at a time, a block waited out the load latency
-  // ~11 times).
-  constexpr int kU = 4;
   constexpr int kLV = 16 / sizeof(TX), kGroups = kTilePixels / kLV;
   if (p.src_hw % kLV == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {  // npix is then a multiple of kLV too
-    for (int g0 = threadIdx.x; g0 < C * kGroups; g0 += kU * blockDim.x) {
-      uint4 v[kU];
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int g = g0 + u * blockDim.x, c = g / kGroups, px = (g - c * kGroups) * kLV;
-        if (g < C * kGroups && px < npix) v[u] = *reinterpret_cast<const uint4*>(xs + static_cast<I>(c) * p.src_hw + px);
-      }
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int g = g0 + u * blockDim.x, c = g / kGroups, px = (g - c * kGroups) * kLV;
-        if (g < C * kGroups && px < npix) *reinterpret_cast<uint4*>(tile + c * kStride + px) = v[u];
-      }
+    for (int g = threadIdx.x; g < C * kGroups; g += blockDim.x) {
+      const int c = g / kGroups, px = (g % kGroups) * kLV;
+      if (px < npix) cp_async16(tile + c * kStride + px, xs + static_cast<I>(c) * p.src_hw + px);
     }
+    asm volatile("cp.async.wait_all;\n" ::);
   } else {
-    constexpr int kLoads = 8;
+    constexpr int kLoads = 8;  // in flight per thread before their stores
     for (int e0 = threadIdx.x; e0 < C * kTilePixels; e0 += kLoads * blockDim.x) {
       TX v[kLoads];
 #pragma unroll
       for (int u = 0; u < kLoads; ++u) {
-        const int e = e0 + u * blockDim.x, c = e / kTilePixels, px = e - c * kTilePixels;
+        const int e = e0 + u * blockDim.x, c = e / kTilePixels, px = e % kTilePixels;
         if (e < C * kTilePixels && px < npix) v[u] = xs[static_cast<I>(c) * p.src_hw + px];
       }
 #pragma unroll
       for (int u = 0; u < kLoads; ++u) {
-        const int e = e0 + u * blockDim.x, c = e / kTilePixels, px = e - c * kTilePixels;
+        const int e = e0 + u * blockDim.x, c = e / kTilePixels, px = e % kTilePixels;
         if (e < C * kTilePixels && px < npix) tile[c * kStride + px] = v[u];
       }
     }
@@ -169,22 +165,35 @@ __global__ void slice_concat_tiled_kernel(const TX* x, TY* y, const SliceConcatP
   const I r0 = static_cast<I>(na) * p.src_hw + p0;  // the tile's first row
   const I b = r0 / static_cast<I>(p.rows_per_batch);
   TY* yo = y + b * static_cast<I>(p.out_batch_stride) + static_cast<I>(p.out_offset) +
-           (r0 - b * static_cast<I>(p.rows_per_batch)) * p.out_cols;
+           (r0 - b * static_cast<I>(p.rows_per_batch)) * oc;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  if (lane < npix) {
-    for (int j = warp; j < p.out_cols; j += warps) {
-      const SliceSegment& sg = p.seg[segment_of(p, j)];
-      const int c = j - sg.out_start;
-      const TX v = tile[(sg.src_start + c) * kStride + lane];
-      rows[lane * p.out_cols + j] = sg.prog.steps == 0
-                                        ? convert<TY>(v)
-                                        : from_float<TY>(run_program(sg.prog, to_float(v), (r0 + lane) * sg.len + c));
+  const int px = 2 * lane;  // this lane's pixels: px, px + 1
+  if (px < npix) {
+    const bool two = px + 1 < npix;
+    for (int k = 0; k < p.segments; ++k) {
+      const SliceSegment& sg = p.seg[k];
+      const int len = sg.len;
+      const TX* src = tile + sg.src_start * kStride + px;
+      TY* dst = rows + px * oc + sg.out_start;
+      if (sg.prog.steps == 0) {
+        for (int c = warp; c < len; c += warps) {
+          const TX* t = src + c * kStride;
+          dst[c] = convert<TY>(t[0]);
+          if (two) dst[oc + c] = convert<TY>(t[1]);
+        }
+      } else {
+        for (int c = warp; c < len; c += warps) {
+          const TX* t = src + c * kStride;
+          dst[c] = from_float<TY>(run_program(sg.prog, to_float(t[0]), (r0 + px) * len + c));
+          if (two) dst[oc + c] = from_float<TY>(run_program(sg.prog, to_float(t[1]), (r0 + px + 1) * len + c));
+        }
+      }
     }
   }
   __syncthreads();
-  // The tile's npix output rows are npix * out_cols consecutive values of y.
+  // The tile's npix output rows are npix * oc consecutive values of y.
   constexpr int kOV = 16 / sizeof(TY);
-  const int total = npix * p.out_cols;
+  const int total = npix * oc;
   const int nvec = reinterpret_cast<uintptr_t>(yo) % 16 == 0 ? total / kOV : 0;
   for (int t = threadIdx.x; t < nvec; t += blockDim.x) {
     reinterpret_cast<uint4*>(yo)[t] = reinterpret_cast<const uint4*>(rows)[t];
@@ -205,6 +214,13 @@ static void launch_slice_concat_as(const void* x, void* y, const SliceConcatPara
   if (p.src_hw > 0) {
     const dim3 grid(static_cast<unsigned>(ceil_div(p.src_hw, kTilePixels)), static_cast<unsigned>(p.rows / p.src_hw));
     const size_t smem = slice_concat_smem_as<TX, TY>(p.src_cols, p.out_cols);
+    // Over 48 KiB of dynamic shared memory needs the kernel's consent (fp32 tiles of wide heads).
+    if (smem > 48 * 1024) {
+      cudaFuncSetAttribute(slice_concat_tiled_kernel<uint32_t, TX, TY>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(smem));
+      cudaFuncSetAttribute(slice_concat_tiled_kernel<int64_t, TX, TY>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(smem));
+    }
     if (small) {
       launch_pdl(slice_concat_tiled_kernel<uint32_t, TX, TY>, grid, 256, smem, s, xt, yt, p);
     } else {
@@ -222,7 +238,7 @@ static void launch_slice_concat_as(const void* x, void* y, const SliceConcatPara
 
 bool slice_concat_transposed_fits(int src_cols, int out_cols) {
   return src_cols > 0 && src_cols <= kMaxSliceTransposedCols && out_cols > 0 &&
-         slice_concat_smem(src_cols, out_cols) <= 48 * 1024;
+         slice_concat_smem(src_cols, out_cols) <= kSliceConcatMaxSmem;
 }
 
 Status launch_slice_concat(const void* x, DType xt, void* y, DType yt, const SliceConcatParams& p, cudaStream_t s) {

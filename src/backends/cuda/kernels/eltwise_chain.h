@@ -55,7 +55,7 @@ Status launch_eltwise_chain(const float* x, float* y, int64_t n, const EwProgram
 // through shared memory.
 constexpr int kMaxSliceSegments = 4;
 constexpr int kMaxSliceTransposedCols = 256;
-// Whether a transposed source's tile and the tile's output rows fit the kernel's shared memory (48 KiB).
+// Whether a transposed source's tile and the tile's output rows fit the kernel's shared memory (96 KiB).
 bool slice_concat_transposed_fits(int src_cols, int out_cols);
 struct SliceSegment {
   int src_start = 0, len = 0, out_start = 0;  // columns [src_start, +len) of x -> [out_start, +len) of y
