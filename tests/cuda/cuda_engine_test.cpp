@@ -3,13 +3,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "backends/cpu/reference.h"
 #include "backends/cuda/cuda_engine.h"
 #include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/device.h"
 #include "cuda/gpu_test.h"
+#include "core/file_io.h"
 #include "core/half.h"
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
@@ -80,7 +85,7 @@ struct GraphBuilder {
 
 struct ConvCase {
   int n, c, h, w, k, r, s, stride, pad, dil;
-  const char* act;  // none | relu | silu | sigmoid | leaky | hardswish | relu6 (Clip 0..6)
+  const char* act;  // none | relu | silu | sigmoid | leaky | hardswish | hardsigmoid | relu6 (Clip 0..6)
   bool residual;
   bool chain;       // a 1x1 conv follows, so the first writes NHWC fp16
 };
@@ -101,6 +106,12 @@ Graph conv_graph(const ConvCase& cc, uint32_t seed) {
   if (act == "relu") y = b.node(OpType::Relu, "relu", {y});
   if (act == "sigmoid") y = b.node(OpType::Sigmoid, "sig", {y});
   if (act == "hardswish") y = b.node(OpType::HardSwish, "hs", {y});
+  if (act == "hardsigmoid") {
+    AttrMap ha;
+    ha.set("alpha", 0.25f);
+    ha.set("beta", 0.4f);
+    y = b.node(OpType::HardSigmoid, "hsig", {y}, ha);
+  }
   if (act == "relu6") {
     y = b.node(OpType::Clip, "relu6", {y, b.constant("lo", Tensor::scalar_f32(0.f)), b.constant("hi", Tensor::scalar_f32(6.f))});
   }
@@ -216,6 +227,37 @@ TEST_P(FusedConv, MatchesReferenceThroughCudnn) {
   check_fused_conv(GetParam(), {"cudnn"});
 }
 
+// fp32 plans fuse the same patterns into the generic (CUDA-core, fp32) conv's epilogue: one layer per conv, no
+// activation or Add layer left, within 1e-4 of the output range of the reference.
+TEST_P(FusedConv, MatchesReferenceInFp32) {
+  SKIP_WITHOUT_GPU();
+  const ConvCase& cc = GetParam();
+  Graph g = conv_graph(cc, 11);
+  auto in = random_inputs(g, 5);
+  Graph ref_g = g;
+  std::map<std::string, Shape> shapes;
+  for (const auto& [k, t] : in) shapes[k] = t.shape();
+  ASSERT_TRUE(prepare_graph(ref_g, {shapes}).is_ok());
+  auto ref = run_reference(ref_g, in);
+  ASSERT_TRUE(ref) << ref.status().to_string();
+  auto engine = make_engine(g, "fp32");
+  ASSERT_TRUE(engine);
+  auto layers = engine->layer_info(shapes);
+  ASSERT_TRUE(layers);
+  int convs = 0;
+  for (const auto& l : *layers) {
+    convs += l.kind == "Conv";
+    EXPECT_EQ(l.kind, "Conv") << l.name << ": an op of the fused pattern was left as a separate layer";
+  }
+  EXPECT_EQ(convs, cc.chain ? 2 : 1);
+  if (std::string(cc.act) != "none" || cc.residual) {
+    EXPECT_EQ((*layers)[0].kernel, "generic_fused") << (*layers)[0].name;
+  }
+  auto out = engine->run(in);
+  ASSERT_TRUE(out) << out.status().to_string();
+  EXPECT_LE(test::max_abs_diff((*ref)[0], (*out)[0]), 1e-4 * std::max(1.0, max_abs((*ref)[0])));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, FusedConv,
     ::testing::Values(ConvCase{1, 8, 16, 16, 16, 3, 3, 1, 1, 1, "none", false, false},
@@ -229,6 +271,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{3, 64, 10, 10, 128, 3, 3, 2, 1, 1, "relu", false, false},
                       ConvCase{1, 24, 15, 15, 40, 5, 5, 1, 2, 1, "hardswish", false, true},
                       ConvCase{1, 8, 12, 12, 8, 3, 3, 1, 2, 2, "leaky", false, false},  // dilation
+                      ConvCase{1, 16, 9, 11, 24, 3, 3, 1, 1, 1, "hardsigmoid", true, true},  // own alpha and beta
                       ConvCase{1, 40, 7, 7, 255, 1, 1, 1, 0, 1, "none", false, false},  // odd K, NCHW out
                       ConvCase{2, 256, 20, 20, 256, 3, 3, 1, 1, 1, "sigmoid", true, false},
                       ConvCase{1, 128, 40, 40, 64, 1, 1, 1, 0, 1, "silu", false, true}));
@@ -475,6 +518,58 @@ TEST(CudaEngine, C3SiblingConvsRunAsOne) {
       EXPECT_LE(test::max_abs_diff((*ref)[0], (*out)[0]), 4e-3 * std::max(1.0, max_abs((*ref)[0]))) << what;
     }
   }
+}
+
+// The timing cache (--timing-cache): a build writes its kernel choices there, keyed by conv signature, with the GPU's
+// name; a later build takes them instead of timing (shown by a cache edited to name another valid kernel for every
+// conv, which the next build then runs); a cache from another GPU is ignored (timed again, and the cache rewritten
+// for this GPU).
+TEST(CudaEngine, TimingCacheIsReadBack) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = test::temp_dir("timing_cache"), cache = dir + "/timing.json";
+  std::filesystem::remove(cache);
+  Graph g = c3_graph(1, true, false);
+  const std::map<std::string, Shape> shapes = {{"x", {2, 64, 12, 10}}};
+  std::string device;
+  auto build = [&](const std::string& path) {
+    BuildOptions opt;
+    opt.device = "cuda";
+    opt.precision = "fp16";
+    opt.tactic_sources = {"qdeploy"};
+    opt.timing_cache = path;
+    auto e = cuda::CudaEngine::create(g, opt);
+    EXPECT_TRUE(e) << e.status().to_string();
+    std::map<std::string, std::string> kernels;  // layer -> kernel
+    if (!e) return kernels;
+    device = (*e)->device_name();
+    auto layers = (*e)->layer_info(shapes);
+    EXPECT_TRUE(layers);
+    if (layers) {
+      for (const auto& l : *layers) {
+        if (l.kind == "conv") kernels[l.name] = l.kernel;
+      }
+    }
+    return kernels;
+  };
+  const auto first = build(cache);
+  ASSERT_FALSE(first.empty());
+  auto read = [&] {
+    std::ifstream f(cache);
+    EXPECT_TRUE(f) << "the build wrote no timing cache";
+    return nlohmann::json::parse(f, nullptr, false);
+  };
+  nlohmann::json j = read();
+  ASSERT_EQ(j.value("device", ""), device);
+  ASSERT_EQ(j["kernels"].size(), first.size()) << "one entry per conv signature";
+  // Every conv here fits igemm_f16_64x32_w32x32_s3, which the timing rarely picks for all of them.
+  const std::string forced = "igemm_f16_64x32_w32x32_s3";
+  for (auto& [sig, kernel] : j["kernels"].items()) kernel = forced;
+  ASSERT_TRUE(write_file_atomic(cache, j.dump()).is_ok());
+  for (const auto& [layer, kernel] : build(cache)) EXPECT_EQ(kernel, forced) << layer;
+  j["device"] = "another GPU";
+  ASSERT_TRUE(write_file_atomic(cache, j.dump()).is_ok());
+  build(cache);
+  EXPECT_EQ(read().value("device", ""), device) << "a cache from another GPU must not be used";
 }
 
 // A whole model, fp32 and fp16, against the reference.

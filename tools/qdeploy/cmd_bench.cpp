@@ -107,6 +107,14 @@ Expected<nlohmann::json> bench_host(Engine& e, const BenchArgs& a, int batch) {
 #ifdef QD_HAVE_CUDA
 #define QD_BENCH_CUDA(expr) QD_RETURN_IF_ERROR(::qd::cuda::cuda_status((expr), #expr))
 
+// A layer as --export-layer-info and --export-profile describe it (docs/benchmarks.md#per-layer-json).
+nlohmann::json layer_json(const cuda::LayerInfo& l) {
+  return {{"name", l.name},          {"kind", l.kind},
+          {"kernel", l.kernel},      {"precision", l.precision},
+          {"input_format", l.in_format}, {"output_format", l.out_format},
+          {"macs", l.macs}};
+}
+
 // The GPU: per iteration, events around the host-to-device copies, the enqueued model and the device-to-host
 // copies (pinned host memory); throughput from back-to-back enqueues without host synchronisation.
 Expected<nlohmann::json> bench_cuda(cuda::CudaEngine& e, const BenchArgs& a, int batch, nlohmann::json* profile,
@@ -206,28 +214,17 @@ Expected<nlohmann::json> bench_cuda(cuda::CudaEngine& e, const BenchArgs& a, int
     double sum = 0;
     for (const auto& t : times) {
       sum += t.ms;
-      lj.push_back({{"name", t.name},
-                    {"kind", t.kind},
-                    {"kernel", t.kernel},
-                    {"precision", t.precision},
-                    {"ms", t.ms},
-                    {"macs", t.macs},
-                    {"tflops", t.ms > 0 ? 2 * t.macs / (t.ms * 1e9) : 0.0}});
+      nlohmann::json j = layer_json(t.layer);
+      j["ms"] = t.ms;
+      j["tflops"] = t.ms > 0 ? 2 * t.layer.macs / (t.ms * 1e9) : 0.0;
+      lj.push_back(std::move(j));
     }
     profile->push_back({{"batch", batch}, {"layers_total_ms", sum}, {"layers", lj}});
   }
   if (layers) {
     auto info = QD_TRY(e.layer_info(shapes));
     nlohmann::json lj = nlohmann::json::array();
-    for (const auto& l : info) {
-      lj.push_back({{"name", l.name},
-                    {"kind", l.kind},
-                    {"kernel", l.kernel},
-                    {"precision", l.precision},
-                    {"input_format", l.in_format},
-                    {"output_format", l.out_format},
-                    {"macs", l.macs}});
-    }
+    for (const auto& l : info) lj.push_back(layer_json(l));
     layers->push_back({{"batch", batch}, {"layers", lj}});
   }
   for (auto& x : ev) cudaEventDestroy(x);

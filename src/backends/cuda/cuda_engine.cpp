@@ -236,7 +236,7 @@ Expected<MemoryReport> CudaEngine::memory_report(const std::map<std::string, Sha
   MemoryReport r;
   r.arena_bytes = inst->arena_bytes;
   r.activation_bytes = inst->activation_bytes;
-  for (const auto& [name, w] : weights_) r.weight_bytes += w->w.size() + w->bias.size();
+  r.weight_bytes = inst->weight_bytes;
   for (const auto& c : inst->constants) r.weight_bytes += c->size();
   return r;
 }
@@ -436,7 +436,7 @@ Expected<std::vector<LayerTime>> CudaContext::profile(int iterations, cudaStream
   for (size_t l = 0; l < n; ++l) {
     const LayerInfo& i = inst_->layers[l]->info;
     std::sort(ms[l].begin(), ms[l].end());
-    out.push_back({i.name, i.kind, i.kernel, i.precision, ms[l].empty() ? 0.0 : ms[l][ms[l].size() / 2], i.macs});
+    out.push_back({i, ms[l].empty() ? 0.0 : ms[l][ms[l].size() / 2]});
   }
   return out;
 }

@@ -36,9 +36,8 @@ struct LayerInfo {
 };
 
 struct LayerTime {
-  std::string name, kind, kernel, precision;
+  LayerInfo layer;
   double ms = 0;  // median over the profiled runs
-  double macs = 0;
 };
 
 struct MemoryReport {
@@ -73,6 +72,8 @@ class CudaEngine final : public Engine {
   Expected<std::vector<LayerInfo>> layer_info(const std::map<std::string, Shape>& shapes) const;
   Expected<MemoryReport> memory_report(const std::map<std::string, Shape>& shapes) const;
   const BuildOptions& options() const { return opt_; }
+  // The input shapes the build lowered and timed first (--shapes, --opt, else the declared ones).
+  const std::map<std::string, Shape>& build_shapes() const { return build_shapes_; }
   const std::string& device_name() const { return device_name_; }
 
   // Internal: the lowered model for one set of input shapes (cached; thread-safe). tune: time the kernels of conv

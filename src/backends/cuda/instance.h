@@ -59,6 +59,7 @@ class Instance {
   std::vector<std::unique_ptr<Layer>> layers;
   std::vector<size_t> buffer_offsets;
   size_t arena_bytes = 0, activation_bytes = 0;
+  size_t weight_bytes = 0;   // the packed weights its layers read
   size_t splitk_offset = 0;  // arena offset of the conv workspace (shared by the layers, which run in order)
   bool uses_cudnn = false;   // some conv runs through cuDNN (a thread needs its handle before capturing a graph)
   std::vector<std::string> slot_names;  // inputs then outputs

@@ -459,6 +459,13 @@ class Lowerer {
     }
     QD_RETURN_IF_ERROR(plan());
     QD_RETURN_IF_ERROR(choose_kernels());
+    std::set<const PackedConv*> packed;
+    for (const auto& l : inst_->layers) {
+      const auto* c = dynamic_cast<const ConvLayer*>(l.get());
+      if (c && packed.insert(c->w.get()).second) {
+        inst_->weight_bytes += c->w->w.size() + c->w->bias.size() + c->w->alpha.size() + c->w->dense.size();
+      }
+    }
     return inst_;
   }
 
@@ -735,6 +742,11 @@ class Lowerer {
     const Node& n = g_.nodes[i];
     if (slice_concat_.count(i)) return lower_slice_concat(i);
     for (int v : n.inputs) QD_RETURN_IF_ERROR(resolve(v));
+    if (!fast_ && n.op == OpType::Conv) {
+      bool lowered = false;
+      QD_RETURN_IF_ERROR(try_float_fused_conv(i, &lowered));
+      if (lowered) return Status::ok();
+    }
     if (fast_) {
       if (n.op == OpType::Conv) {
         bool lowered = false;
@@ -1174,46 +1186,13 @@ class Lowerer {
   }
 
   // Conv [+ BatchNormalization] [+ activation] [+ Add residual] as one tensor-core layer.
-  Status try_fused_conv(int i, bool* lowered) {
-    const Node& n = g_.nodes[i];
-    if (n.inputs.size() < 2 || !is_float4d(n.inputs[0]) || !g_.is_constant(n.inputs[1])) return Status::ok();
-    const Tensor& w = *g_.constant(n.inputs[1]);
-    if (w.dtype() != DType::kFloat32 || w.shape().size() != 4) return Status::ok();
-    const Tensor* bias = n.inputs.size() > 2 && n.inputs[2] >= 0 ? g_.constant(n.inputs[2]) : nullptr;
-    if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !bias) return Status::ok();
-    Shape out_shape;
-    const ops::ConvGeom geo = QD_TRY(ops::conv_geom(n, g_.values[n.inputs[0]].shape, w.shape(), &out_shape));
-    // Grouped convs: INT8 ones run conv_grouped_i8 (CUDA cores) with the fused epilogue, float ones the generic kernel.
-    if (geo.group != 1 && !int8_convs_.count(n.name)) return Status::ok();
-
-    std::string names = n.name;
-    int cur = n.outputs[0];
-    const bool int8 = int8_convs_.count(n.name) != 0;
-    // BatchNormalization with constant parameters folds into the weights (not under INT8: the reference applies it
-    // after the quantized conv).
-    BnFold bn;
-    bool has_bn = false;
-    if (int c = sole_consumer(cur); !int8 && c >= 0 && g_.nodes[c].op == OpType::BatchNormalization &&
-                                    g_.nodes[c].inputs.size() == 5 && g_.nodes[c].inputs[0] == cur) {
-      const Node& b = g_.nodes[c];
-      const Tensor *gamma = g_.constant(b.inputs[1]), *beta = g_.constant(b.inputs[2]),
-                   *mean = g_.constant(b.inputs[3]), *var = g_.constant(b.inputs[4]);
-      const float eps = QD_TRY(b.attrs.get_float("epsilon", 1e-5f));
-      if (gamma && beta && mean && var && gamma->numel() == geo.m && gamma->dtype() == DType::kFloat32) {
-        for (int64_t k = 0; k < geo.m; ++k) {
-          const float sc = gamma->data<float>()[k] / std::sqrt(var->data<float>()[k] + eps);
-          bn.scale.push_back(sc);
-          bn.shift.push_back(beta->data<float>()[k] - mean->data<float>()[k] * sc);
-        }
-        has_bn = true;
-        done_[c] = true;
-        names += "+" + b.name;
-        cur = b.outputs[0];
-      }
-    }
-    // Activation.
-    Act act = Act::kNone;
-    float aa = 0, ab = 0;
+  // The activation after a conv's value *cur (ReLU, Sigmoid, LeakyReLU, HardSwish, HardSigmoid, Clip with constant
+  // bounds, SiLU as x * Sigmoid(x)): marks its nodes done, moves *cur to its output and appends their names.
+  Status match_activation(int* cur_value, Act* act_out, float* a_out, float* b_out, std::string* names_out) {
+    int& cur = *cur_value;
+    Act& act = *act_out;
+    float &aa = *a_out, &ab = *b_out;
+    std::string& names = *names_out;
     if (int c = sole_consumer(cur); c >= 0) {
       const Node& a = g_.nodes[c];
       switch (a.op) {
@@ -1254,7 +1233,13 @@ class Lowerer {
         }
       }
     }
-    // Residual: Add(cur, other) where other is already computed and has the same shape.
+    return Status::ok();
+  }
+  // A residual Add(*cur, other) where other is computed already and has the same shape: marks it done, moves *cur to
+  // its output and returns other (-1: none).
+  int match_residual(int* cur_value, std::string* names_out) {
+    int& cur = *cur_value;
+    std::string& names = *names_out;
     int res_value = -1;
     if (int c = sole_consumer(cur); c >= 0 && g_.nodes[c].op == OpType::Add && g_.nodes[c].inputs.size() == 2) {
       const Node& a = g_.nodes[c];
@@ -1267,6 +1252,85 @@ class Lowerer {
         cur = a.outputs[0];
       }
     }
+    return res_value;
+  }
+
+  // fp32 plans: a Conv with its activation and residual Add (match_activation, match_residual) as one generic conv
+  // kernel whose epilogue applies them (NCHW fp32, the tensor cores' fused kernels being fp16 and INT8 only).
+  Status try_float_fused_conv(int i, bool* lowered) {
+    const Node& n = g_.nodes[i];
+    if (n.inputs.size() < 2 || n.outputs.size() != 1 || !is_float4d(n.inputs[0]) || !is_float4d(n.outputs[0])) {
+      return Status::ok();
+    }
+    std::string names = n.name;
+    int cur = n.outputs[0];
+    ConvEpilogue epi;
+    QD_RETURN_IF_ERROR(match_activation(&cur, &epi.act, &epi.a, &epi.b, &names));
+    const int res_value = match_residual(&cur, &names);
+    if (epi.act == Act::kNone && res_value < 0) return Status::ok();
+    epi.residual = res_value >= 0;
+    auto l = std::make_unique<GenericLayer>();
+    std::vector<TensorSpec> in_specs;
+    for (int v : n.inputs) {
+      const int t = v < 0 ? -1 : QD_TRY(ensure_generic(v));
+      l->ins.push_back(t);
+      in_specs.push_back(t < 0 ? TensorSpec{} : TensorSpec{inst_->tensors[t].dtype, inst_->tensors[t].shape});
+    }
+    while (l->ins.size() < 3) l->ins.push_back(-1);  // no bias
+    if (epi.residual) l->ins.push_back(QD_TRY(ensure_generic(res_value)));
+    const int t = add_tensor(generic_ref(cur));
+    gen_[cur] = t;
+    l->outs = {t};
+    const std::vector<TensorSpec> out_specs = {{inst_->tensors[t].dtype, inst_->tensors[t].shape}};
+    l->kernel = QD_TRY(make_generic_conv(g_, n, in_specs, out_specs, epi));
+    l->info = {names, "Conv", "generic_fused", "fp32", fmt_of(inst_->tensors[l->ins[0]]), fmt_of(inst_->tensors[t]),
+               static_cast<double>(node_macs(g_, n))};
+    add_layer(std::move(l));
+    *lowered = true;
+    return Status::ok();
+  }
+
+  Status try_fused_conv(int i, bool* lowered) {
+    const Node& n = g_.nodes[i];
+    if (n.inputs.size() < 2 || !is_float4d(n.inputs[0]) || !g_.is_constant(n.inputs[1])) return Status::ok();
+    const Tensor& w = *g_.constant(n.inputs[1]);
+    if (w.dtype() != DType::kFloat32 || w.shape().size() != 4) return Status::ok();
+    const Tensor* bias = n.inputs.size() > 2 && n.inputs[2] >= 0 ? g_.constant(n.inputs[2]) : nullptr;
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !bias) return Status::ok();
+    Shape out_shape;
+    const ops::ConvGeom geo = QD_TRY(ops::conv_geom(n, g_.values[n.inputs[0]].shape, w.shape(), &out_shape));
+    // Grouped convs: INT8 ones run conv_grouped_i8 (CUDA cores) with the fused epilogue, float ones the generic kernel.
+    if (geo.group != 1 && !int8_convs_.count(n.name)) return Status::ok();
+
+    std::string names = n.name;
+    int cur = n.outputs[0];
+    const bool int8 = int8_convs_.count(n.name) != 0;
+    // BatchNormalization with constant parameters folds into the weights (not under INT8: the reference applies it
+    // after the quantized conv).
+    BnFold bn;
+    bool has_bn = false;
+    if (int c = sole_consumer(cur); !int8 && c >= 0 && g_.nodes[c].op == OpType::BatchNormalization &&
+                                    g_.nodes[c].inputs.size() == 5 && g_.nodes[c].inputs[0] == cur) {
+      const Node& b = g_.nodes[c];
+      const Tensor *gamma = g_.constant(b.inputs[1]), *beta = g_.constant(b.inputs[2]),
+                   *mean = g_.constant(b.inputs[3]), *var = g_.constant(b.inputs[4]);
+      const float eps = QD_TRY(b.attrs.get_float("epsilon", 1e-5f));
+      if (gamma && beta && mean && var && gamma->numel() == geo.m && gamma->dtype() == DType::kFloat32) {
+        for (int64_t k = 0; k < geo.m; ++k) {
+          const float sc = gamma->data<float>()[k] / std::sqrt(var->data<float>()[k] + eps);
+          bn.scale.push_back(sc);
+          bn.shift.push_back(beta->data<float>()[k] - mean->data<float>()[k] * sc);
+        }
+        has_bn = true;
+        done_[c] = true;
+        names += "+" + b.name;
+        cur = b.outputs[0];
+      }
+    }
+    Act act = Act::kNone;
+    float aa = 0, ab = 0;
+    QD_RETURN_IF_ERROR(match_activation(&cur, &act, &aa, &ab, &names));
+    const int res_value = match_residual(&cur, &names);
     // A detection head: Conv -> Reshape [N, A, G, OH, OW] -> Transpose (0, 1, 3, 4, 2) [-> Sigmoid] read only by
     // the Slices of one slice_concat. The conv writes its NCHW result (after the Sigmoid), and the slice_concat
     // reads it transposed; the Reshape, Transpose and Sigmoid run no layers.

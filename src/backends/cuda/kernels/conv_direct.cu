@@ -3,6 +3,7 @@
 // (M = output channels of the group, N = batch * output pixels, K = input channels of the group * kernel taps), or,
 // when each group has one input channel (depthwise), a thread per output; ConvTranspose as a gather, a thread per
 // output. The geometry is the reference's (ops::conv_geom, ops::tconv_geom; 1-d runs as 2-d with H = 1).
+#include "backends/cuda/kernels/activation.cuh"
 #include "backends/cuda/kernels/gemm_tile.cuh"
 #include "ops/window.h"
 
@@ -49,28 +50,39 @@ struct ConvPatches {
   }
 };
 
+// The epilogue of fp32 plans' fused convs (generic.h): bias, activation, then the residual (same layout as y).
+template <typename T>
+__device__ __forceinline__ float conv_epilogue(float acc, const T* bias, int64_t oc, const ConvEpilogue& e,
+                                               const T* residual, int64_t i) {
+  if (bias) acc += to_float(bias[oc]);
+  acc = apply_act(acc, e.act, e.a, e.b);
+  return residual ? acc + to_float(residual[i]) : acc;
+}
+
 template <typename T>
 struct ConvOut {
   T* y;
   const T* bias;
   ConvDims d;
+  ConvEpilogue e;
+  const T* residual;
   __device__ __forceinline__ void operator()(int64_t g, int64_t m, int64_t col, float acc) const {
     const int64_t pix = d.oh * d.ow, b = col / pix, p = col - b * pix, oc = g * d.mg + m;
-    if (bias) acc += to_float(bias[oc]);
-    y[(b * d.m + oc) * pix + p] = from_float<T>(acc);
+    const int64_t i = (b * d.m + oc) * pix + p;
+    y[i] = from_float<T>(conv_epilogue(acc, bias, oc, e, residual, i));
   }
 };
 
 // One input channel per group (depthwise, with any channel multiplier): a thread per output.
 template <typename T>
 __global__ void conv_depthwise_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
-                                      T* __restrict__ y, ConvDims d, int64_t n) {
+                                      T* __restrict__ y, ConvDims d, int64_t n, ConvEpilogue e, const T* residual) {
   QD_GRID_LOOP(i, n) {
     const int64_t ox = i % d.ow, oy = (i / d.ow) % d.oh, oc = (i / (d.ow * d.oh)) % d.m, b = i / (d.ow * d.oh * d.m);
     const int64_t ci = oc / d.mg;
     const T* xp = x + (b * d.c + ci) * d.h * d.w;
     const T* wp = w + oc * d.kh * d.kw;
-    float acc = bias ? to_float(bias[oc]) : 0.f;
+    float acc = 0.f;
     for (int64_t r = 0; r < d.kh; ++r) {
       const int64_t iy = oy * d.sh - d.ph + r * d.dh;
       if (iy < 0 || iy >= d.h) continue;
@@ -79,33 +91,37 @@ __global__ void conv_depthwise_kernel(const T* __restrict__ x, const T* __restri
         if (ix >= 0 && ix < d.w) acc = fmaf(to_float(xp[iy * d.w + ix]), to_float(wp[r * d.kw + s]), acc);
       }
     }
-    y[i] = from_float<T>(acc);
+    y[i] = from_float<T>(conv_epilogue(acc, bias, oc, e, residual, i));
   }
 }
 
+// Inputs: x, w, the bias (or nullptr) and, with ConvEpilogue::residual, the residual.
 template <typename T>
 class ConvKernel final : public GenericKernel {
  public:
-  explicit ConvKernel(const ConvDims& d) : d_(d) {}
+  ConvKernel(const ConvDims& d, const ConvEpilogue& e) : d_(d), e_(e) {}
   Status launch(const std::vector<const void*>& in, const std::vector<void*>& out, cudaStream_t s) override {
     const T* x = static_cast<const T*>(in[0]);
     const T* w = static_cast<const T*>(in[1]);
     const T* bias = in.size() > 2 ? static_cast<const T*>(in[2]) : nullptr;
+    const T* residual = e_.residual && in.size() > 3 ? static_cast<const T*>(in[3]) : nullptr;
+    if (e_.residual && !residual) return internal("fused conv: the residual input is missing");
     T* y = static_cast<T*>(out[0]);
     const int64_t n = d_.n * d_.m * d_.oh * d_.ow;
     if (n == 0) return Status::ok();
     if (d_.cg == 1) {
-      conv_depthwise_kernel<T><<<grid_1d(n), kBlock, 0, s>>>(x, w, bias, y, d_, n);
+      conv_depthwise_kernel<T><<<grid_1d(n), kBlock, 0, s>>>(x, w, bias, y, d_, n, e_, residual);
       QD_CUDA_LAUNCHED();
       return Status::ok();
     }
     const int64_t K = d_.cg * d_.kh * d_.kw;
     return launch_gemm_tile(d_.mg, d_.n * d_.oh * d_.ow, K, d_.group, ConvWeights<T>{w, K, d_.mg},
-                            ConvPatches<T>{x, d_}, ConvOut<T>{y, bias, d_}, s);
+                            ConvPatches<T>{x, d_}, ConvOut<T>{y, bias, d_, e_, residual}, s);
   }
 
  private:
   ConvDims d_;
+  ConvEpilogue e_;
 };
 
 // ConvTranspose as a gather: output (b, oc, oy, ox) sums x[b, ci, iy, ix] * w[ci, o, i, j] over the input channels
@@ -156,8 +172,8 @@ class ConvTransposeKernel final : public GenericKernel {
   ConvDims d_;
 };
 
-template <template <typename> class K>
-MadeKernel make_conv_like(const NodeArgs& a, bool transpose) {
+template <template <typename> class K, typename... Extra>
+MadeKernel make_conv_like(const NodeArgs& a, bool transpose, const Extra&... extra) {
   const DType t = a.in[0].dtype;
   if (!is_float_storage(t)) return no_kernel_dtype(a, t);
   for (size_t i = 1; i < a.in.size(); ++i) {
@@ -170,7 +186,7 @@ MadeKernel make_conv_like(const NodeArgs& a, bool transpose) {
   const ConvDims d = dims_of(g);
   KernelPtr k;
   QD_RETURN_IF_ERROR(dispatch_float_storage(t, [&](auto tag) {
-    k.reset(new K<decltype(tag)>(d));
+    k.reset(new K<decltype(tag)>(d, extra...));
     return Status::ok();
   }));
   return std::move(k);
@@ -178,7 +194,10 @@ MadeKernel make_conv_like(const NodeArgs& a, bool transpose) {
 
 }  // namespace
 
-MadeKernel make_conv(const NodeArgs& a) { return make_conv_like<ConvKernel>(a, false); }
+MadeKernel make_conv(const NodeArgs& a) { return make_conv_like<ConvKernel>(a, false, ConvEpilogue{}); }
+MadeKernel make_conv_fused(const NodeArgs& a, const ConvEpilogue& e) {
+  return make_conv_like<ConvKernel>(a, false, e);
+}
 MadeKernel make_conv_transpose(const NodeArgs& a) { return make_conv_like<ConvTransposeKernel>(a, true); }
 
 }  // namespace qd::cuda

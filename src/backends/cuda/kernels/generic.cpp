@@ -73,9 +73,11 @@ Factory factory_for(OpType op) {
 
 }  // namespace
 
-Expected<std::unique_ptr<GenericKernel>> make_generic_kernel(const Graph& graph, const Node& node,
-                                                              const std::vector<TensorSpec>& inputs,
-                                                              const std::vector<TensorSpec>& outputs) {
+// Checks the specs against the node, then makes its kernel with `make` (which sees the node's arguments).
+template <typename Make>
+Expected<std::unique_ptr<GenericKernel>> make_checked(const Graph& graph, const Node& node,
+                                                      const std::vector<TensorSpec>& inputs,
+                                                      const std::vector<TensorSpec>& outputs, const Make& make) {
   const std::string op = node.op < OpType::kCount ? op_name(node.op) : "?";
   auto fail = [&](Status s) { return std::move(s.at_node(node.name, op)); };
   if (inputs.size() != node.inputs.size() || outputs.size() != node.outputs.size()) {
@@ -84,8 +86,6 @@ Expected<std::unique_ptr<GenericKernel>> make_generic_kernel(const Graph& graph,
                          std::to_string(node.inputs.size()) + " inputs and " + std::to_string(node.outputs.size()) +
                          " outputs"));
   }
-  const Factory f = factory_for(node.op);
-  if (!f) return fail(unsupported(op + " has no CUDA kernel"));
   std::vector<DType> types;
   std::vector<Shape> shapes;
   std::vector<const Tensor*> values;
@@ -102,9 +102,28 @@ Expected<std::unique_ptr<GenericKernel>> make_generic_kernel(const Graph& graph,
   }
   const InferCtx ctx(node, std::move(types), std::move(shapes), std::move(values));
   const NodeArgs args{graph, node, inputs, outputs, ctx};
-  MadeKernel k = f(args);
+  MadeKernel k = make(args);
   if (!k) return fail(std::move(k).take_status());
   return k;
+}
+
+Expected<std::unique_ptr<GenericKernel>> make_generic_kernel(const Graph& graph, const Node& node,
+                                                              const std::vector<TensorSpec>& inputs,
+                                                              const std::vector<TensorSpec>& outputs) {
+  const Factory f = factory_for(node.op);
+  if (!f) {
+    const std::string op = node.op < OpType::kCount ? op_name(node.op) : "?";
+    return unsupported(op + " has no CUDA kernel").at_node(node.name, op);
+  }
+  return make_checked(graph, node, inputs, outputs, f);
+}
+
+Expected<std::unique_ptr<GenericKernel>> make_generic_conv(const Graph& graph, const Node& node,
+                                                            const std::vector<TensorSpec>& inputs,
+                                                            const std::vector<TensorSpec>& outputs,
+                                                            const ConvEpilogue& epilogue) {
+  if (node.op != OpType::Conv) return internal("make_generic_conv: node '" + node.name + "' is no Conv");
+  return make_checked(graph, node, inputs, outputs, [&](const NodeArgs& a) { return make_conv_fused(a, epilogue); });
 }
 
 // ---- shared host helpers ----

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "backends/cuda/kernels/conv.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
@@ -40,5 +41,18 @@ class GenericKernel {
 Expected<std::unique_ptr<GenericKernel>> make_generic_kernel(const Graph& graph, const Node& node,
                                                               const std::vector<TensorSpec>& inputs,
                                                               const std::vector<TensorSpec>& outputs);
+
+// A Conv node's generic kernel with an epilogue fused after the bias (fp32 plans: conv + activation + residual in one
+// kernel): the activation, then, with `residual`, a tensor of the output's shape added, given to launch() as a
+// fourth input after the bias (nullptr when the node has none).
+struct ConvEpilogue {
+  Act act = Act::kNone;
+  float a = 0.f, b = 0.f;  // LeakyRelu alpha; HardSigmoid alpha/beta; Clip min/max
+  bool residual = false;
+};
+Expected<std::unique_ptr<GenericKernel>> make_generic_conv(const Graph& graph, const Node& node,
+                                                            const std::vector<TensorSpec>& inputs,
+                                                            const std::vector<TensorSpec>& outputs,
+                                                            const ConvEpilogue& epilogue);
 
 }  // namespace qd::cuda

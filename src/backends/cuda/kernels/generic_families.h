@@ -79,6 +79,7 @@ MadeKernel make_instance_norm(const NodeArgs& a);  // norm.cu
 MadeKernel make_layer_norm(const NodeArgs& a);   // norm.cu
 MadeKernel make_matmul(const NodeArgs& a);       // matmul.cu: MatMul, Gemm
 MadeKernel make_conv(const NodeArgs& a);         // conv_direct.cu
+MadeKernel make_conv_fused(const NodeArgs& a, const ConvEpilogue& e);  // conv_direct.cu
 MadeKernel make_conv_transpose(const NodeArgs& a);  // conv_direct.cu
 MadeKernel make_quantize(const NodeArgs& a);     // quantize.cu: QuantizeLinear, DequantizeLinear
 
