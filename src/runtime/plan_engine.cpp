@@ -2,7 +2,10 @@
 #include <cmath>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "plan/byte_io.h"
+#include "plan/graph_codec.h"
 #include "plan/plan_file.h"
 #include "runtime/plan_sections.h"
 
@@ -133,6 +136,29 @@ bool is_plan_file(const std::string& path) {
   const size_t n = std::fread(magic, 1, sizeof magic, f);
   std::fclose(f);
   return looks_like_plan(magic, n);
+}
+
+Expected<CudaPlanParts> decode_cuda_plan(const PlanFile& plan) {
+  const PlanSection* graph = plan.find("graph");
+  const PlanSection* options = plan.find("build_options");
+  const PlanSection* kernels = plan.find("cuda.kernels");
+  if (!graph || !options || !kernels) return invalid("CUDA plan is missing a section (graph, build_options, cuda.kernels)");
+  CudaPlanParts parts;
+  parts.graph = QD_TRY(decode_graph(graph->data));
+  parts.options = QD_TRY(decode_build_options(options->data));
+  parts.options.timing_cache.clear();  // a plan never writes files where it was built
+  nlohmann::json j = nlohmann::json::parse(kernels->data, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return invalid("CUDA plan: section cuda.kernels is not a JSON object");
+  for (const auto& [k, v] : j.items()) {
+    if (!v.is_string()) return invalid("CUDA plan: cuda.kernels['" + k + "'] is not a string");
+    parts.kernels[k] = v.get<std::string>();
+  }
+  if (parts.options.precision == "int8") {
+    const PlanSection* sec = plan.find("int8");
+    if (!sec) return invalid("INT8 CUDA plan without its int8 section");
+    parts.int8 = QD_TRY(decode_int8_options(sec->data));
+  }
+  return parts;
 }
 
 PlanFile new_plan(const std::string& target, const BuildOptions& opt, const std::vector<TensorDesc>& inputs,

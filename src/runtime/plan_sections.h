@@ -7,9 +7,11 @@
 //                     --fp32-layers patterns resolved when the plan was built)
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
+#include "ir/graph.h"
 #include "plan/plan_file.h"
 #include "quant/int8.h"
 #include "runtime/engine.h"
@@ -30,6 +32,17 @@ Expected<BuildOptions> decode_build_options(const std::string& data);
 std::string encode_int8_options(const Int8Options& opt);
 // Scales must be finite and positive.
 Expected<Int8Options> decode_int8_options(const std::string& data);
+
+// A CUDA plan's sections (target "cuda"): "graph", "build_options", "cuda.kernels" (JSON: conv signature -> kernel
+// the build chose) and, for INT8 plans, "int8"; decoded and checked without a GPU, for load_cuda_engine and the plan
+// fuzzer.
+struct CudaPlanParts {
+  Graph graph;
+  BuildOptions options;
+  std::map<std::string, std::string> kernels;
+  Int8Options int8;
+};
+Expected<CudaPlanParts> decode_cuda_plan(const PlanFile& plan);
 
 // The CPU engine of a plan whose header says target "cpu" (cpu_engine.cpp).
 Expected<std::unique_ptr<Engine>> load_cpu_engine(const PlanFile& plan);

@@ -572,6 +572,88 @@ TEST(CudaEngine, TimingCacheIsReadBack) {
   EXPECT_EQ(read().value("device", ""), device) << "a cache from another GPU must not be used";
 }
 
+// The NHWC data-movement kernels of fp16 plans (MaxPool, nearest integer upscales, Concat of conv outputs) over many
+// shapes:
+// each case is conv (1x1) -> the op -> conv (1x1), so that the op reads and writes NHWC fp16 tensors; the op runs as
+// its `<Op>_nhwc` layer (a Concat's inputs written into its slices by their convs) and the result matches the
+// reference within fp16 rounding.
+struct MoveCase {
+  const char* op;  // MaxPool | Resize | Concat
+  int n, c, h, w;
+  int k, stride, pad;  // MaxPool window; Resize: k = the scale, pad 1 = YOLOv5's attributes (asymmetric, floor)
+                       // instead of ONNX's defaults (half_pixel, round_prefer_floor); Concat: k = the second input's
+                       // channels
+};
+class NhwcMovement : public ::testing::TestWithParam<MoveCase> {};
+
+TEST_P(NhwcMovement, MatchesReference) {
+  SKIP_WITHOUT_GPU();
+  const MoveCase& mc = GetParam();
+  const std::string op = mc.op;
+  GraphBuilder b;
+  int x = b.input("x", {mc.n, 8, mc.h, mc.w});
+  uint32_t seed = 90;
+  auto conv = [&](const std::string& name, int in, int64_t cin, int64_t cout) {
+    AttrMap a;
+    a.set("kernel_shape", std::vector<int64_t>{1, 1});
+    return b.node(OpType::Conv, name,
+                  {in, b.constant(name + "_w", round_to_fp16(test::random_f32({cout, cin, 1, 1}, seed++, -0.4f, 0.4f)))}, a);
+  };
+  int y = conv("cv1", x, 8, mc.c);
+  int64_t c = mc.c;
+  if (op == "MaxPool") {
+    AttrMap pa;
+    pa.set("kernel_shape", std::vector<int64_t>{mc.k, mc.k});
+    pa.set("strides", std::vector<int64_t>{mc.stride, mc.stride});
+    pa.set("pads", std::vector<int64_t>{mc.pad, mc.pad, mc.pad, mc.pad});
+    y = b.node(OpType::MaxPool, "op", {y}, pa);
+  } else if (op == "Resize") {
+    AttrMap ra;
+    ra.set("mode", std::string("nearest"));
+    if (mc.pad == 1) {
+      ra.set("coordinate_transformation_mode", std::string("asymmetric"));
+      ra.set("nearest_mode", std::string("floor"));
+    }
+    const float sc = static_cast<float>(mc.k);
+    y = b.node(OpType::Resize, "op", {y, b.constant("roi", Tensor::from_f32({0}, {})), b.constant("scales", Tensor::from_f32({4}, {1.f, 1.f, sc, sc}))}, ra);
+  } else {
+    AttrMap ca;
+    ca.set("axis", int64_t{1});
+    y = b.node(OpType::Concat, "op", {y, conv("cv1b", x, 8, mc.k)}, ca);
+    c += mc.k;
+  }
+  Graph g = b.finish({conv("cv2", y, c, 8)});
+  auto in = random_inputs(g, 29);
+  Graph ref_g = g;
+  const std::map<std::string, Shape> shapes = {{"x", in["x"].shape()}};
+  ASSERT_TRUE(prepare_graph(ref_g, {shapes}).is_ok());
+  auto ref = run_reference(ref_g, in);
+  ASSERT_TRUE(ref) << ref.status().to_string();
+  auto engine = make_engine(g, "fp16", {"qdeploy"});
+  ASSERT_TRUE(engine);
+  auto layers = engine->layer_info(shapes);
+  ASSERT_TRUE(layers);
+  int moves = 0;
+  for (const auto& l : *layers) {
+    moves += l.kind == op + "_nhwc";
+    EXPECT_TRUE(l.kind == "conv" || l.kind == "reformat" || l.kind == op + "_nhwc") << l.name << " runs as " << l.kind;
+  }
+  EXPECT_EQ(moves, 1);
+  auto out = engine->run(in);
+  ASSERT_TRUE(out) << out.status().to_string();
+  EXPECT_LE(test::max_abs_diff((*ref)[0], (*out)[0]), 2e-3 * std::max(1.0, max_abs((*ref)[0])));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, NhwcMovement,
+    ::testing::Values(MoveCase{"MaxPool", 1, 16, 8, 8, 2, 2, 0}, MoveCase{"MaxPool", 2, 32, 9, 7, 3, 2, 1},
+                      MoveCase{"MaxPool", 1, 16, 13, 11, 5, 1, 2}, MoveCase{"MaxPool", 3, 64, 20, 20, 3, 1, 1},
+                      MoveCase{"MaxPool", 1, 24, 5, 6, 9, 1, 4}, MoveCase{"Resize", 1, 16, 5, 7, 2, 0, 0},
+                      MoveCase{"Resize", 2, 64, 20, 20, 2, 0, 1}, MoveCase{"Resize", 1, 24, 3, 4, 4, 0, 0},
+                      MoveCase{"Resize", 1, 8, 1, 6, 3, 0, 1},
+                      MoveCase{"Concat", 1, 16, 6, 5, 16, 0, 0}, MoveCase{"Concat", 2, 32, 10, 10, 64, 0, 0},
+                      MoveCase{"Concat", 1, 8, 7, 9, 24, 0, 0}));
+
 // A whole model, fp32 and fp16, against the reference.
 void check_model(const std::string& path, const std::map<std::string, Shape>& shapes, double fp16_min_snr) {
   auto g = import_onnx_file(path);

@@ -1,7 +1,7 @@
 // The plan fuzz harness, shared by the libFuzzer target and the unit test that replays tests/fuzz/regressions/plan/*
 // and the seed corpus: decode the container (with its checksum recomputed, so that mutations reach the parsers
 // behind it), decode the io/layers sections, load CPU plans into an engine (graph, options, scales; prepare) and run
-// it when small. Every error is fine; a crash, a sanitizer report, a leak, a hang or a kInternal status (returned,
+// it when small; CUDA plans are decoded and their graph prepared (what their loader does before the GPU). Every error is fine; a crash, a sanitizer report, a leak, a hang or a kInternal status (returned,
 // for the caller to check) is a bug.
 #pragma once
 
@@ -52,6 +52,18 @@ inline Status plan_one_input(const std::string& raw, bool* ran = nullptr) {
   if (!plan) return plan.status();
   if (const PlanSection* s = plan->find("io")) (void)decode_plan_io(s->data);
   if (const PlanSection* s = plan->find("layers")) (void)decode_plan_layers(s->data);
+  if (plan->header.target == "cuda") {
+    // What a CUDA plan's loader parses before it needs the GPU: its sections, the inputs its options give the graph,
+    // and the graph prepared at the shapes it was built for (the rest is lowering on the device).
+    auto parts = decode_cuda_plan(*plan);
+    if (!parts) return parts.status();
+    std::map<std::string, Shape> shapes;
+    auto inputs = engine_inputs(parts->graph, parts->options, &shapes);
+    if (!inputs) return inputs.status();
+    PrepareOptions opt;
+    opt.input_shapes = shapes;
+    return prepare_graph(parts->graph, opt);
+  }
   if (plan->header.target != "cpu") return Status::ok();
   auto engine = load_cpu_engine(*plan);
   if (!engine) return engine.status();

@@ -82,27 +82,9 @@ Expected<std::unique_ptr<Engine>> load_cuda_engine(const PlanFile& plan) {
   }
   const cuda::DeviceInfo d = QD_TRY(cuda::device_info(0));
   QD_RETURN_IF_ERROR(check_plan_target(plan.header, d.sm_major * 10 + d.sm_minor));
-  const PlanSection* graph = plan.find("graph");
-  const PlanSection* options = plan.find("build_options");
-  const PlanSection* kernels = plan.find("cuda.kernels");
-  if (!graph || !options || !kernels) return invalid("CUDA plan is missing a section (graph, build_options, cuda.kernels)");
-  Graph g = QD_TRY(decode_graph(graph->data));
-  BuildOptions opt = QD_TRY(decode_build_options(options->data));
-  opt.timing_cache.clear();
-  nlohmann::json j = nlohmann::json::parse(kernels->data, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return invalid("CUDA plan: section cuda.kernels is not a JSON object");
-  std::map<std::string, std::string> choices;
-  for (const auto& [k, v] : j.items()) {
-    if (!v.is_string()) return invalid("CUDA plan: cuda.kernels['" + k + "'] is not a string");
-    choices[k] = v.get<std::string>();
-  }
-  Int8Options int8;
-  if (opt.precision == "int8") {
-    const PlanSection* sec = plan.find("int8");
-    if (!sec) return invalid("INT8 CUDA plan without its int8 section");
-    int8 = QD_TRY(decode_int8_options(sec->data));
-  }
-  auto e = cuda::CudaEngine::create(std::move(g), opt, std::move(choices), std::move(int8));
+  CudaPlanParts parts = QD_TRY(decode_cuda_plan(plan));
+  auto e = cuda::CudaEngine::create(std::move(parts.graph), parts.options, std::move(parts.kernels),
+                                    std::move(parts.int8));
   if (!e) return e.status();
   return std::unique_ptr<Engine>(std::move(*e));
 }

@@ -1812,7 +1812,13 @@ class Lowerer {
       const std::string ctm =
           QD_TRY(n.attrs.get_string("coordinate_transformation_mode", std::string("half_pixel")));
       const std::string nm = QD_TRY(n.attrs.get_string("nearest_mode", std::string("round_prefer_floor")));
-      if (mode != "nearest" || ctm != "asymmetric" || nm != "floor") return Status::ok();
+      // An integer upscale by f maps output x to input floor(x / f): so asymmetric + floor (YOLOv5's export), and
+      // half_pixel (ONNX's default) + round_prefer_floor/ceil, whose (x + 0.5) / f - 0.5 lies within 0.5 - 0.5 / f
+      // of floor(x / f) (pytorch_half_pixel differs only for outputs of length 1, which map to 0 either way).
+      const bool half = ctm == "half_pixel" || ctm == "pytorch_half_pixel";
+      const bool floor_map = (ctm == "asymmetric" && nm == "floor") ||
+                             (half && (nm == "round_prefer_floor" || nm == "round_prefer_ceil"));
+      if (mode != "nearest" || !floor_map) return Status::ok();
       if (os[0] != is[0] || os[1] != is[1] || os[2] % is[2] || os[3] % is[3]) return Status::ok();
       auto l = std::make_unique<UpsampleLayer>();
       l->N = static_cast<int>(is[0]);
