@@ -1023,6 +1023,47 @@ TEST_P(DynamicBatch, GraphsAndContexts) {
 
 INSTANTIATE_TEST_SUITE_P(Sources, DynamicBatch, ::testing::Values("qdeploy", "cudnn"));
 
+// The caller's device memory as the input and the output (CudaContext::bind): the layers read and write it directly
+// (the context's own buffers stay untouched), with and without a CUDA graph, which is captured again when a binding
+// moves to another buffer.
+TEST(CudaContext, CallersDeviceBuffers) {
+  SKIP_WITHOUT_GPU();
+  Graph g = conv_graph({2, 16, 12, 12, 32, 3, 3, 1, 1, 1, "silu", false, true}, 4);
+  auto engine = make_engine(g, "fp16", {"qdeploy"});
+  ASSERT_TRUE(engine);
+  std::map<std::string, Tensor> in{{"x", test::random_f32({2, 16, 12, 12}, 7)}};
+  auto expect = engine->run(in);
+  ASSERT_TRUE(expect);
+  const Tensor& want = (*expect)[0];
+  const std::string out_name = engine->outputs()[0].name;
+  const size_t in_bytes = in["x"].nbytes(), out_bytes = want.nbytes();
+  void *x = nullptr, *y[2] = {nullptr, nullptr};
+  ASSERT_EQ(cudaMalloc(&x, in_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&y[0], out_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&y[1], out_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(x, in["x"].raw(), in_bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  for (bool graph : {false, true}) {
+    auto ctx = engine->create_context();
+    ctx->use_cuda_graph(graph);
+    ASSERT_TRUE(ctx->set_input_shapes({{"x", in["x"].shape()}}).is_ok());
+    ASSERT_TRUE(ctx->bind("x", x).is_ok());
+    for (void* dst : {y[0], y[1], y[0]}) {
+      ASSERT_EQ(cudaMemset(dst, 0, out_bytes), cudaSuccess);
+      ASSERT_TRUE(ctx->bind(out_name, dst).is_ok());
+      ASSERT_TRUE(ctx->enqueue(nullptr).is_ok());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      Tensor got = want;
+      ASSERT_EQ(cudaMemcpy(got.raw(), dst, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(test::max_abs_diff(want, got), 0.0) << "graph " << graph;
+    }
+    EXPECT_EQ(ctx->device_buffer("x"), x);
+  }
+  EXPECT_FALSE(engine->create_context()->bind("no_such_tensor", x).is_ok());
+  cudaFree(x);
+  cudaFree(y[0]);
+  cudaFree(y[1]);
+}
+
 // A saved plan runs with the kernels chosen at build time (no timing) and gives the same bits; a plan for another
 // GPU architecture is refused.
 TEST(CudaEngine, PlanRoundTrip) {

@@ -288,6 +288,15 @@ Status CudaContext::set_input_shapes(const std::map<std::string, Shape>& shapes)
 }
 
 Status CudaContext::bind(const std::string& name, void* device_ptr) {
+  std::string names;
+  bool known = false;
+  for (const auto* list : {&engine_.inputs(), &engine_.outputs()}) {
+    for (const TensorDesc& d : *list) {
+      known = known || d.name == name;
+      names += (names.empty() ? "" : ", ") + d.name;
+    }
+  }
+  if (!known) return invalid("bind: the engine has no input or output '" + name + "' (it has: " + names + ")");
   bound_[name] = device_ptr;
   if (inst_) {
     for (size_t s = 0; s < inst_->slot_names.size(); ++s) {
