@@ -154,6 +154,39 @@ TEST_F(PlanCli, ShapeProfileFlags) {
   expect_usage_error(cli("build " + quote(model_) + out + " --min x --opt x:2x3x8x8 --max x:2x3x8x8"), "bad --min");
 }
 
+// qdeploy bench on the CPU (the GPU's summary adds GPU compute and copy times, checked on the GPU machine): a
+// summary per batch size with throughput and latency percentiles, the same in --json, from a model or its plan;
+// bad values and the CUDA-only exports are usage errors.
+TEST_F(PlanCli, Bench) {
+  build();
+  const std::string js = dir_ + "/bench.json";
+  for (const std::string& m : {model_, plan_}) {
+    const CliResult r = cli("bench " + quote(m) + " --batch 1,3 --warmup 1 --iterations 5 --json " + quote(js));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const char* phrase : {"batch 1: throughput", "batch 3: throughput", "latency", "median", "p99"}) {
+      EXPECT_NE(r.out.find(phrase), std::string::npos) << phrase << " in\n" << r.out;
+    }
+    const auto doc = nlohmann::json::parse(slurp(js), nullptr, false);
+    ASSERT_FALSE(doc.is_discarded());
+    ASSERT_EQ(doc["results"].size(), 2u);
+    EXPECT_EQ(doc["iterations"], 5);
+    for (const auto& res : doc["results"]) {
+      EXPECT_GT(res["throughput_ips"].get<double>(), 0.0);
+      const auto& lat = res["latency_ms"];
+      EXPECT_LE(lat["min"].get<double>(), lat["median"].get<double>());
+      EXPECT_LE(lat["median"].get<double>(), lat["p99"].get<double>());
+    }
+  }
+  const std::vector<std::string> bad_flags = {"--iterations 0", "--iterations 1 --batch 0",
+                                              "--iterations 1 --export-profile " + quote(dir_ + "/p.json"),
+                                              "--iterations 1 --export-layer-info " + quote(dir_ + "/l.json")};
+  for (const std::string& bad : bad_flags) {
+    const CliResult r = cli("bench " + quote(model_) + " --warmup 0 " + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("error: "), std::string::npos) << bad << ": " << r.err;
+  }
+}
+
 TEST_F(PlanCli, TruncatedPlan) {
   const std::string bytes = build();
   const std::string p = write("t.plan", bytes.substr(0, bytes.size() / 2));
