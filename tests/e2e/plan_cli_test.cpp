@@ -95,6 +95,9 @@ TEST_F(PlanCli, BuildFlagsWithAPlan) {
   expect_usage_error(cli("build " + quote(plan_) + " -o " + quote(dir_ + "/again.plan")), "already a plan");
   expect_usage_error(cli("calibrate " + quote(plan_) + " --data " + quote(dir_) + " --cache " + quote(dir_ + "/c")),
                      "needs the ONNX model");
+  // Float layers are an INT8 build's choice: elsewhere every layer is float already.
+  expect_usage_error(cli("build " + quote(model_) + " -o " + quote(dir_ + "/f.plan") + " --fp16-layers conv"),
+                     "with --precision fp32 every layer runs in fp32 already");
 }
 
 // --tactic-sources: qdeploy and/or cudnn; anything else is refused before any build, and a plan keeps its sources.

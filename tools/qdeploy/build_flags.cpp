@@ -31,8 +31,12 @@ void add_build_flags(CLI::App* sub, BuildFlags& f) {
                   "INT8: exact (integer arithmetic), fake (CPU: float quantize-dequantize) or bitexact (CUDA: INT8 "
                   "tensors identical to the CPU reference's, slower SiLU epilogues)")
       ->capture_default_str();
-  sub->add_option("--fp16-layers", f.fp16_layers, "Layers kept in fp16 (names or regexes, comma separated)")->delimiter(',');
-  sub->add_option("--fp32-layers", f.fp32_layers, "Layers kept in fp32 (names or regexes, comma separated)")->delimiter(',');
+  sub->add_option("--fp16-layers", f.fp16_layers,
+                  "INT8 builds: layers kept in float (names or regexes, comma separated): fp16 on CUDA, fp32 on the CPU")
+      ->delimiter(',');
+  sub->add_option("--fp32-layers", f.fp32_layers,
+                  "INT8 builds: layers kept in float, as --fp16-layers (the CUDA INT8 engine runs float layers in fp16)")
+      ->delimiter(',');
   sub->add_option("--precision-config", f.precision_config,
                   "INT8 JSON: int8_tensor_scales (override the cache), fp16_nodes, fp32_nodes (from qdeploy qat2ptq)");
   sub->add_option("--min", f.min_shapes, "Shape profile: smallest input shape, e.g. images:1x3x320x320 (repeatable)");
@@ -140,6 +144,11 @@ Expected<std::unique_ptr<Engine>> build_from_flags(const std::string& model, con
     auto engine = st.is_ok() ? build_from_flags(model, g) : Expected<std::unique_ptr<Engine>>(st);
     fs::remove(g.calib_cache, ec);
     return engine;
+  }
+  if ((!f.fp16_layers.empty() || !f.fp32_layers.empty() || !f.precision_config.empty()) && f.precision != "int8") {
+    return invalid("--fp16-layers, --fp32-layers and --precision-config choose the layers an INT8 build keeps in float; "
+                   "with --precision " + f.precision + " every layer runs in " + f.precision +
+                   " already (add --precision int8, or drop them)");
   }
   BuildOptions opt;
   opt.device = f.device;
