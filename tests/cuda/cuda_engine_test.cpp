@@ -145,6 +145,21 @@ std::map<std::string, Tensor> random_inputs(const Graph& g, uint32_t seed) {
   return in;
 }
 
+std::map<std::string, Shape> shapes_of(const std::map<std::string, Tensor>& in) {
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, t] : in) shapes[name] = t.shape();
+  return shapes;
+}
+
+// The reference backend's outputs of `g` on `in` (a copy of g prepared at the inputs' shapes).
+void reference_outputs(const Graph& g, const std::map<std::string, Tensor>& in, std::vector<Tensor>* out) {
+  Graph ref_g = g;
+  ASSERT_TRUE(prepare_graph(ref_g, {shapes_of(in)}).is_ok());
+  auto ref = run_reference(ref_g, in);
+  ASSERT_TRUE(ref) << ref.status().to_string();
+  *out = std::move(*ref);
+}
+
 std::unique_ptr<cuda::CudaEngine> make_engine(Graph g, const std::string& precision,
                                               std::vector<std::string> tactic_sources = {},
                                               std::vector<std::string> output_formats = {}) {
@@ -164,12 +179,9 @@ class FusedConv : public ::testing::TestWithParam<ConvCase> {};
 void check_fused_conv(const ConvCase& cc, const std::vector<std::string>& sources) {
   Graph g = conv_graph(cc, 11);
   auto in = random_inputs(g, 5);
-  Graph ref_g = g;
-  std::map<std::string, Shape> shapes;
-  for (const auto& [k, t] : in) shapes[k] = t.shape();
-  ASSERT_TRUE(prepare_graph(ref_g, {shapes}).is_ok());
-  auto ref = run_reference(ref_g, in);
-  ASSERT_TRUE(ref) << ref.status().to_string();
+  const std::map<std::string, Shape> shapes = shapes_of(in);
+  std::vector<Tensor> ref;
+  ASSERT_NO_FATAL_FAILURE(reference_outputs(g, in, &ref));
   auto engine = make_engine(g, "fp16", sources);
   ASSERT_TRUE(engine);
   auto layers = engine->layer_info(shapes);
@@ -207,8 +219,8 @@ void check_fused_conv(const ConvCase& cc, const std::vector<std::string>& source
   ASSERT_TRUE(out) << out.status().to_string();
   // Inputs and weights are fp16-exact, so what remains is fp32 accumulation order and fp16 storage in between
   // (cuDNN's result is stored in fp16 before the epilogue).
-  const double range = std::max(1.0, max_abs((*ref)[0]));
-  const double err = test::max_abs_diff((*ref)[0], (*out)[0]);
+  const double range = std::max(1.0, max_abs(ref[0]));
+  const double err = test::max_abs_diff(ref[0], (*out)[0]);
   const bool cudnn = sources == std::vector<std::string>{"cudnn"};
   const double tol = cc.chain || cudnn ? 4e-3 : 1e-4;
   EXPECT_LE(err, tol * range) << "max |diff| " << err << " of range " << range;
@@ -234,12 +246,9 @@ TEST_P(FusedConv, MatchesReferenceInFp32) {
   const ConvCase& cc = GetParam();
   Graph g = conv_graph(cc, 11);
   auto in = random_inputs(g, 5);
-  Graph ref_g = g;
-  std::map<std::string, Shape> shapes;
-  for (const auto& [k, t] : in) shapes[k] = t.shape();
-  ASSERT_TRUE(prepare_graph(ref_g, {shapes}).is_ok());
-  auto ref = run_reference(ref_g, in);
-  ASSERT_TRUE(ref) << ref.status().to_string();
+  const std::map<std::string, Shape> shapes = shapes_of(in);
+  std::vector<Tensor> ref;
+  ASSERT_NO_FATAL_FAILURE(reference_outputs(g, in, &ref));
   auto engine = make_engine(g, "fp32");
   ASSERT_TRUE(engine);
   auto layers = engine->layer_info(shapes);
@@ -255,7 +264,7 @@ TEST_P(FusedConv, MatchesReferenceInFp32) {
   }
   auto out = engine->run(in);
   ASSERT_TRUE(out) << out.status().to_string();
-  EXPECT_LE(test::max_abs_diff((*ref)[0], (*out)[0]), 1e-4 * std::max(1.0, max_abs((*ref)[0])));
+  EXPECT_LE(test::max_abs_diff(ref[0], (*out)[0]), 1e-4 * std::max(1.0, max_abs(ref[0])));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -292,10 +301,8 @@ TEST(CudaEngine, ElementwiseChainIsFused) {
              {y, b.constant("lo", Tensor::scalar_f32(-0.5f)), b.constant("hi", Tensor::scalar_f32(3.f))});
   Graph g = b.finish({y});
   auto in = random_inputs(g, 9);
-  Graph ref_g = g;
-  ASSERT_TRUE(prepare_graph(ref_g, {{{"x", in["x"].shape()}}}).is_ok());
-  auto ref = run_reference(ref_g, in);
-  ASSERT_TRUE(ref);
+  std::vector<Tensor> ref;
+  ASSERT_NO_FATAL_FAILURE(reference_outputs(g, in, &ref));
   for (const char* precision : {"fp32", "fp16"}) {
     auto engine = make_engine(g, precision);
     ASSERT_TRUE(engine);
@@ -305,7 +312,7 @@ TEST(CudaEngine, ElementwiseChainIsFused) {
     EXPECT_EQ((*layers)[0].kind, "eltwise_chain");
     auto out = engine->run(in);
     ASSERT_TRUE(out);
-    EXPECT_LE(test::max_abs_diff((*ref)[0], (*out)[0]), 1e-5 * std::max(1.0, max_abs((*ref)[0])));
+    EXPECT_LE(test::max_abs_diff(ref[0], (*out)[0]), 1e-5 * std::max(1.0, max_abs(ref[0])));
   }
 }
 
@@ -358,11 +365,9 @@ TEST(CudaEngine, DetectionHeadDecodesInOnePassPerLevel) {
   fa.set("axis", int64_t{1});
   Graph g = b.finish({b.node(OpType::Concat, "levels", levels, fa)});
   auto in = random_inputs(g, 17);
-  Graph ref_g = g;
-  const std::map<std::string, Shape> shapes = {{"x", in["x"].shape()}};
-  ASSERT_TRUE(prepare_graph(ref_g, {shapes}).is_ok());
-  auto ref = run_reference(ref_g, in);
-  ASSERT_TRUE(ref) << ref.status().to_string();
+  const std::map<std::string, Shape> shapes = shapes_of(in);
+  std::vector<Tensor> ref;
+  ASSERT_NO_FATAL_FAILURE(reference_outputs(g, in, &ref));
   for (const std::string config : {"fp32", "fp16", "fp16 out"}) {
     const std::string precision = config.substr(0, 4);
     const bool half_out = config == "fp16 out";
@@ -392,8 +397,8 @@ TEST(CudaEngine, DetectionHeadDecodesInOnePassPerLevel) {
     auto out = engine->run(in);
     ASSERT_TRUE(out) << out.status().to_string();
     ASSERT_EQ((*out)[0].dtype(), half_out ? DType::kFloat16 : DType::kFloat32) << config;
-    const double range = std::max(1.0, max_abs((*ref)[0]));
-    EXPECT_LE(test::max_abs_diff((*ref)[0], (*out)[0]), (precision == "fp32" ? 1e-5 : 2e-3) * range) << config;
+    const double range = std::max(1.0, max_abs(ref[0]));
+    EXPECT_LE(test::max_abs_diff(ref[0], (*out)[0]), (precision == "fp32" ? 1e-5 : 2e-3) * range) << config;
   }
 }
 
@@ -421,11 +426,9 @@ TEST(CudaEngine, SppfMaxPoolChainIsOneLayer) {
              {z, b.constant("w2", round_to_fp16(test::random_f32({8, 4 * C, 1, 1}, 62, -0.3f, 0.3f)))}, ca);
   Graph g = b.finish({z});
   auto in = random_inputs(g, 19);
-  Graph ref_g = g;
-  const std::map<std::string, Shape> shapes = {{"x", in["x"].shape()}};
-  ASSERT_TRUE(prepare_graph(ref_g, {shapes}).is_ok());
-  auto ref = run_reference(ref_g, in);
-  ASSERT_TRUE(ref) << ref.status().to_string();
+  const std::map<std::string, Shape> shapes = shapes_of(in);
+  std::vector<Tensor> ref;
+  ASSERT_NO_FATAL_FAILURE(reference_outputs(g, in, &ref));
   auto engine = make_engine(g, "fp16");
   ASSERT_TRUE(engine);
   auto layers = engine->layer_info(shapes);
@@ -440,7 +443,7 @@ TEST(CudaEngine, SppfMaxPoolChainIsOneLayer) {
   EXPECT_EQ(pools, 1);
   auto out = engine->run(in);
   ASSERT_TRUE(out) << out.status().to_string();
-  EXPECT_LE(test::max_abs_diff((*ref)[0], (*out)[0]), 2e-3 * std::max(1.0, max_abs((*ref)[0])));
+  EXPECT_LE(test::max_abs_diff(ref[0], (*out)[0]), 2e-3 * std::max(1.0, max_abs(ref[0])));
 }
 
 // YOLOv5's C3 block: cv1 and cv2, 1x1 SiLU convs over the same input; cv1's output through `bottlenecks` (1x1 then
@@ -496,11 +499,9 @@ TEST(CudaEngine, C3SiblingConvsRunAsOne) {
                              std::to_string(c.shortcut) + ", pooled " + std::to_string(c.pooled);
     Graph g = c3_graph(c.bottlenecks, c.shortcut, c.pooled);
     auto in = random_inputs(g, 23);
-    Graph ref_g = g;
-    const std::map<std::string, Shape> shapes = {{"x", in["x"].shape()}};
-    ASSERT_TRUE(prepare_graph(ref_g, {shapes}).is_ok());
-    auto ref = run_reference(ref_g, in);
-    ASSERT_TRUE(ref) << ref.status().to_string();
+    const std::map<std::string, Shape> shapes = shapes_of(in);
+    std::vector<Tensor> ref;
+    ASSERT_NO_FATAL_FAILURE(reference_outputs(g, in, &ref));
     for (const std::vector<std::string>& sources : {std::vector<std::string>{"qdeploy"}, std::vector<std::string>{}}) {
       auto engine = make_engine(g, "fp16", sources);
       ASSERT_TRUE(engine);
@@ -515,7 +516,7 @@ TEST(CudaEngine, C3SiblingConvsRunAsOne) {
       EXPECT_EQ(convs, 2 * c.bottlenecks + (c.merged ? 2 : 3)) << what;
       auto out = engine->run(in);
       ASSERT_TRUE(out) << out.status().to_string();
-      EXPECT_LE(test::max_abs_diff((*ref)[0], (*out)[0]), 4e-3 * std::max(1.0, max_abs((*ref)[0]))) << what;
+      EXPECT_LE(test::max_abs_diff(ref[0], (*out)[0]), 4e-3 * std::max(1.0, max_abs(ref[0]))) << what;
     }
   }
 }
@@ -624,11 +625,9 @@ TEST_P(NhwcMovement, MatchesReference) {
   }
   Graph g = b.finish({conv("cv2", y, c, 8)});
   auto in = random_inputs(g, 29);
-  Graph ref_g = g;
-  const std::map<std::string, Shape> shapes = {{"x", in["x"].shape()}};
-  ASSERT_TRUE(prepare_graph(ref_g, {shapes}).is_ok());
-  auto ref = run_reference(ref_g, in);
-  ASSERT_TRUE(ref) << ref.status().to_string();
+  const std::map<std::string, Shape> shapes = shapes_of(in);
+  std::vector<Tensor> ref;
+  ASSERT_NO_FATAL_FAILURE(reference_outputs(g, in, &ref));
   auto engine = make_engine(g, "fp16", {"qdeploy"});
   ASSERT_TRUE(engine);
   auto layers = engine->layer_info(shapes);
@@ -641,7 +640,7 @@ TEST_P(NhwcMovement, MatchesReference) {
   EXPECT_EQ(moves, 1);
   auto out = engine->run(in);
   ASSERT_TRUE(out) << out.status().to_string();
-  EXPECT_LE(test::max_abs_diff((*ref)[0], (*out)[0]), 2e-3 * std::max(1.0, max_abs((*ref)[0])));
+  EXPECT_LE(test::max_abs_diff(ref[0], (*out)[0]), 2e-3 * std::max(1.0, max_abs(ref[0])));
 }
 
 INSTANTIATE_TEST_SUITE_P(
