@@ -159,6 +159,42 @@ TEST(Qat2Ptq, OnlyNearestResizeAndZeroPadKeepRanges) {
   EXPECT_EQ(r.unscaled, (std::vector<std::string>{"linear_out", "pad5_out"}));
 }
 
+// The view ops and the padding modes that repeat input values, both directions: a scale given before the chain reaches
+// its end, and one given after it reaches its start.
+TEST(Qat2Ptq, ViewsAndRepeatingPadsCarryScalesBothWays) {
+  for (const bool backward : {false, true}) {
+    Qat b;
+    const int x = b.input("x");
+    int t = backward ? x : b.qdq(x, 0.2f);
+    const int shape = b.constant("shape", Tensor::from_i64({1, 2, 16}));
+    t = b.op(OpType::Reshape, "reshape", {t, shape});
+    t = b.op(OpType::Unsqueeze, "unsqueeze", {t, b.constant("axes_u", Tensor::from_i64({3}))});
+    t = b.op(OpType::Squeeze, "squeeze", {t, b.constant("axes_s", Tensor::from_i64({3}))});
+    t = b.op(OpType::Reshape, "reshape_back", {t, b.constant("shape4", Tensor::from_i64({1, 2, 4, 4}))});
+    for (const char* mode : {"edge", "reflect"}) {
+      AttrMap m;
+      m.set("mode", std::string(mode));
+      t = b.op(OpType::Pad, std::string("pad_") + mode, {t, b.constant(std::string("pads_") + mode,
+                                                                      Tensor::from_i64({0, 0, 1, 1, 0, 0, 1, 1}))},
+               m);
+    }
+    AttrMap perm;
+    perm.set("perm", std::vector<int64_t>{0, 1, 3, 2});
+    t = b.op(OpType::Transpose, "transpose", {t}, perm);
+    const int scales = b.constant("scales", Tensor::from_f32({4}, {1, 1, 2, 2}));
+    t = b.op(OpType::Resize, "nearest", {t, b.constant("roi", Tensor::from_f32({0}, {})), scales});
+    t = b.op(OpType::Flatten, "flatten", {t});
+    if (backward) t = b.qdq(t, 0.2f);
+    const Qat2Ptq r = convert(b.done({t}));
+    for (const char* v : {"x", "reshape_out", "unsqueeze_out", "squeeze_out", "reshape_back_out", "pad_edge_out",
+                          "pad_reflect_out", "transpose_out", "nearest_out", "flatten_out"}) {
+      EXPECT_FLOAT_EQ(scale_of(r, v), 0.2f) << v << (backward ? " (backward)" : " (forward)");
+    }
+    EXPECT_EQ(rule_of(r, backward ? "x" : "flatten_out"), backward ? "Reshape (backward)" : "Flatten (forward)");
+    EXPECT_TRUE(r.unscaled.empty());
+  }
+}
+
 TEST(Qat2Ptq, ConcatTakesTheLargestInputScaleAndGivesItToInputsWithout) {
   Qat b;
   const int u = b.input("u"), v = b.input("v");
