@@ -323,11 +323,14 @@ TEST(CudaEngine, ElementwiseChainIsFused) {
 // binding the slice_concat layers write it directly (no conversion layer) from the convs' fp16 results. The levels'
 // 12 x 12, 6 x 6 and 3 x 3 planes end in partial tiles of the kernel's 64 pixels (16, 36 and 9 pixels: an odd count
 // leaves a lane one pixel); the 36- and 9-pixel planes are not a whole number of 16-byte fp16 groups (scalar loads),
-// and the rows of 7 values are 16-byte aligned only in some tiles (scalar stores in the others).
-TEST(CudaEngine, DetectionHeadDecodesInOnePassPerLevel) {
+// and the rows of 7 values are 16-byte aligned only in some tiles (scalar stores in the others). Rows of 100 values
+// (95 classes) make the fp32 tiles of fp16 plans with fp32 outputs need over 48 KiB of shared memory.
+class DetectionHead : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(DetectionHead, DecodesInOnePassPerLevel) {
   SKIP_WITHOUT_GPU();
   GraphBuilder b;
-  const int64_t N = 2, A = 3, G = 7;
+  const int64_t N = 2, A = 3, G = GetParam();
   int x = b.input("x", {N, 16, 12, 12});
   std::vector<int> levels;
   for (int lv = 0; lv < 3; ++lv) {
@@ -401,6 +404,8 @@ TEST(CudaEngine, DetectionHeadDecodesInOnePassPerLevel) {
     EXPECT_LE(test::max_abs_diff(ref[0], (*out)[0]), (precision == "fp32" ? 1e-5 : 2e-3) * range) << config;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(RowWidths, DetectionHead, ::testing::Values(int64_t{7}, int64_t{100}));
 
 // YOLOv5's SPPF: conv -> three chained 5x5 stride-1 MaxPools (each pooling the one before) -> Concat of all four ->
 // conv. In fp16 plans the pools run as one maxpool_chain_nhwc layer writing the Concat's slices; the 7 x 5 image is

@@ -15,6 +15,7 @@
 #include "backends/cuda/device.h"
 #include "backends/cuda/instance.h"
 #include "backends/cuda/kernels/conv.h"
+#include "backends/cuda/kernels/eltwise_chain.h"
 #include "core/file_io.h"
 #include "onnx/importer.h"
 #include "plan/graph_codec.h"
@@ -116,6 +117,7 @@ Status CudaEngine::init() {
                        cuda::describe(d) + " is older");
   }
   QD_RETURN_IF_ERROR(cuda::conv_igemm_init());
+  QD_RETURN_IF_ERROR(cuda::slice_concat_init());
   const auto& src = opt_.tactic_sources;
   if (!src.empty() && std::find(src.begin(), src.end(), "qdeploy") == src.end() && !cuda::cudnn_available()) {
     return unsupported("--tactic-sources cudnn: " + cuda::cudnn_unavailable_reason());

@@ -214,13 +214,6 @@ static void launch_slice_concat_as(const void* x, void* y, const SliceConcatPara
   if (p.src_hw > 0) {
     const dim3 grid(static_cast<unsigned>(ceil_div(p.src_hw, kTilePixels)), static_cast<unsigned>(p.rows / p.src_hw));
     const size_t smem = slice_concat_smem_as<TX, TY>(p.src_cols, p.out_cols);
-    // Over 48 KiB of dynamic shared memory needs the kernel's consent (fp32 tiles of wide heads).
-    if (smem > 48 * 1024) {
-      cudaFuncSetAttribute(slice_concat_tiled_kernel<uint32_t, TX, TY>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(smem));
-      cudaFuncSetAttribute(slice_concat_tiled_kernel<int64_t, TX, TY>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(smem));
-    }
     if (small) {
       launch_pdl(slice_concat_tiled_kernel<uint32_t, TX, TY>, grid, 256, smem, s, xt, yt, p);
     } else {
@@ -234,6 +227,24 @@ static void launch_slice_concat_as(const void* x, void* y, const SliceConcatPara
       slice_concat_rows_kernel<int64_t, TY><<<grid, 256, 0, s>>>(xt, yt, p);
     }
   }
+}
+
+// Over 48 KiB of dynamic shared memory (fp32 tiles of wide heads) needs each kernel's consent, given once.
+template <typename TX, typename TY>
+static Status allow_slice_concat_smem() {
+  for (const void* k : {reinterpret_cast<const void*>(slice_concat_tiled_kernel<uint32_t, TX, TY>),
+                        reinterpret_cast<const void*>(slice_concat_tiled_kernel<int64_t, TX, TY>)}) {
+    QD_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(kSliceConcatMaxSmem)));
+  }
+  return Status::ok();
+}
+
+Status slice_concat_init() {
+  QD_RETURN_IF_ERROR((allow_slice_concat_smem<__half, __half>()));
+  QD_RETURN_IF_ERROR((allow_slice_concat_smem<__half, float>()));
+  QD_RETURN_IF_ERROR((allow_slice_concat_smem<float, __half>()));
+  return allow_slice_concat_smem<float, float>();
 }
 
 bool slice_concat_transposed_fits(int src_cols, int out_cols) {

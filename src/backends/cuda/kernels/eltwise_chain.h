@@ -57,6 +57,8 @@ constexpr int kMaxSliceSegments = 4;
 constexpr int kMaxSliceTransposedCols = 256;
 // Whether a transposed source's tile and the tile's output rows fit the kernel's shared memory (96 KiB).
 bool slice_concat_transposed_fits(int src_cols, int out_cols);
+// Lets the kernels take that much shared memory; before the first launch (CudaEngine::init calls it).
+Status slice_concat_init();
 struct SliceSegment {
   int src_start = 0, len = 0, out_start = 0;  // columns [src_start, +len) of x -> [out_start, +len) of y
   EwProgram prog;  // operands index the slice's own elements (row * len + column - out_start)
