@@ -57,6 +57,13 @@ void add_build_flags(CLI::App* sub, BuildFlags& f) {
       ->delimiter(',');
 }
 
+void add_letterbox_option(CLI::App* sub, std::string& style) {
+  sub->add_option("--letterbox", style,
+                  "Detector images: val (YOLOv5 val.py), ultralytics (detect.py), or cudla (640 centred on 672); "
+                  "calibrate on the images as they will be evaluated")
+      ->capture_default_str();
+}
+
 // --min/--opt/--max NAME:DIMS (repeatable).
 static Expected<std::map<std::string, Shape>> parse_profile_flags(const std::vector<std::string>& flags,
                                                                   const std::string& flag) {
@@ -119,7 +126,9 @@ static Status calibrate_for_build(const std::string& model, const BuildFlags& f,
   opt.algo = QD_TRY(parse_calib_algo(f.calib_algo));
   if (f.calib_batches < 0) return invalid("--calib-batches must be >= 0");
   auto fp32 = QD_TRY(build_from_flags(model, BuildFlags{}));
-  ImageBatches data({f.calib_data, "", "train", f.calib_batches, 8}, fp32.get());
+  ImageSource src{f.calib_data, "", "train", f.calib_batches, 8};
+  src.letterbox = f.calib_letterbox;
+  ImageBatches data(src, fp32.get());
   QD_RETURN_IF_ERROR(data.init().prefix("--calib"));
   const CalibCache cache = QD_TRY(calibrate_model(model, data, opt, f.calib_algo));
   return write_calib_cache(path, cache);

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "runtime/engine.h"
+#include "tasks/model_input.h"
 
 namespace qd::cli {
 
@@ -27,9 +28,15 @@ struct BuildFlags {
   std::string timing_cache;
   std::vector<std::string> tactic_sources;
   std::vector<std::string> input_formats, output_formats;
+  // Not a flag: the letterbox style of --calib's detector images, set by a command to the style it runs inference
+  // with (eval: its --letterbox; detect: ultralytics), so that calibration sees what inference sees.
+  std::string calib_letterbox = kDefaultLetterbox;
 };
 
 void add_build_flags(CLI::App* sub, BuildFlags& f);
+// --letterbox val|ultralytics|cudla (default kDefaultLetterbox), the same option and help wherever a command
+// letterboxes detector images (eval, calibrate, sensitivity); tasks/model_input.h's letterbox_options() reads it.
+void add_letterbox_option(CLI::App* sub, std::string& style);
 // Builds MODEL with the flags, or loads it when it is a plan; prints nothing but --calib's progress. A plan's build
 // options are fixed: with a plan, --device / --precision must match it (or be left out) and other build flags are an
 // error. --calib DATA calibrates MODEL first (as `qdeploy calibrate` does) and writes the cache to --calib-cache, or to

@@ -16,7 +16,9 @@ Status ImageBatches::init() {
   } else {
     files_ = QD_TRY(list_images(src_.data));
     count_ = static_cast<int>(files_.size());
-    auto det = Detector::create(engine_, DetectorOptions{});
+    DetectorOptions opt;
+    opt.letterbox = QD_TRY(letterbox_options(src_.letterbox));
+    auto det = Detector::create(engine_, opt);
     if (det) detector_ = std::make_unique<Detector>(std::move(*det));
     height_ = in.shape[2] > 0 ? static_cast<int>(in.shape[2]) : 640;
     width_ = in.shape[3] > 0 ? static_cast<int>(in.shape[3]) : 640;

@@ -1,6 +1,7 @@
-// Representative images as model input batches, preprocessed exactly as inference does (the detector's letterbox, a
-// resize for classifiers, Fashion-MNIST's 32x32 images), and calibration on them. Shared by `qdeploy calibrate` and
-// `qdeploy sensitivity` (its SNR data and its on-the-fly calibration), so both see what inference sees.
+// Representative images as model input batches, preprocessed exactly as inference does (tasks/model_input.h: the
+// detector's letterbox in the style of --letterbox; a resize for classifiers, Fashion-MNIST's 32x32 images), and
+// calibration on them. Shared by `qdeploy calibrate`, a build's --calib and `qdeploy sensitivity`
+// (its SNR data and its on-the-fly calibration), so all of them see what `qdeploy eval` sees.
 #pragma once
 
 #include <memory>
@@ -11,6 +12,7 @@
 #include "runtime/engine.h"
 #include "tasks/detector.h"
 #include "tasks/fmnist.h"
+#include "tasks/model_input.h"
 
 namespace qd::cli {
 
@@ -21,6 +23,7 @@ struct ImageSource {
   int batches = 0;                     // use at most this many batches (0: all)
   int batch_size = 8;                  // images per batch when the model's batch is dynamic
   int max_images = 0;                  // use at most this many images (0: all)
+  std::string letterbox = kDefaultLetterbox;  // detectors: the letterbox style (letterbox_options())
 };
 
 class ImageBatches {

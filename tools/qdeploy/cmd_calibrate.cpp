@@ -1,6 +1,7 @@
 // qdeploy calibrate MODEL --data DIR|FILES --algo minmax|entropy|percentile|mse --cache out.cache
-// Runs representative images through the reference backend (preprocessed exactly as inference does: letterbox for
-// detectors, resize for classifiers) and writes per-tensor INT8 scales in TensorRT's calibration cache format.
+// Runs representative images through the reference backend (preprocessed exactly as `qdeploy eval` does: the
+// detector's letterbox in the style of --letterbox, default val as eval's; eval --classes' classifier_input for
+// classifiers) and writes per-tensor INT8 scales in TensorRT's calibration cache format.
 #include <cstdio>
 
 #include "build_flags.h"
@@ -21,6 +22,7 @@ struct CalibrateArgs {
   int batch_size = 8;
   std::string cache;
   std::string header;
+  std::string letterbox = kDefaultLetterbox;
 };
 
 int run_calibrate(const CalibrateArgs& a) {
@@ -37,7 +39,9 @@ int run_calibrate(const CalibrateArgs& a) {
   BuildFlags fp32;
   auto engine = build_from_flags(a.model, fp32);
   if (!engine) return report(engine.status());
-  ImageBatches data({a.data, a.fmnist, "train", a.batches, a.batch_size}, engine->get());
+  ImageSource src{a.data, a.fmnist, "train", a.batches, a.batch_size};
+  src.letterbox = a.letterbox;
+  ImageBatches data(src, engine->get());
   if (Status s = data.init(); !s) return report(s);
   CalibOptions opt;
   opt.algo = *algo;
@@ -70,6 +74,7 @@ RunFn add_calibrate(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--cache", a->cache, "Output calibration cache")->required();
   sub->add_option("--cache-header", a->header, "Header to write, e.g. TRT-8600-EntropyCalibration2");
+  add_letterbox_option(sub, a->letterbox);
   return [a] { return run_calibrate(*a); };
 }
 

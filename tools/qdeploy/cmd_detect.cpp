@@ -46,11 +46,18 @@ int run_detect(const DetectArgs& a) {
   if (a.batch < 1 || a.batch > 256) return report(invalid("--batch must be in 1..256"));
   auto files = list_images(a.inputs);
   if (!files) return report(files.status());
+  // detect.py's letterbox; --calib images get the same.
+  constexpr const char* kDetectLetterbox = "ultralytics";
+  DetectorOptions opt;
+  auto letterbox = letterbox_options(kDetectLetterbox);
+  if (!letterbox) return report(letterbox.status());
+  opt.letterbox = *letterbox;
+  BuildFlags build = a.build;
+  build.calib_letterbox = kDetectLetterbox;
   const auto tb = std::chrono::steady_clock::now();
-  auto engine = build_from_flags(a.model, a.build);
+  auto engine = build_from_flags(a.model, build);
   if (!engine) return report(engine.status());
   const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tb).count();
-  DetectorOptions opt;
   opt.post.conf_thres = a.conf;
   opt.post.iou_thres = a.iou;
   opt.post.max_det = a.max_det;

@@ -30,6 +30,7 @@
 #include "core/progress.h"
 #include "tasks/detector.h"
 #include "tasks/fmnist.h"
+#include "tasks/model_input.h"
 #include "tasks/preprocess.h"
 
 namespace qd::cli {
@@ -52,7 +53,7 @@ struct EvalArgs {
   int imgsz = 640;
   float conf = 0.001f, iou = 0.65f;
   int max_det = 300;
-  std::string letterbox = "val";
+  std::string letterbox = kDefaultLetterbox;
   std::string class_map = "sorted";
   std::string fmnist;
   std::string split = "test";
@@ -180,13 +181,14 @@ int run_eval_model(const EvalArgs& a) {
   const Progress quiet_progress(false);
   auto ds = load_annotations(a, quiet_progress);
   if (!ds) return report(ds.status());
-  auto engine = build_from_flags(a.model, a.build);
-  if (!engine) return report(engine.status());
   DetectorOptions opt;
-  opt.letterbox.width = opt.letterbox.height = a.imgsz;
-  if (a.letterbox == "val") opt.letterbox.style = LetterboxStyle::kYoloV5Val;
-  else if (a.letterbox == "cudla") opt.letterbox = cudla_letterbox_options();
-  else if (a.letterbox != "ultralytics") return report(invalid("--letterbox must be val, ultralytics or cudla"));
+  auto letterbox = letterbox_options(a.letterbox, a.imgsz);
+  if (!letterbox) return report(letterbox.status());
+  opt.letterbox = *letterbox;
+  BuildFlags build = a.build;
+  build.calib_letterbox = a.letterbox;  // --calib images letterboxed as the evaluated ones
+  auto engine = build_from_flags(a.model, build);
+  if (!engine) return report(engine.status());
   opt.post.conf_thres = a.conf;
   opt.post.iou_thres = a.iou;
   opt.post.max_det = a.max_det;
@@ -512,8 +514,7 @@ RunFn add_eval(CLI::App& app) {
   sub->add_option("--conf", a->conf, "Confidence threshold")->capture_default_str();
   sub->add_option("--iou", a->iou, "NMS IoU threshold")->capture_default_str();
   sub->add_option("--max-det", a->max_det, "Detections kept per image")->capture_default_str();
-  sub->add_option("--letterbox", a->letterbox, "val (YOLOv5 val.py), ultralytics, or cudla (640 centred on 672)")
-      ->capture_default_str();
+  add_letterbox_option(sub, a->letterbox);
   sub->add_option("--class-map", a->class_map, "Model class index -> category id: sorted (the dataset's ids in "
                                                "order), coco80 (COCO-trained models), identity")->capture_default_str();
   sub->add_option("--fmnist", a->fmnist, "Classification: Fashion-MNIST IDX folder (e.g. /usr/share/datasets/fashion-mnist)");

@@ -36,6 +36,7 @@ struct SensitivityArgs {
   std::string metric = "snr";
   std::vector<std::string> data;
   std::string fmnist;
+  std::string letterbox = kDefaultLetterbox;
   int batches = 1;
   int batch_size = 8;
   std::string images, annotations;
@@ -138,7 +139,9 @@ Status load_scales(const SensitivityArgs& a, Graph& g, Engine* fp32, Int8Options
   CalibOptions opt;
   opt.algo = QD_TRY(parse_calib_algo(a.algo));
   opt.percentile = a.percentile;
-  ImageBatches calib({a.data, a.fmnist, "train", a.calib_batches, a.batch_size}, fp32);
+  ImageSource src{a.data, a.fmnist, "train", a.calib_batches, a.batch_size};
+  src.letterbox = a.letterbox;
+  ImageBatches calib(src, fp32);
   QD_RETURN_IF_ERROR(calib.init());
   CalibCache cache = QD_TRY(calibrate_model(a.model, calib, opt, a.algo, a.quiet));
   if (!a.save_cache.empty()) QD_RETURN_IF_ERROR(write_calib_cache(a.save_cache, cache));
@@ -156,8 +159,9 @@ Status make_eval_data(const SensitivityArgs& a, Engine* fp32, EvalData* d) {
     // SNR: --batches batches; top-1: --limit images (the test split of Fashion-MNIST in both cases).
     const std::vector<std::string> files = a.fmnist.empty() ? a.data : std::vector<std::string>{};
     const bool snr = a.metric == "snr";
-    d->image_batches = std::make_unique<ImageBatches>(
-        ImageSource{files, a.fmnist, "test", snr ? a.batches : 0, a.batch_size, snr ? 0 : a.limit}, fp32);
+    ImageSource src{files, a.fmnist, "test", snr ? a.batches : 0, a.batch_size, snr ? 0 : a.limit};
+    src.letterbox = a.letterbox;
+    d->image_batches = std::make_unique<ImageBatches>(src, fp32);
     QD_RETURN_IF_ERROR(d->image_batches->init());
     const ImageBatches* ib = d->image_batches.get();
     d->num_batches = ib->num_batches();
@@ -170,11 +174,11 @@ Status make_eval_data(const SensitivityArgs& a, Engine* fp32, EvalData* d) {
     else d->metric = std::make_unique<Top1Metric>(ib->fmnist().labels.data(), ib->batch());
     return Status::ok();
   }
-  // map: the detection val set, as `qdeploy eval` runs it (val letterbox, conf 0.001, IoU 0.65, multi-label).
+  // map: the detection val set, as `qdeploy eval` runs it (--letterbox, conf 0.001, IoU 0.65, multi-label).
   if (a.images.empty() || a.annotations.empty()) return invalid("--metric map needs --images DIR --annotations FILE");
   d->coco = QD_TRY(load_coco_instances(a.annotations));
   DetectorOptions opt;
-  opt.letterbox.style = LetterboxStyle::kYoloV5Val;
+  opt.letterbox = QD_TRY(letterbox_options(a.letterbox));
   opt.post.conf_thres = 0.001f;
   opt.post.iou_thres = 0.65f;
   opt.post.multi_label = true;
@@ -407,6 +411,7 @@ RunFn add_sensitivity(CLI::App& app) {
   sub->add_option("--data", a->data, "Images (folders or files): the SNR data, and the calibration images when there "
                                      "are no scales");
   sub->add_option("--fmnist", a->fmnist, "Fashion-MNIST IDX folder: SNR/top-1 on the test split, calibration on train");
+  add_letterbox_option(sub, a->letterbox);
   sub->add_option("--batches", a->batches, "SNR: batches of --data to measure on")->capture_default_str();
   sub->add_option("--batch-size", a->batch_size, "Images per batch when the model's batch is dynamic")
       ->capture_default_str();

@@ -1,0 +1,107 @@
+// qdeploy calibrate preprocesses its images as qdeploy eval does: minmax caches from images the command has to
+// letterbox equal the caches from the same images already letterboxed by hand into the model's input size, where
+// every preprocessing is the identity. Covers calibrate's --letterbox (default val, as eval's) and eval's --calib (its
+// images letterboxed as eval's --letterbox says).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/file_io.h"
+#include "e2e/cli_util.h"
+#include "tasks/image_io.h"
+#include "tasks/model_input.h"
+#include "tasks/preprocess.h"
+#include "test_util.h"
+
+namespace qd {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace test;  // e2e/cli_util.h
+
+class CalibrateCli : public CliTest {
+ protected:
+  CalibrateCli() : CliTest("calibrate_cli_") {}
+};
+
+// A deterministic image with detail at every scale (INTER_AREA and INTER_LINEAR give different bytes).
+Image pattern(int w, int h, uint32_t seed) {
+  Image img(w, h);
+  uint32_t s = seed;
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      s = s * 1664525u + 1013904223u;
+      uint8_t* p = img.pixel(x, y);
+      p[0] = static_cast<uint8_t>((x * 7 + y * 3) & 255);
+      p[1] = static_cast<uint8_t>(s >> 24);
+      p[2] = static_cast<uint8_t>(((x / 16 + y / 16) & 1) ? 200 : 30);
+    }
+  }
+  return img;
+}
+
+// "" when the two caches are equal, else their first differing lines (a whole cache is 250 lines).
+std::string cache_diff(const std::string& a, const std::string& b) {
+  if (a == b) return "";
+  size_t i = 0, line = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) {
+    if (a[i] == '\n') line = i + 1;
+    ++i;
+  }
+  auto line_at = [&](const std::string& s) { return s.substr(line, s.find('\n', line) - line); };
+  return "'" + line_at(a) + "' vs '" + line_at(b) + "'";
+}
+
+void write_png(const std::string& path, const Image& img) {
+  fs::create_directories(fs::path(path).parent_path());
+  ASSERT_TRUE(write_image(path, img).is_ok()) << path;
+}
+
+TEST_F(CalibrateCli, DetectorImagesLetterboxedAsEval) {
+  const std::string model = quote(source_dir() + "/models/yolov5n_fmnist_det.onnx");
+  // A 1000x600 scene: val.py shrinks it with INTER_AREA, the ultralytics letterbox with INTER_LINEAR.
+  const Image img = pattern(1000, 600, 7);
+  write_png(dir_ + "/wide/scene.png", img);
+  for (const char* style : {"val", "ultralytics"}) {
+    auto boxed = letterbox(img, *letterbox_options(style));
+    ASSERT_TRUE(boxed) << boxed.status().to_string();
+    write_png(dir_ + "/" + style + "/scene.png", *boxed);  // 640x640: letterboxed again, it stays as it is
+  }
+  auto calibrate = [&](const std::string& data, const std::string& extra, const std::string& cache) {
+    const CliResult r = cli("calibrate " + model + " --data " + quote(dir_ + "/" + data) + " --algo minmax --cache " +
+                            quote(dir_ + "/" + cache) + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return slurp(dir_ + "/" + cache);
+  };
+  const std::string by_hand_val = calibrate("val", "", "hand_val.cache");
+  const std::string by_hand_ultra = calibrate("ultralytics", "", "hand_ultra.cache");
+  ASSERT_FALSE(by_hand_val.empty());
+  ASSERT_NE(cache_diff(by_hand_val, by_hand_ultra), "");  // the two styles give other scales on this scene
+  EXPECT_EQ(cache_diff(calibrate("wide", "", "default.cache"), by_hand_val), "");
+  EXPECT_EQ(cache_diff(calibrate("wide", " --letterbox val", "val.cache"), by_hand_val), "");
+  EXPECT_EQ(cache_diff(calibrate("wide", " --letterbox ultralytics", "ultra.cache"), by_hand_ultra), "");
+
+  // eval --calib calibrates on its images letterboxed as it evaluates: by default val, else its --letterbox.
+  const std::string cats = R"([{"id": 1, "name": "c1"}, {"id": 2, "name": "c2"}, {"id": 3, "name": "c3"},
+    {"id": 4, "name": "c4"}, {"id": 5, "name": "c5"}, {"id": 6, "name": "c6"}, {"id": 7, "name": "c7"},
+    {"id": 8, "name": "c8"}, {"id": 9, "name": "c9"}, {"id": 10, "name": "c10"}])";
+  ASSERT_TRUE(write_file_atomic(dir_ + "/gt.json", R"({"images": [{"id": 1, "file_name": "scene.png", "width": 1000,
+    "height": 600}], "annotations": [], "categories": )" + cats + "}")
+                  .is_ok());
+  for (const auto& [flag, want] : {std::pair<std::string, std::string>{"", by_hand_val},
+                                   {" --letterbox ultralytics", by_hand_ultra}}) {
+    const CliResult r = cli("eval " + model + " --images " + quote(dir_ + "/wide") + " --annotations " +
+                            quote(dir_ + "/gt.json") + " --precision int8 --int8-mode fake --calib " +
+                            quote(dir_ + "/wide") + " --calib-algo minmax --calib-cache " +
+                            quote(dir_ + "/eval.cache") + " --json -q" + flag);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(cache_diff(slurp(dir_ + "/eval.cache"), want), "") << "eval" << flag;
+  }
+
+  const CliResult bad = cli("calibrate " + model + " --data " + quote(dir_ + "/wide") + " --letterbox yolo --cache " +
+                            quote(dir_ + "/bad.cache"));
+  expect_usage_error(bad, "--letterbox must be val, ultralytics or cudla");
+}
+
+}  // namespace
+}  // namespace qd
