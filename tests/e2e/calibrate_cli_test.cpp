@@ -1,9 +1,11 @@
 // qdeploy calibrate preprocesses its images as qdeploy eval does: minmax caches from images the command has to
-// letterbox equal the caches from the same images already letterboxed by hand into the model's input size, where
-// every preprocessing is the identity. Covers calibrate's --letterbox (default val, as eval's) and eval's --calib (its
-// images letterboxed as eval's --letterbox says).
+// letterbox (or fit into a classifier's input) equal the caches from the same images already preprocessed by hand
+// into the model's input size, where every preprocessing is the identity. Covers calibrate's --letterbox (default val,
+// as eval's), eval's --calib (its images letterboxed as eval's --letterbox says) and classifier image folders (eval
+// --classes' aspect-keeping fit, not a plain resize).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "core/file_io.h"
@@ -101,6 +103,28 @@ TEST_F(CalibrateCli, DetectorImagesLetterboxedAsEval) {
   const CliResult bad = cli("calibrate " + model + " --data " + quote(dir_ + "/wide") + " --letterbox yolo --cache " +
                             quote(dir_ + "/bad.cache"));
   expect_usage_error(bad, "--letterbox must be val, ultralytics or cudla");
+}
+
+TEST_F(CalibrateCli, ClassifierImagesFitAsEvalClasses) {
+  const std::string model = quote(source_dir() + "/models/model_bn.onnx");  // input [1,3,32,32]
+  // Eight 28x28 images, and the same images as eval --classes lays them out for a 32x32 network: the 28x28 box
+  // centred on black (2 pixels each side), which calibrate takes as they are.
+  for (int i = 0; i < 8; ++i) {
+    const Image img = pattern(28, 28, 100 + static_cast<uint32_t>(i));
+    Image fitted(32, 32, 0);
+    for (int y = 0; y < 28; ++y) std::memcpy(fitted.pixel(2, 2 + y), img.pixel(0, y), img.row_bytes());
+    write_png(dir_ + "/raw/" + std::to_string(i) + ".png", img);
+    write_png(dir_ + "/fitted/" + std::to_string(i) + ".png", fitted);
+  }
+  auto calibrate = [&](const std::string& data) {
+    const CliResult r = cli("calibrate " + model + " --data " + quote(dir_ + "/" + data) + " --algo minmax --cache " +
+                            quote(dir_ + "/" + data + ".cache"));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return slurp(dir_ + "/" + data + ".cache");
+  };
+  const std::string fitted = calibrate("fitted");
+  ASSERT_FALSE(fitted.empty());
+  EXPECT_EQ(cache_diff(calibrate("raw"), fitted), "");
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 // tasks/model_input.h: the one path from an image to a model's input that calibration, sensitivity analysis and
-// evaluation share. The expected images are built here from the documented steps (val.py's two resizes), not from
-// the functions under test.
+// evaluation share. The expected images are built here from the documented steps (val.py's two resizes, the
+// classifier's inner 7/8 box), not from the functions under test.
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "runtime/engine.h"
 #include "tasks/detector.h"
+#include "tasks/fmnist.h"
 #include "tasks/model_input.h"
 #include "tasks/preprocess.h"
 #include "test_util.h"
@@ -108,6 +109,66 @@ TEST(ModelInput, DefaultLetterboxIsValPyOnNonSquareImages) {
   auto ul = letterbox(img, *letterbox_options("ultralytics"));
   ASSERT_TRUE(ul);
   EXPECT_TRUE(same_pixels(*ul, paste(*lin, 640, 640, 0, 128, 114)));
+}
+
+TEST(ModelInput, ClassifierInputFashionMnistGlyph) {
+  // A 28x28 glyph gives fmnist_image_32's image: the glyph at (2, 2) on black.
+  FmnistSplit ds;
+  ds.count = 1;
+  ds.images.resize(28 * 28);
+  for (int i = 0; i < 28 * 28; ++i) ds.images[static_cast<size_t>(i)] = static_cast<uint8_t>((i * 37) & 255);
+  ds.labels = {3};
+  Image glyph(28, 28);
+  for (int i = 0; i < 28 * 28; ++i) glyph.data[i * 3] = glyph.data[i * 3 + 1] = glyph.data[i * 3 + 2] = ds.images[i];
+  auto x = classifier_input(glyph, 32, 32);
+  ASSERT_TRUE(x) << x.status().to_string();
+  EXPECT_TRUE(same_pixels(*x, fmnist_image_32(ds, 0)));
+  // An image of the network's size is used as is.
+  const Image same = pattern(32, 32);
+  EXPECT_TRUE(same_pixels(*classifier_input(same, 32, 32), same));
+}
+
+TEST(ModelInput, ClassifierInputKeepsAspectAndCentres) {
+  // Shrinking 56x28 into the 28x28 box: r = 0.5, 28x14 by INTER_AREA (an exact 2x box average), centred at
+  // ((32 - 28) / 2, (32 - 14) / 2) = (2, 9). With constant 2x2 blocks the average is the block's value.
+  Image wide(56, 28);
+  for (int y = 0; y < 28; ++y) {
+    for (int x = 0; x < 56; ++x) {
+      uint8_t* p = wide.pixel(x, y);
+      p[0] = static_cast<uint8_t>(x / 2 * 9);
+      p[1] = static_cast<uint8_t>(y / 2 * 17);
+      p[2] = 77;
+    }
+  }
+  auto x = classifier_input(wide, 32, 32);
+  ASSERT_TRUE(x) << x.status().to_string();
+  Image want(32, 32, 0);
+  for (int y = 0; y < 14; ++y) {
+    for (int xx = 0; xx < 28; ++xx) {
+      uint8_t* p = want.pixel(2 + xx, 9 + y);
+      p[0] = static_cast<uint8_t>(xx * 9);
+      p[1] = static_cast<uint8_t>(y * 17);
+      p[2] = 77;
+    }
+  }
+  EXPECT_TRUE(same_pixels(*x, want));
+  // A plain resize to 32x32 (what calibration used to do) is another image.
+  EXPECT_FALSE(same_pixels(*x, *resize_linear(wide, 32, 32)));
+
+  // Enlarging 7x14 into the box: r = 2, 14x28 by INTER_LINEAR, at ((32 - 14) / 2, 2) = (9, 2).
+  const Image tall = pattern(7, 14);
+  auto t = classifier_input(tall, 32, 32);
+  ASSERT_TRUE(t);
+  EXPECT_TRUE(same_pixels(*t, paste(*resize_linear(tall, 14, 28), 32, 32, 9, 2, 0)));
+
+  // A non-square network (64x32): the inner box is 56x28; a 100x100 image becomes 28x28 at ((64 - 28) / 2, 2).
+  const Image sq = pattern(100, 100);
+  auto n = classifier_input(sq, 64, 32);
+  ASSERT_TRUE(n);
+  EXPECT_TRUE(same_pixels(*n, paste(*resize_area(sq, 28, 28), 64, 32, 18, 2, 0)));
+
+  EXPECT_FALSE(classifier_input(Image(), 32, 32));
+  EXPECT_FALSE(classifier_input(sq, 0, 32));
 }
 
 }  // namespace

@@ -18,10 +18,11 @@ Status ImageBatches::init() {
     count_ = static_cast<int>(files_.size());
     DetectorOptions opt;
     opt.letterbox = QD_TRY(letterbox_options(src_.letterbox));
-    auto det = Detector::create(engine_, opt);
+    auto det = Detector::create(engine_, opt);  // not a detector: a classifier (classifier_input)
     if (det) detector_ = std::make_unique<Detector>(std::move(*det));
-    height_ = in.shape[2] > 0 ? static_cast<int>(in.shape[2]) : 640;
-    width_ = in.shape[3] > 0 ? static_cast<int>(in.shape[3]) : 640;
+    // A classifier of dynamic size gets eval --classes' default, 32x32.
+    height_ = in.shape[2] > 0 ? static_cast<int>(in.shape[2]) : 32;
+    width_ = in.shape[3] > 0 ? static_cast<int>(in.shape[3]) : 32;
   }
   if (in.shape[0] <= 0 && count_ > 0) batch_ = std::min(batch_, count_);  // a dynamic batch: fewer images, one batch
   if (src_.batches > 0) count_ = std::min(count_, src_.batches * batch_);
@@ -44,10 +45,8 @@ Expected<Tensor> ImageBatches::get(int k) const {
     std::vector<LetterboxInfo> infos;
     return detector_->preprocess(ptrs, &infos);
   }
-  std::vector<Image> resized;
-  for (auto& im : imgs) {
-    resized.push_back(im.width == width_ && im.height == height_ ? im : QD_TRY(resize_linear(im, width_, height_)));
-  }
+  std::vector<Image> resized;  // as eval --classes: an aspect-keeping resize into the inner 7/8, centred
+  for (auto& im : imgs) resized.push_back(QD_TRY(classifier_input(im, width_, height_)));
   std::vector<const Image*> rp;
   for (auto& im : resized) rp.push_back(&im);
   return images_to_tensor(rp, TensorOptions{});

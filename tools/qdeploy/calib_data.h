@@ -1,6 +1,6 @@
 // Representative images as model input batches, preprocessed exactly as inference does (tasks/model_input.h: the
-// detector's letterbox in the style of --letterbox; a resize for classifiers, Fashion-MNIST's 32x32 images), and
-// calibration on them. Shared by `qdeploy calibrate`, a build's --calib and `qdeploy sensitivity`
+// detector's letterbox in the style of --letterbox, classifier_input() for image-folder classifiers, Fashion-MNIST's
+// 32x32 images), and calibration on them. Shared by `qdeploy calibrate`, a build's --calib and `qdeploy sensitivity`
 // (its SNR data and its on-the-fly calibration), so all of them see what `qdeploy eval` sees.
 #pragma once
 

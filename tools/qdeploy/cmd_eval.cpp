@@ -306,30 +306,6 @@ int run_eval_fmnist(const EvalArgs& a) {
   return 0;
 }
 
-// Image-folder classification input, laid out as eval --fmnist lays out Fashion-MNIST (fmnist_image_32: the 28x28
-// glyph centred on a black 32x32 canvas, gray replicated to RGB, values x / 255):
-//   - an image already of the network's size (W x H) is used as is (the trees `qdeploy dataset` exports);
-//   - any other image is scaled, keeping its aspect ratio (INTER_AREA when shrinking, INTER_LINEAR when enlarging),
-//     to fit the inner (W - W/8) x (H - H/8) box (28x28 of 32x32), and centred on a black W x H canvas. A 28x28
-//     Fashion-MNIST image thus gives exactly the --fmnist tensor.
-Expected<Image> classifier_input(const Image& img, int w, int h) {
-  if (img.width == w && img.height == h) return img;
-  const int iw = w - w / 8, ih = h - h / 8;
-  const double r = std::min(static_cast<double>(iw) / img.width, static_cast<double>(ih) / img.height);
-  const int rw = std::max(1, std::min(iw, static_cast<int>(std::lround(img.width * r))));
-  const int rh = std::max(1, std::min(ih, static_cast<int>(std::lround(img.height * r))));
-  Image scaled;
-  if (rw == img.width && rh == img.height) scaled = img;
-  else if (rw <= img.width && rh <= img.height) scaled = QD_TRY(resize_area(img, rw, rh));
-  else scaled = QD_TRY(resize_linear(img, rw, rh));
-  Image out(w, h, 0);
-  const int ox = (w - rw) / 2, oy = (h - rh) / 2;
-  for (int y = 0; y < rh; ++y) {
-    std::copy(scaled.pixel(0, y), scaled.pixel(0, y) + scaled.row_bytes(), out.pixel(ox, oy + y));
-  }
-  return out;
-}
-
 struct ClassTree {
   std::vector<std::string> names;           // label index -> class name
   std::vector<std::string> paths;           // every image
