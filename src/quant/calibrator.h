@@ -3,15 +3,21 @@
 // Two passes over the same data: the first finds max|x| per tensor, the second fills a histogram of |x| with `bins`
 // bins over [0, max]. Algorithms:
 //   minmax      amax = max|x|
-//   percentile  amax = upper edge of the bin where the cumulative count reaches `percentile` % of all values
+//   percentile  amax = upper edge of the bin where the cumulative count reaches `percentile` % of all values (a bin
+//               edge, no interpolation inside the bin)
 //   mse         amax minimizing the expected squared error of quantize-dequantize (clipping included), from the
-//               histogram's bin centres, over candidate thresholds at every 16th bin edge from bins/16 on
+//               histogram's bin centres, over candidate thresholds at every 16th bin edge from bins/16 on (the
+//               smallest on ties)
 //   entropy     TensorRT's EntropyCalibration2 idea: for each threshold i in [128, bins] (bin edges), P = hist[0..i)
-//               with the mass beyond i added to its last bin; Q = P merged into 128 levels and spread back evenly over
-//               the bins of each level that are non-empty in P (empty bins stay empty, so they never carry mass);
-//               the threshold with the smallest KL(P || Q) wins. Bins where P > 0 and Q = 0 cannot occur by
-//               construction; bins where P = 0 contribute nothing. Bin 0 (exact zeros after ReLU) takes bin 1's
-//               count first, as NVIDIA's pytorch-quantization does, so a spike of zeros cannot decide the threshold.
+//               with the mass beyond i added to its last bin; Q = hist[0..i) merged into 128 levels (level l covers
+//               bins [floor(l*i/128), floor((l+1)*i/128)); the clipped mass stays in P only) and spread back evenly
+//               over the bins of each level that are non-empty in P (empty bins stay empty, so they never carry
+//               mass); the threshold with the smallest KL(P || Q) wins (the smallest threshold on ties). A bin with
+//               P > 0 and Q = 0 (only P's last bin, when its level is empty in hist) counts Q as 1e-12; bins where
+//               P = 0 contribute nothing. Bin 0 (exact zeros after ReLU) takes bin 1's count first, as NVIDIA's
+//               pytorch-quantization does, so a spike of zeros cannot decide the threshold.
+// Bins: value |x| goes to bin floor(|x| * bins / max), max|x| itself to the last; NaN and inf are skipped.
+// tests/quant/calibrator_test.cpp checks each rule against thresholds derived by hand or by brute force.
 // Results are deterministic on one machine: same model, data and options give the same bytes (another CPU may pick
 // other BLAS kernels, whose summation order moves the last bits of some scales).
 #pragma once
