@@ -11,7 +11,9 @@ Expected<LetterboxOptions> letterbox_options(const std::string& style, int size)
   if (style == "val") o.style = LetterboxStyle::kYoloV5Val;
   else if (style == "ultralytics") o.style = LetterboxStyle::kUltralytics;
   else return invalid("--letterbox must be val, ultralytics or cudla, got '" + style + "'");
-  if (size <= 0 || size > kMaxImageSide) return invalid("network input size " + std::to_string(size) + " is out of range");
+  if (size <= 0 || size > kMaxImageSide) {
+    return invalid("network input size " + std::to_string(size) + " is out of range");
+  }
   o.width = o.height = size;
   return o;
 }

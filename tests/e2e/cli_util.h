@@ -12,7 +12,9 @@
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
+#include "core/file_io.h"
 #include "test_util.h"
 
 namespace qd::test {
@@ -46,6 +48,17 @@ inline CliResult run_cli(const std::string& dir, const std::string& args) {
   r.out = slurp(dir + "/out.txt");
   r.err = slurp(dir + "/err.txt");
   return r;
+}
+
+// An IDX file of unsigned bytes (big-endian header), as load_fmnist reads it (uncompressed): a Fashion-MNIST split
+// of a few images for a test.
+inline void write_idx(const std::string& path, const std::vector<int>& dims, const uint8_t* data, size_t n) {
+  std::string b = {0, 0, 8, static_cast<char>(dims.size())};
+  for (int d : dims) {
+    for (int s = 24; s >= 0; s -= 8) b += static_cast<char>((d >> s) & 0xff);
+  }
+  b.append(reinterpret_cast<const char*>(data), n);
+  ASSERT_TRUE(write_file_atomic(path, b).is_ok()) << path;
 }
 
 // Exit code 2 and an "error:" line containing `phrase`.

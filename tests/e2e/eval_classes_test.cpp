@@ -18,16 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace test;  // e2e/cli_util.h
 
-// An IDX file of unsigned bytes (big-endian header), as load_fmnist reads it (uncompressed).
-void write_idx(const std::string& path, const std::vector<int>& dims, const uint8_t* data, size_t n) {
-  std::string b = {0, 0, 8, static_cast<char>(dims.size())};
-  for (int d : dims) {
-    for (int s = 24; s >= 0; s -= 8) b += static_cast<char>((d >> s) & 0xff);
-  }
-  b.append(reinterpret_cast<const char*>(data), n);
-  ASSERT_TRUE(write_file_atomic(path, b).is_ok());
-}
-
 // "0_T-shirt_top": the label first so that sorted folder names give the label order ('/' cannot be in a name).
 std::string class_dir(int label) {
   std::string n = std::to_string(label) + "_" + fmnist_class_names()[static_cast<size_t>(label)];
