@@ -14,8 +14,9 @@ wants() {  # wants STEP...: is one of them among the steps?
   return 1
 }
 rm -rf .device && mkdir -p .device/bin
-# The binaries, stripped, in one xz-compressed tar: they share most of their code, which a single stream with xz's
-# 64 MiB window (-9, one thread) stores once (qdeploy + test_cuda: 17.8 MB, against 33 MB compressed one by one).
+# The binaries, stripped, in one xz-compressed tar: they share most of their code, which a single stream stores once
+# if xz's window spans them (each is ~55 MB stripped: a 192 MiB window, not -9's 64 MiB, which with an A/B binary
+# made 44 MB instead of 32).
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 strip -o "$stage/qdeploy" build-gpu/qdeploy
@@ -27,7 +28,7 @@ done
 # QD_PACK_EXTRA: other qdeploy binaries for an A/B (scripts/switch-ab.sh), e.g. the build before a change; each goes
 # as qdeploy-NAME beside qdeploy (nearly identical, so the tar grows by little), unpacked into build-gpu/.
 for f in ${QD_PACK_EXTRA:-}; do strip -o "$stage/qdeploy-$(basename "$f")" "$f"; done
-tar -C "$stage" -cf - $(cd "$stage" && ls) | xz -T1 -9 > .device/bin/binaries.tar.xz
+tar -C "$stage" -cf - $(cd "$stage" && ls) | xz -T1 --lzma2=preset=9,dict=192MiB > .device/bin/binaries.tar.xz
 # The first 30,000 Fashion-MNIST train images (`--source-limit 30000` makes the same scenes from the full files), so
 # that a training call's carry (repo + data + resumable checkpoint) stays under 64 MiB.
 # The bench step's INT8 calibration needs only 8 train scenes: made here (a few hundred KB) rather than carrying the
