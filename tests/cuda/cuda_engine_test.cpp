@@ -46,6 +46,15 @@ double snr_db(const Tensor& ref, const Tensor& x) {
   return e == 0 ? 200.0 : 10.0 * std::log10(s / e);
 }
 
+// The ONNX Conv nodes a layer runs, from its name (the fused nodes' names joined by '+'; YOLOv5's are ".../Conv").
+int onnx_convs(const std::string& layer) {
+  int n = 0;
+  for (size_t at = layer.find("/Conv"); at != std::string::npos; at = layer.find("/Conv", at + 1)) {
+    n += at + 5 == layer.size() || layer[at + 5] == '+';
+  }
+  return n;
+}
+
 double max_abs(const Tensor& t) {
   double m = 0;
   for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, static_cast<double>(std::fabs(t.data<float>()[i])));
@@ -526,6 +535,50 @@ TEST(CudaEngine, C3SiblingConvsRunAsOne) {
   }
 }
 
+// In INT8 plans too: the merged conv quantizes cv1's channels with cv1's own scale and cv2's with the Concat's
+// (made 1.7 times apart here, so that either one taken for both would be far off), and the block's output matches
+// the reference's exact INT8 mode within what +-1 LSB differences of the int8 tensors explain (a few steps of the
+// Concat's scale times cv3's weights, at most 1/8).
+TEST(CudaEngine, C3SiblingConvsRunAsOneInInt8) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = test::temp_dir("c3_int8");
+  for (const auto& [bottlenecks, shortcut] : {std::pair{1, true}, std::pair{2, true}, std::pair{1, false}}) {
+    const std::string what = std::to_string(bottlenecks) + " bottleneck(s), shortcut " + std::to_string(shortcut);
+    Graph g = c3_graph(bottlenecks, shortcut, false);
+    auto in = random_inputs(g, 29);
+    const std::string model = dir + "/c3.onnx", cache_path = dir + "/c3.cache";
+    ASSERT_TRUE(export_onnx_file(g, model).is_ok());
+    ASSERT_TRUE(test::write_minmax_cache(model, "x", in.at("x"), cache_path).is_ok());
+    auto cache = read_calib_cache(cache_path);
+    ASSERT_TRUE(cache);
+    const float* cv1 = cache->find("cv1_silu_out");
+    const float* cat = cache->find("cat_out");
+    ASSERT_TRUE(cv1 && cat);
+    const float cat_scale = *cat;
+    cache->set("cv1_silu_out", *cv1 * 1.7f);
+    ASSERT_TRUE(write_calib_cache(cache_path, *cache).is_ok());
+    BuildOptions opt;
+    opt.precision = "int8";
+    opt.calib_cache = cache_path;
+    auto cpu = build_engine(model, opt);
+    ASSERT_TRUE(cpu) << cpu.status().to_string();
+    opt.device = "cuda";
+    auto gpu = build_engine(model, opt);
+    ASSERT_TRUE(gpu) << gpu.status().to_string();
+    auto layers = dynamic_cast<cuda::CudaEngine&>(**gpu).layer_info(shapes_of(in));
+    ASSERT_TRUE(layers);
+    int merged = 0;
+    for (const auto& l : *layers) {
+      merged += l.kind == "conv" && l.precision == "int8" && l.name.rfind("cv1+", 0) == 0 &&
+                l.name.find("+cv2+") != std::string::npos;
+    }
+    EXPECT_EQ(merged, 1) << what;
+    auto want = (*cpu)->run(in), got = (*gpu)->run(in);
+    ASSERT_TRUE(want && got) << got.status().to_string();
+    EXPECT_LE(test::max_abs_diff((*want)[0], (*got)[0]), 0.5 * cat_scale) << what;
+  }
+}
+
 // The timing cache (--timing-cache): a build writes its kernel choices there, keyed by conv signature, with the GPU's
 // name; a later build takes them instead of timing (shown by a cache edited to name another valid kernel for every
 // conv, which the next build then runs); a cache from another GPU is ignored (timed again, and the cache rewritten
@@ -756,9 +809,13 @@ TEST(CudaEngine, Int8MatchesReferenceInt8) {
   EXPECT_EQ(test::max_abs_diff((*b)[0], (*c)[0]), 0.0);
   auto layers = dynamic_cast<cuda::CudaEngine&>(**gpu).layer_info({{"images", {1, 3, 640, 640}}});
   ASSERT_TRUE(layers);
-  int int8_convs = 0, int8_pools = 0, int8_resizes = 0, quantize_passes = 0, fp16_movement = 0;
+  int int8_convs = 0, int8_pools = 0, int8_resizes = 0, quantize_passes = 0, fp16_movement = 0, merged = 0;
   for (const auto& l : *layers) {
-    int8_convs += l.kind == "conv" && l.precision == "int8";
+    if (l.kind == "conv" && l.precision == "int8") {
+      const int convs = onnx_convs(l.name);  // C3's cv1 and cv2 run as one layer
+      int8_convs += convs;
+      merged += convs == 2;
+    }
     int8_pools += l.kind == "MaxPool_nhwc" && l.precision == "int8" && l.in_format == "nhwc512:int8" &&
                   l.kernel == "maxpool_chain_nhwc";
     int8_resizes += l.kind == "Resize_nhwc" && l.precision == "int8";
@@ -772,6 +829,7 @@ TEST(CudaEngine, Int8MatchesReferenceInt8) {
   EXPECT_EQ(quantize_passes, 0);
   EXPECT_EQ(fp16_movement, 0);
   EXPECT_EQ(int8_convs, 60);
+  EXPECT_EQ(merged, 8);  // one per C3 block
   // SPPF: /model.9/cv1 quantizes into the Concat's first slice and the three chained MaxPools, one layer, pool int8
   // slices of it (4 x 128 channels); no quantize pass for the Concat.
   EXPECT_EQ(int8_pools, 1);
@@ -789,7 +847,7 @@ TEST(CudaEngine, Int8MatchesReferenceInt8) {
     int fp16_head = 0, int8 = 0;
     for (const auto& l : *ls) {
       fp16_head += l.kind == "conv" && l.precision == "fp16" && l.name.rfind("/model.24/", 0) == 0;
-      int8 += l.kind == "conv" && l.precision == "int8";
+      if (l.kind == "conv" && l.precision == "int8") int8 += onnx_convs(l.name);
     }
     EXPECT_EQ(fp16_head, 3);
     EXPECT_EQ(int8, 57);

@@ -447,8 +447,9 @@ Expected<std::map<std::string, Tensor>> CudaContext::read_int8_tensors(const std
       if (p.first_reader != static_cast<int>(l)) continue;
       QD_CUDA_TRY(cudaDeviceSynchronize());
       const TensorRef& r = inst.tensors[p.tensor];
-      std::vector<int8_t> raw(r.bytes);
-      QD_CUDA_TRY(cudaMemcpy(raw.data(), inst.ptr(p.tensor, ptrs), r.bytes, cudaMemcpyDeviceToHost));
+      // Pixels r.ld bytes apart (a slice of a wider buffer: more than r.bytes).
+      std::vector<int8_t> raw(static_cast<size_t>(r.shape[0] * r.shape[2] * r.shape[3] * r.ld));
+      QD_CUDA_TRY(cudaMemcpy(raw.data(), inst.ptr(p.tensor, ptrs), raw.size(), cudaMemcpyDeviceToHost));
       // r.shape is the stored NCHW view: [N, C, H, W], or [N, 4C, H/2, W/2] for a space-to-depth copy.
       const int64_t N = r.shape[0], C = r.shape[1] / (p.s2d ? 4 : 1), H = r.shape[2] * (p.s2d ? 2 : 1),
                     W = r.shape[3] * (p.s2d ? 2 : 1);

@@ -319,8 +319,8 @@ Expected<std::shared_ptr<PackedConv>> pack_conv(const Tensor& w, const Tensor* b
 
 // Two fp16 convs' packed weights as one conv with a's output channels first, then b's (same C, R, S).
 Expected<std::shared_ptr<PackedConv>> merge_packed(const PackedConv& a, const PackedConv& b) {
-  if (a.C != b.C || a.R != b.R || a.S != b.S || a.Kp != b.Kp || a.alpha.get() || b.alpha.get()) {
-    return internal("merge_packed: the convs' weights differ in shape");
+  if (a.C != b.C || a.R != b.R || a.S != b.S || a.Kp != b.Kp || !a.alpha.get() != !b.alpha.get()) {
+    return internal("merge_packed: the convs' weights differ in shape or precision");
   }
   auto m = std::make_shared<PackedConv>();
   m->K = a.K + b.K;
@@ -335,6 +335,12 @@ Expected<std::shared_ptr<PackedConv>> merge_packed(const PackedConv& a, const Pa
   QD_CUDA_TRY(cudaMemcpy(static_cast<char*>(m->w.get()) + wa, b.w.get(), wb, cudaMemcpyDeviceToDevice));
   QD_CUDA_TRY(cudaMemcpy(m->bias.get(), a.bias.get(), ba, cudaMemcpyDeviceToDevice));
   QD_CUDA_TRY(cudaMemcpy(static_cast<char*>(m->bias.get()) + ba, b.bias.get(), bb, cudaMemcpyDeviceToDevice));
+  if (a.alpha.get()) {  // INT8: s_x * s_w[k], the same s_x (one input)
+    const size_t aa = a.alpha.size(), ab = b.alpha.size();
+    QD_RETURN_IF_ERROR(m->alpha.alloc(aa + ab));
+    QD_CUDA_TRY(cudaMemcpy(m->alpha.get(), a.alpha.get(), aa, cudaMemcpyDeviceToDevice));
+    QD_CUDA_TRY(cudaMemcpy(static_cast<char*>(m->alpha.get()) + aa, b.alpha.get(), ab, cudaMemcpyDeviceToDevice));
+  }
   return m;
 }
 
@@ -446,8 +452,8 @@ class Lowerer {
       inst_->slot_tensor[slot] = t;
     }
     concat_in_place();
+    drop_unread_out2();  // before merging, which takes convs without a second output
     QD_RETURN_IF_ERROR(merge_sibling_convs());
-    drop_unread_out2();
     for (size_t v = 0; v < q8_.size(); ++v) {
       if (q8_[v] < 0) continue;
       Instance::Int8Probe p{g_.values[v].name, q8_[v], -1, s2d_[v]};
@@ -1774,6 +1780,7 @@ class Lowerer {
       }
     }
     for (int v : n.inputs) fast_t_[v] = -1;  // no fp16 copies are left for these values' remaining readers
+    int8_concat_slices_.push_back(slices);
     *lowered = true;
     return Status::ok();
   }
@@ -1940,60 +1947,73 @@ class Lowerer {
     }
   }
 
-  // Sibling convs as one: two fp16 convs that read the same tensor with the same geometry and epilogue (YOLOv5's C3
-  // cv1 and cv2, 1x1 over the block's input) run as one conv over both weight sets, reading their input once
-  // instead of twice, where their outputs can lie side by side in one buffer. That is so when the second's output
+  // Sibling convs as one: two convs that read the same tensor with the same geometry, precision and epilogue
+  // (YOLOv5's C3 cv1 and cv2, 1x1 over the block's input) run as one conv over both weight sets, reading their input
+  // once instead of twice, where their outputs can lie side by side in one buffer. INT8 ones keep each output's
+  // scale (ConvParams::out_split: cv2's is the Concat's, cv1's its own). That is so when the second's output
   // is a Concat's channel slice (concat_in_place) and the first's can take the slice just before it: the slice of
   // the Concat's preceding input, whose producer writes it after every reader of the first's output has run (the
   // last bottleneck; it may itself read the first's output, but only as its residual: each element is read and
   // then written by the same thread, as every conv epilogue adds its residual).
   Status merge_sibling_convs() {
     auto& layers = inst_->layers;
-    for (size_t ci = 0; ci < layers.size(); ++ci) {
-      const auto* cat = dynamic_cast<const ConcatLayer*>(layers[ci].get());
-      if (!cat) continue;
-      for (size_t j = 1; j < cat->ins.size(); ++j) {
-        if (!cat->in_place[j] || !cat->in_place[j - 1]) continue;
-        const int tb = cat->ins[j], t0 = cat->ins[j - 1];
-        const int ib = producer_index(tb), i0 = producer_index(t0);
-        auto* b = ib >= 0 ? dynamic_cast<ConvLayer*>(layers[ib].get()) : nullptr;
-        if (!b || !mergeable(*b) || b->out != tb || i0 < 0) continue;
-        for (size_t ia = 0; ia < layers.size(); ++ia) {
-          auto* a = dynamic_cast<ConvLayer*>(layers[ia].get());
-          if (!a || a == b || a->in != b->in || !mergeable(*a) || !same_conv_but_k(a->p, b->p)) continue;
-          const int ta = a->out;
-          TensorRef& x = inst_->tensors[ta];
-          const TensorRef& x0 = inst_->tensors[t0];
-          if (x.slot >= 0 || x.buffer < 0 || aliased_[ta] || x.coff != 0 || a->p.K % 8 || x.ld != a->p.K ||
-              x.shape != x0.shape || static_cast<int>(ia) >= i0 || !readers_done_by(ta, i0)) {
-            continue;
-          }
-          const std::string key = "merge:" + a->info.name + "|" + b->info.name;
-          auto it = in_.weights->find(key);
-          if (it == in_.weights->end()) it = in_.weights->emplace(key, QD_TRY(merge_packed(*a->w, *b->w))).first;
-          auto m = std::make_unique<ConvLayer>(*a);
-          m->w = it->second;
-          m->p.K = a->p.K + b->p.K;
-          m->info.name = a->info.name + "+" + b->info.name;
-          m->info.macs = a->info.macs + b->info.macs;
-          buffer_bytes_[x.buffer] = 0;  // a's own buffer is no longer used: its output sits in the Concat's
-          x.buffer = x0.buffer;
-          x.ld = x0.ld;
-          x.coff = x0.coff;
-          aliased_[ta] = true;
-          const size_t first = std::min(ia, static_cast<size_t>(ib)), second = std::max(ia, static_cast<size_t>(ib));
-          layers[first] = std::move(m);
-          layers.erase(layers.begin() + static_cast<std::ptrdiff_t>(second));
-          reindex_layers();
-          return merge_sibling_convs();  // indices moved: start over (a few pairs per network)
+    std::vector<std::pair<int, int>> neighbours;  // tensors in consecutive slices of a Concat's buffer
+    for (const auto& l : layers) {
+      const auto* cat = dynamic_cast<const ConcatLayer*>(l.get());
+      for (size_t j = 1; cat && j < cat->ins.size(); ++j) {
+        if (cat->in_place[j] && cat->in_place[j - 1]) neighbours.emplace_back(cat->ins[j - 1], cat->ins[j]);
+      }
+    }
+    for (const auto& slices : int8_concat_slices_) {
+      for (size_t j = 1; j < slices.size(); ++j) neighbours.emplace_back(slices[j - 1], slices[j]);
+    }
+    for (const auto& [t0, tb] : neighbours) {
+      const int ib = producer_index(tb), i0 = producer_index(t0);
+      auto* b = ib >= 0 ? dynamic_cast<ConvLayer*>(layers[ib].get()) : nullptr;
+      if (!b || !mergeable(*b) || b->out != tb || i0 < 0) continue;
+      for (size_t ia = 0; ia < layers.size(); ++ia) {
+        auto* a = dynamic_cast<ConvLayer*>(layers[ia].get());
+        if (!a || a == b || a->in != b->in || a->int8 != b->int8 || !mergeable(*a) ||
+            !same_conv_but_k(a->p, b->p)) {
+          continue;
         }
+        const int ta = a->out;
+        TensorRef& x = inst_->tensors[ta];
+        const TensorRef& x0 = inst_->tensors[t0];
+        if (x.slot >= 0 || x.buffer < 0 || aliased_[ta] || x.coff != 0 || a->p.K % 8 || x.ld != a->p.K ||
+            x.shape != x0.shape || x.dtype != x0.dtype || static_cast<int>(ia) >= i0 || !readers_done_by(ta, i0)) {
+          continue;
+        }
+        const std::string key = "merge:" + a->info.name + "|" + b->info.name + (a->int8 ? ":int8" : "");
+        auto it = in_.weights->find(key);
+        if (it == in_.weights->end()) it = in_.weights->emplace(key, QD_TRY(merge_packed(*a->w, *b->w))).first;
+        auto m = std::make_unique<ConvLayer>(*a);
+        m->w = it->second;
+        m->p.K = a->p.K + b->p.K;
+        if (a->int8) {
+          m->p.out_split = a->p.K;
+          m->p.out_scale_hi = b->p.out_scale;
+        }
+        m->info.name = a->info.name + "+" + b->info.name;
+        m->info.macs = a->info.macs + b->info.macs;
+        buffer_bytes_[x.buffer] = 0;  // a's own buffer is no longer used: its output sits in the Concat's
+        x.buffer = x0.buffer;
+        x.ld = x0.ld;
+        x.coff = x0.coff;
+        aliased_[ta] = true;
+        const size_t first = std::min(ia, static_cast<size_t>(ib)), second = std::max(ia, static_cast<size_t>(ib));
+        layers[first] = std::move(m);
+        layers.erase(layers.begin() + static_cast<std::ptrdiff_t>(second));
+        reindex_layers();
+        return merge_sibling_convs();  // indices moved: start over (a few pairs per network)
       }
     }
     return Status::ok();
   }
   static bool mergeable(const ConvLayer& c) {
-    return !c.int8 && c.groups == 1 && c.res < 0 && c.out2 < 0 && c.p.in_format == InFormat::kNhwc &&
-           c.p.out_format == OutFormat::kNhwcF16;
+    const bool out_ok = c.int8 ? c.p.out_format == OutFormat::kNhwcI8 && !c.p.exact_silu && c.p.out_split > c.p.K
+                               : c.p.out_format == OutFormat::kNhwcF16;
+    return out_ok && c.groups == 1 && c.res < 0 && c.out2 < 0 && c.p.in_format == InFormat::kNhwc;
   }
   static bool same_conv_but_k(const ConvParams& a, const ConvParams& b) {
     return a.N == b.N && a.H == b.H && a.W == b.W && a.C == b.C && a.R == b.R && a.S == b.S &&
@@ -2340,6 +2360,7 @@ class Lowerer {
   std::vector<int> s2d_t_;            // its fp16 space-to-depth tensor, once made
   std::map<int, bool> aliased_;
   std::set<int> int8_resizes_;  // Resize nodes try_int8_concat moved to int8 (they no longer read the fp16 tensor)
+  std::vector<std::vector<int>> int8_concat_slices_;  // try_int8_concat's: each Concat's input tensors, in order
   std::vector<int> conv_layers_;
 };
 

@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cstdint>
 #include <string>
 
@@ -48,6 +49,10 @@ struct ConvParams {
   Act act = Act::kNone;
   float act_a = 0.f, act_b = 0.f;  // LeakyRelu alpha; HardSigmoid alpha/beta; Clip min/max
   float out_scale = 1.f;           // kNhwcI8: the output's quantization scale
+  // kNhwcI8 of sibling convs run as one (lower.cpp's merge_sibling_convs): channels from out_split on (a multiple of
+  // 8) are another tensor's, quantized with out_scale_hi. Not for the halo kernels, nor for exact_silu.
+  int out_split = INT_MAX;
+  float out_scale_hi = 1.f;
   // ConvArgs::y2: its format, its scale (kI8), and its source: the value v, or (out2_of_q, with a kNhwcI8 output) the
   // output's dequantized value q * out_scale, which is what every other reader of an INT8 tensor sees.
   Out2Format out2_format = Out2Format::kF16;

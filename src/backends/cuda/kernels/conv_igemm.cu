@@ -91,6 +91,11 @@ __device__ __forceinline__ int requantize(float v, float scale) {
 
 __device__ __forceinline__ bool has_residual(const ConvArgs& a) { return a.residual || a.residual_i8; }
 
+// The int8 output's scale for channel k (ConvParams::out_split: merged sibling convs keep each one's scale).
+__device__ __forceinline__ float out_scale_at(const ConvParams& p, int k) {
+  return k < p.out_split ? p.out_scale : p.out_scale_hi;
+}
+
 // The residual's value at (pixel m, channel k): fp16, or an int8 tensor's dequantized value in fp32.
 __device__ __forceinline__ float residual_at(const ConvParams& p, const ConvArgs& a, int m, int k) {
   const int64_t at = static_cast<int64_t>(m) * p.res_ld + k;
@@ -141,9 +146,10 @@ template <bool kI8>
 __device__ __forceinline__ void store_out(const ConvParams& p, const ConvArgs& a, int m, int k, float v) {
   float u = v;  // what y2 gets
   if (p.out_format == OutFormat::kNhwcI8) {
-    const int q = requantize(v, p.out_scale);
+    const float s = out_scale_at(p, k);
+    const int q = requantize(v, s);
     static_cast<int8_t*>(a.y)[static_cast<int64_t>(m) * p.out_ld + p.out_coff + k] = static_cast<int8_t>(q);
-    if (!kI8 || p.out2_of_q) u = __fmul_rn(static_cast<float>(q), p.out_scale);
+    if (!kI8 || p.out2_of_q) u = __fmul_rn(static_cast<float>(q), s);
     if (!kI8) {
       if (a.y2) static_cast<__half*>(a.y2)[static_cast<int64_t>(m) * p.out2_ld + p.out2_coff + k] = __float2half_rn(u);
       return;
@@ -289,12 +295,13 @@ __device__ __forceinline__ void igemm_epilogue_act(const ConvParams& p, const Co
           const int64_t at = static_cast<int64_t>(m) * p.out_ld + p.out_coff + k0;
           float u0 = v0, u1 = v1;  // what y2 gets
           if (i8) {
-            const int q0 = requantize(v0, p.out_scale), q1 = requantize(v1, p.out_scale);
+            const float s = out_scale_at(p, k0);  // k0 even, out_split a multiple of 8: the pair's
+            const int q0 = requantize(v0, s), q1 = requantize(v1, s);
             *reinterpret_cast<char2*>(static_cast<int8_t*>(a.y) + at) =
                 make_char2(static_cast<signed char>(q0), static_cast<signed char>(q1));
             if (!kI8 || p.out2_of_q) {
-              u0 = __fmul_rn(static_cast<float>(q0), p.out_scale);
-              u1 = __fmul_rn(static_cast<float>(q1), p.out_scale);
+              u0 = __fmul_rn(static_cast<float>(q0), s);
+              u1 = __fmul_rn(static_cast<float>(q1), s);
             }
             if (!kI8 && a.y2) {
               *reinterpret_cast<__half2*>(static_cast<__half*>(a.y2) + static_cast<int64_t>(m) * p.out2_ld +
@@ -472,12 +479,14 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
   const SiluTies ties(p, a);
   // Bit-exact plans (exact_silu) round every int8 output as the reference's division; the others with a reciprocal.
   const bool exact = kExact || p.exact_silu;
-  const float rcp1 = __frcp_rn(p.out_scale);
+  const float rcp_lo = __frcp_rn(p.out_scale), rcp_hi = __frcp_rn(p.out_scale_hi);
   constexpr int kGroups = BN / 8;  // per tile row
   for (int g = tile_thread<kThreads>(); g < BM * kGroups; g += kThreads) {
     const int r = g / kGroups, c = g % kGroups * 8;
     const int m = block_m + r, k0 = block_n + c;
     if (m >= M || k0 >= p.K) continue;
+    const bool lo = k0 < p.out_split;  // the 8 channels' int8 scale (out_split a multiple of 8)
+    const float out_scale = lo ? p.out_scale : p.out_scale_hi, rcp1 = lo ? rcp_lo : rcp_hi;
     float v[8], err[8];  // err: the fast SiLU's error bounds (kExact)
     load8(tile + at(r, c), tile + at(r, c + 4), v);
     if constexpr (kExact) {
@@ -516,7 +525,7 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
         }
         if (near) {
           exact_silu_fix(p, a, near, tile + at(r, c), tile + at(r, c + 4), m, k0, v);
-          if (i8) raw = pack_int8x8(v, p.out_scale, rcp1, true, q);
+          if (i8) raw = pack_int8x8(v, out_scale, rcp1, true, q);
         }
         packed = true;
       }
@@ -526,11 +535,11 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
 #pragma unroll
     for (int j = 0; j < 8; ++j) u[j] = v[j];
     if (i8) {
-      if (!packed) raw = pack_int8x8(v, p.out_scale, rcp1, exact, q);
+      if (!packed) raw = pack_int8x8(v, out_scale, rcp1, exact, q);
       *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y) + out_at) = raw;
       if (!kI8 || p.out2_of_q) {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) u[j] = __fmul_rn(q[j], p.out_scale);
+        for (int j = 0; j < 8; ++j) u[j] = __fmul_rn(q[j], out_scale);
       }
     } else {
       *reinterpret_cast<uint4*>(static_cast<__half*>(a.y) + out_at) = pack_half8(v);
@@ -1558,6 +1567,7 @@ bool conv_igemm_config_fits(int config, const ConvParams& p) {
   const Config& c = kConfigs[config];
   if (c.in != p.in_format || (c.in != InFormat::kNhwc && c.nchw != p.in_nchw)) return false;
   if (c.wg && !g_wgmma) return false;
+  if (c.halo && p.out_split < p.K) return false;  // their register epilogues quantize with out_scale alone
   if (c.warp_halo) return c.in == InFormat::kNhwc ? warp_halo_fits(p, c.int8) : stem_image_fits(p);
   return !c.halo || stem_halo_fits(p);
 }
