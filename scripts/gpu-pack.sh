@@ -21,10 +21,12 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 strip -o "$stage/qdeploy" build-gpu/qdeploy
 wants conformance && strip -o "$stage/qdeploy_conformance" build-gpu/tests/conformance/qdeploy_conformance
-# Only the GPU tests: the CPU tests run in CI.
-for t in build-gpu/tests/test_cuda; do
-  [ -x "$t" ] && [ -f "$t" ] && strip -o "$stage/$(basename "$t")" "$t"
-done
+# Only the GPU tests (the CPU tests run in CI), and only for the steps that run them.
+if wants tests sanitizer; then
+  for t in build-gpu/tests/test_cuda; do
+    [ -x "$t" ] && [ -f "$t" ] && strip -o "$stage/$(basename "$t")" "$t"
+  done
+fi
 # QD_PACK_EXTRA: other qdeploy binaries for an A/B (scripts/switch-ab.sh), e.g. the build before a change; each goes
 # as qdeploy-NAME beside qdeploy (nearly identical, so the tar grows by little), unpacked into build-gpu/.
 for f in ${QD_PACK_EXTRA:-}; do strip -o "$stage/qdeploy-$(basename "$f")" "$f"; done
