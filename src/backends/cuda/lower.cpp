@@ -317,7 +317,8 @@ Expected<std::shared_ptr<PackedConv>> pack_conv(const Tensor& w, const Tensor* b
   return pc;
 }
 
-// Two fp16 convs' packed weights as one conv with a's output channels first, then b's (same C, R, S).
+// Two convs' packed weights (both fp16, or both INT8 with their alphas) as one conv with a's output channels first,
+// then b's (same C, R, S).
 Expected<std::shared_ptr<PackedConv>> merge_packed(const PackedConv& a, const PackedConv& b) {
   if (a.C != b.C || a.R != b.R || a.S != b.S || a.Kp != b.Kp || !a.alpha.get() != !b.alpha.get()) {
     return internal("merge_packed: the convs' weights differ in shape or precision");
@@ -1949,12 +1950,12 @@ class Lowerer {
 
   // Sibling convs as one: two convs that read the same tensor with the same geometry, precision and epilogue
   // (YOLOv5's C3 cv1 and cv2, 1x1 over the block's input) run as one conv over both weight sets, reading their input
-  // once instead of twice, where their outputs can lie side by side in one buffer. INT8 ones keep each output's
-  // scale (ConvParams::out_split: cv2's is the Concat's, cv1's its own). That is so when the second's output
-  // is a Concat's channel slice (concat_in_place) and the first's can take the slice just before it: the slice of
-  // the Concat's preceding input, whose producer writes it after every reader of the first's output has run (the
-  // last bottleneck; it may itself read the first's output, but only as its residual: each element is read and
-  // then written by the same thread, as every conv epilogue adds its residual).
+  // once instead of twice, where their outputs can lie side by side in one buffer. That is so when the second's
+  // output is a Concat's channel slice (concat_in_place, or an INT8 Concat of try_int8_concat) and the first's can
+  // take the slice just before it: the slice of the Concat's preceding input, whose producer writes it after every
+  // reader of the first's output has run (the last bottleneck; it may itself read the first's output, but only as
+  // its residual: each element is read and then written by the same thread, as every conv epilogue adds its
+  // residual). INT8 ones keep each output's scale (ConvParams::out_split: cv2's is the Concat's, cv1's its own).
   Status merge_sibling_convs() {
     auto& layers = inst_->layers;
     std::vector<std::pair<int, int>> neighbours;  // tensors in consecutive slices of a Concat's buffer
