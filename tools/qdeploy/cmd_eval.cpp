@@ -1,6 +1,7 @@
 // qdeploy eval: COCO bbox mAP with pycocotools' numbers.
 //   qdeploy eval --annotations GT.json --results DETS.json [--json] [--per-class]   evaluates a results file
-//   qdeploy eval MODEL|PLAN --images DIR --annotations GT.json                      (runs a detector: not yet)
+//   qdeploy eval MODEL|PLAN --images DIR --annotations GT.json                      runs a detector on the images
+//   qdeploy eval MODEL|PLAN --fmnist DIR | --classes DIR                            top-1 of a classifier
 // Both modes end in report_coco(): a model run only has to produce the CocoDetection list (tasks/ decode + NMS +
 // unletterbox, then eval/coco_categories.h to_coco_detections) and may write it with --save-results.
 #include <sys/stat.h>
