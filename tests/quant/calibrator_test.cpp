@@ -303,7 +303,8 @@ float scale_of(Graph& g, const Tensor& x, CalibAlgo algo, double percentile, int
   Calibrator cal(g, o);
   EXPECT_TRUE(cal.observe_range({{"x", x}}).is_ok());
   if (cal.needs_histograms()) EXPECT_TRUE(cal.observe_histogram({{"x", x}}).is_ok());
-  const auto s = cal.result().find(name);
+  const CalibCache cache = cal.result();  // find() points into it
+  const float* s = cache.find(name);
   EXPECT_TRUE(s != nullptr) << name;
   return s ? *s : 0.f;
 }
