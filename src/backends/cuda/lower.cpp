@@ -2359,9 +2359,9 @@ class Lowerer {
     // One scratch workspace for every split-K layer (they run one after another), as large as any candidate needs.
     size_t ws = 0;
     for (ConvLayer* c : convs) ws = std::max(ws, c->workspace_bytes());
-    for (const auto& [sig, cands] : close) {
-      for (const Candidate& cand : cands) {
-        ConvParams q = by_sig.count(sig) ? by_sig.at(sig).front()->p : ConvParams{};
+    for (const auto& [sig, layers] : by_sig) {
+      for (const Candidate& cand : close.at(sig)) {
+        ConvParams q = layers.front()->p;
         q.splits = cand.splits;
         ws = std::max(ws, conv_igemm_workspace(q));
       }
