@@ -39,6 +39,21 @@ Tensor random_f32(const Shape& shape, uint32_t seed, float lo, float hi) {
   return t;
 }
 
+Image pattern_image(int w, int h, uint32_t seed) {
+  Image img(w, h);
+  uint32_t s = seed;
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      s = s * 1664525u + 1013904223u;
+      uint8_t* p = img.pixel(x, y);
+      p[0] = static_cast<uint8_t>((x * 7 + y * 3) & 255);
+      p[1] = static_cast<uint8_t>(s >> 24);
+      p[2] = static_cast<uint8_t>(((x / 16 + y / 16) & 1) ? 200 : 30);
+    }
+  }
+  return img;
+}
+
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape()) return std::numeric_limits<double>::infinity();
   double m = 0;

@@ -5,6 +5,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "tasks/image_io.h"
 
 namespace qd::test {
 
@@ -14,6 +15,8 @@ std::string source_dir();
 std::string temp_dir(const std::string& tag);
 // Tensor of the given shape filled from a seeded uniform distribution in [lo, hi).
 Tensor random_f32(const Shape& shape, uint32_t seed, float lo = -1.f, float hi = 1.f);
+// A deterministic RGB image with detail at every scale (so that two resampling kernels give different bytes).
+Image pattern_image(int w, int h, uint32_t seed);
 // max |a - b| over all elements (shapes must match; returns +inf otherwise).
 double max_abs_diff(const Tensor& a, const Tensor& b);
 // A min-max calibration cache (TensorRT text format) for the ONNX model's input `input`, from the one batch `feed`

@@ -26,22 +26,6 @@ class CalibrateCli : public CliTest {
   CalibrateCli() : CliTest("calibrate_cli_") {}
 };
 
-// A deterministic image with detail at every scale (INTER_AREA and INTER_LINEAR give different bytes).
-Image pattern(int w, int h, uint32_t seed) {
-  Image img(w, h);
-  uint32_t s = seed;
-  for (int y = 0; y < h; ++y) {
-    for (int x = 0; x < w; ++x) {
-      s = s * 1664525u + 1013904223u;
-      uint8_t* p = img.pixel(x, y);
-      p[0] = static_cast<uint8_t>((x * 7 + y * 3) & 255);
-      p[1] = static_cast<uint8_t>(s >> 24);
-      p[2] = static_cast<uint8_t>(((x / 16 + y / 16) & 1) ? 200 : 30);
-    }
-  }
-  return img;
-}
-
 // "" when the two caches are equal, else their first differing lines (a whole cache is 250 lines).
 std::string cache_diff(const std::string& a, const std::string& b) {
   if (a == b) return "";
@@ -62,7 +46,7 @@ void write_png(const std::string& path, const Image& img) {
 TEST_F(CalibrateCli, DetectorImagesLetterboxedAsEval) {
   const std::string model = quote(source_dir() + "/models/yolov5n_fmnist_det.onnx");
   // A 1000x600 scene: val.py shrinks it with INTER_AREA, the ultralytics letterbox with INTER_LINEAR.
-  const Image img = pattern(1000, 600, 7);
+  const Image img = test::pattern_image(1000, 600, 7);
   write_png(dir_ + "/wide/scene.png", img);
   for (const char* style : {"val", "ultralytics"}) {
     auto boxed = letterbox(img, *letterbox_options(style));
@@ -110,7 +94,7 @@ TEST_F(CalibrateCli, ClassifierImagesFitAsEvalClasses) {
   // Eight 28x28 images, and the same images as eval --classes lays them out for a 32x32 network: the 28x28 box
   // centred on black (2 pixels each side), which calibrate takes as they are.
   for (int i = 0; i < 8; ++i) {
-    const Image img = pattern(28, 28, 100 + static_cast<uint32_t>(i));
+    const Image img = test::pattern_image(28, 28, 100 + static_cast<uint32_t>(i));
     Image fitted(32, 32, 0);
     for (int y = 0; y < 28; ++y) std::memcpy(fitted.pixel(2, 2 + y), img.pixel(0, y), img.row_bytes());
     write_png(dir_ + "/raw/" + std::to_string(i) + ".png", img);

@@ -302,7 +302,9 @@ float scale_of(Graph& g, const Tensor& x, CalibAlgo algo, double percentile, int
   o.bins = bins;
   Calibrator cal(g, o);
   EXPECT_TRUE(cal.observe_range({{"x", x}}).is_ok());
-  if (cal.needs_histograms()) EXPECT_TRUE(cal.observe_histogram({{"x", x}}).is_ok());
+  if (cal.needs_histograms()) {
+    EXPECT_TRUE(cal.observe_histogram({{"x", x}}).is_ok());
+  }
   const CalibCache cache = cal.result();  // find() points into it
   const float* s = cache.find(name);
   EXPECT_TRUE(s != nullptr) << name;

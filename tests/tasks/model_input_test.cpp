@@ -15,22 +15,6 @@
 namespace qd {
 namespace {
 
-// A deterministic image with detail at every scale (so that two resampling kernels give different bytes).
-Image pattern(int w, int h) {
-  Image img(w, h);
-  uint32_t s = 12345;
-  for (int y = 0; y < h; ++y) {
-    for (int x = 0; x < w; ++x) {
-      s = s * 1664525u + 1013904223u;
-      uint8_t* p = img.pixel(x, y);
-      p[0] = static_cast<uint8_t>((x * 7 + y * 3) & 255);
-      p[1] = static_cast<uint8_t>(s >> 24);
-      p[2] = static_cast<uint8_t>(((x / 16 + y / 16) & 1) ? 200 : 30);
-    }
-  }
-  return img;
-}
-
 // `src` pasted onto a w x h canvas of `fill` at (ox, oy).
 Image paste(const Image& src, int w, int h, int ox, int oy, uint8_t fill) {
   Image out(w, h, fill);
@@ -79,7 +63,7 @@ TEST(ModelInput, DefaultLetterboxIsValPyOnNonSquareImages) {
   auto det = Detector::create(engine->get(), opt);
   ASSERT_TRUE(det) << det.status().to_string();
 
-  const Image img = pattern(1000, 600);
+  const Image img = test::pattern_image(1000, 600, 12345);
   std::vector<LetterboxInfo> infos;
   auto x = det->preprocess({&img}, &infos);
   ASSERT_TRUE(x) << x.status().to_string();
@@ -124,7 +108,7 @@ TEST(ModelInput, ClassifierInputFashionMnistGlyph) {
   ASSERT_TRUE(x) << x.status().to_string();
   EXPECT_TRUE(same_pixels(*x, fmnist_image_32(ds, 0)));
   // An image of the network's size is used as is.
-  const Image same = pattern(32, 32);
+  const Image same = test::pattern_image(32, 32, 12345);
   EXPECT_TRUE(same_pixels(*classifier_input(same, 32, 32), same));
 }
 
@@ -156,13 +140,13 @@ TEST(ModelInput, ClassifierInputKeepsAspectAndCentres) {
   EXPECT_FALSE(same_pixels(*x, *resize_linear(wide, 32, 32)));
 
   // Enlarging 7x14 into the box: r = 2, 14x28 by INTER_LINEAR, at ((32 - 14) / 2, 2) = (9, 2).
-  const Image tall = pattern(7, 14);
+  const Image tall = test::pattern_image(7, 14, 12345);
   auto t = classifier_input(tall, 32, 32);
   ASSERT_TRUE(t);
   EXPECT_TRUE(same_pixels(*t, paste(*resize_linear(tall, 14, 28), 32, 32, 9, 2, 0)));
 
   // A non-square network (64x32): the inner box is 56x28; a 100x100 image becomes 28x28 at ((64 - 28) / 2, 2).
-  const Image sq = pattern(100, 100);
+  const Image sq = test::pattern_image(100, 100, 12345);
   auto n = classifier_input(sq, 64, 32);
   ASSERT_TRUE(n);
   EXPECT_TRUE(same_pixels(*n, paste(*resize_area(sq, 28, 28), 64, 32, 18, 2, 0)));
