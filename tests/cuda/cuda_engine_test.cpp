@@ -769,6 +769,82 @@ TEST(CudaEngine, YoloV5nMatchesReference) {
   EXPECT_EQ(head_convs, 3);
 }
 
+// YOLOv5n's P3 and P4 heads (conv and decode) run on the side stream beside the neck: the same numbers as every
+// layer on one stream (QD_NO_SIDE_STREAM, with the same kernels through one timing cache), run directly, as a CUDA
+// graph (captured, then replayed) and on the caller's stream; per-layer profiling still runs.
+TEST(CudaEngine, HeadBranchesRunOnASideStream) {
+  SKIP_WITHOUT_GPU();
+  const std::string model = test::source_dir() + "/models/yolov5n_fmnist_det.onnx";
+  const std::string dir = test::temp_dir("side_stream");
+  const std::map<std::string, Shape> shapes = {{"images", {1, 3, 640, 640}}};
+  const std::map<std::string, Tensor> in{{"images", test::random_f32({1, 3, 640, 640}, 5, 0.f, 1.f)}};
+  for (const std::string precision : {"fp16", "int8"}) {
+    SCOPED_TRACE(precision);
+    BuildOptions opt;
+    opt.device = "cuda";
+    opt.precision = precision;
+    if (precision == "int8") opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
+    opt.timing_cache = dir + "/timing-" + precision + ".json";
+    std::filesystem::remove(opt.timing_cache);
+    auto two = build_engine(model, opt);
+    ASSERT_TRUE(two) << two.status().to_string();
+    setenv("QD_NO_SIDE_STREAM", "1", 1);
+    auto one = build_engine(model, opt);
+    unsetenv("QD_NO_SIDE_STREAM");
+    ASSERT_TRUE(one) << one.status().to_string();
+    auto* e2 = dynamic_cast<cuda::CudaEngine*>(two->get());
+    auto* e1 = dynamic_cast<cuda::CudaEngine*>(one->get());
+    ASSERT_TRUE(e1 && e2);
+
+    auto side_layers = [&](const cuda::CudaEngine& e) {
+      std::vector<std::string> names;
+      auto layers = e.layer_info(shapes);
+      EXPECT_TRUE(layers);
+      if (layers) {
+        for (const auto& l : *layers) {
+          if (l.stream == 1) names.push_back(l.kind + " " + l.name);
+        }
+      }
+      return names;
+    };
+    const std::vector<std::string> side = side_layers(*e2);
+    EXPECT_TRUE(side_layers(*e1).empty());
+    // The two heads the last decode does not need, each a conv and its decode.
+    ASSERT_EQ(side.size(), 4u) << ::testing::PrintToString(side);
+    int convs = 0, decodes = 0;
+    for (const std::string& l : side) {
+      convs += l.rfind("conv /model.24/m.", 0) == 0;
+      decodes += l.rfind("slice_concat ", 0) == 0;
+    }
+    EXPECT_EQ(convs, 2);
+    EXPECT_EQ(decodes, 2);
+
+    auto expect = (*one)->run(in);
+    ASSERT_TRUE(expect) << expect.status().to_string();
+    auto direct = (*two)->run(in);
+    ASSERT_TRUE(direct) << direct.status().to_string();
+    EXPECT_EQ(test::max_abs_diff((*expect)[0], (*direct)[0]), 0.0);
+    for (const bool graph : {false, true}) {
+      auto ctx = e2->create_context();
+      ctx->use_cuda_graph(graph);
+      cudaStream_t s = nullptr;
+      ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+      ASSERT_TRUE(ctx->set_input_shapes(shapes).is_ok());
+      for (int rep = 0; rep < 3; ++rep) {  // a graph: captured, then replayed
+        ASSERT_TRUE(ctx->upload(in, s).is_ok());
+        ASSERT_TRUE(ctx->enqueue(s).is_ok());
+        auto out = ctx->download(s);
+        ASSERT_TRUE(out) << out.status().to_string();
+        EXPECT_EQ(test::max_abs_diff((*expect)[0], (*out)[0]), 0.0) << "graph " << graph << ", run " << rep;
+      }
+      auto prof = ctx->profile(2, s);
+      ASSERT_TRUE(prof) << prof.status().to_string();
+      EXPECT_EQ(prof->size(), e2->layer_info(shapes)->size());
+      cudaStreamDestroy(s);
+    }
+  }
+}
+
 TEST(CudaEngine, ClassifiersMatchReference) {
   SKIP_WITHOUT_GPU();
   check_model(test::source_dir() + "/models/model_bn.onnx", {{"input", {1, 3, 32, 32}}}, 35.0);

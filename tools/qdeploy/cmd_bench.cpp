@@ -112,7 +112,7 @@ nlohmann::json layer_json(const cuda::LayerInfo& l) {
   return {{"name", l.name},          {"kind", l.kind},
           {"kernel", l.kernel},      {"precision", l.precision},
           {"input_format", l.in_format}, {"output_format", l.out_format},
-          {"macs", l.macs}};
+          {"macs", l.macs},          {"stream", l.stream}};
 }
 
 // The GPU: per iteration, events around the host-to-device copies, the enqueued model and the device-to-host

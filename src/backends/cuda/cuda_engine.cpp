@@ -231,6 +231,8 @@ CudaContext::CudaContext(const CudaEngine& engine) : engine_(engine) {}
 
 CudaContext::~CudaContext() {
   reset_graph();
+  if (side_event_) cudaEventDestroy(side_event_);
+  if (side_stream_) cudaStreamDestroy(side_stream_);
   if (arena_) cudaFree(arena_);
   for (auto& [name, p] : own_io_) cudaFree(p);
 }
@@ -359,18 +361,47 @@ Expected<std::vector<Tensor>> CudaContext::download(cudaStream_t stream) {
 Status CudaContext::enqueue_layers(cudaStream_t stream, std::vector<cudaEvent_t>* marks,
                                    const std::function<Status(size_t l)>& before_layer) {
   Pointers ptrs{static_cast<char*>(arena_), &io_ptrs_, &inst_->buffer_offsets};
-  for (size_t l = 0; l < inst_->layers.size(); ++l) {
+  // Side-stream layers run beside the main chain in real runs; profiling and probing run every layer on the one
+  // stream (the sequence is valid in order).
+  const bool two = !marks && !before_layer &&
+                   std::any_of(inst_->layers.begin(), inst_->layers.end(), [](const auto& l) { return l->side; });
+  if (two && !side_stream_) {
+    QD_CUDA_TRY(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+    QD_CUDA_TRY(cudaEventCreateWithFlags(&side_event_, cudaEventDisableTiming));
+  }
+  // `to` waits for what was enqueued on `from` so far.
+  auto order = [&](cudaStream_t from, cudaStream_t to) -> Status {
+    QD_CUDA_TRY(cudaEventRecord(side_event_, from));
+    QD_CUDA_TRY(cudaStreamWaitEvent(to, side_event_, 0));
+    return Status::ok();
+  };
+  bool forked = false;
+  Status st;
+  for (size_t l = 0; l < inst_->layers.size() && st.is_ok(); ++l) {
     const Layer& L = *inst_->layers[l];
-    if (before_layer) QD_RETURN_IF_ERROR(before_layer(l));
-    if (marks) QD_CUDA_TRY(cudaEventRecord((*marks)[l], stream));
+    cudaStream_t s = stream;
+    if (two) {
+      s = L.side ? side_stream_ : stream;
+      if (L.wait) st = order(L.side ? stream : side_stream_, s);
+      forked = forked || L.side;
+      if (!st.is_ok()) break;
+    }
+    if (before_layer) st = before_layer(l);
+    if (st.is_ok() && marks) st = cuda_status(cudaEventRecord((*marks)[l], stream), "cudaEventRecord");
+    if (!st.is_ok()) break;
     const bool ranges = !use_graph_;
     if (ranges) nvtxRangePushA(L.info.name.c_str());
-    Status st = L.enqueue(*inst_, ptrs, stream);
+    st = L.enqueue(*inst_, ptrs, s);
     if (ranges) nvtxRangePop();
-    if (!st.is_ok()) return st.prefix("layer '" + L.info.name + "'");
+    if (!st.is_ok()) st = st.prefix("layer '" + L.info.name + "'");
   }
-  if (marks) QD_CUDA_TRY(cudaEventRecord(marks->back(), stream));
-  return Status::ok();
+  // The side stream joins the main one at the end, after an error too (a capture ends only once joined).
+  if (forked) {
+    const Status joined = order(side_stream_, stream);
+    if (st.is_ok()) st = joined;
+  }
+  if (st.is_ok() && marks) st = cuda_status(cudaEventRecord(marks->back(), stream), "cudaEventRecord");
+  return st;
 }
 
 Status CudaContext::enqueue(cudaStream_t stream) {

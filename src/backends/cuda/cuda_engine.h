@@ -33,6 +33,7 @@ struct LayerInfo {
   std::string precision;  // fp16 | fp32 | ...
   std::string in_format, out_format;  // e.g. "nhwc8:fp16", "nchw:fp32"
   double macs = 0;
+  int stream = 0;         // 0: the main stream; 1: the side stream (a branch beside the main chain)
 };
 
 struct LayerTime {
@@ -148,6 +149,8 @@ class CudaContext {
   std::vector<void*> io_ptrs_;             // per binding slot of the instance
   bool use_graph_ = false;
   cudaGraphExec_t graph_exec_ = nullptr;
+  cudaStream_t side_stream_ = nullptr;     // for the layers of Layer::side (made on first use)
+  cudaEvent_t side_event_ = nullptr;       // orders the two streams
   std::vector<void*> graph_key_;           // the pointers the captured graph baked in
 };
 

@@ -51,6 +51,9 @@ class Layer {
   LayerInfo info;
   std::vector<int> ins, outs;  // tensor ids
   int workspace = -1;          // arena buffer of scratch memory
+  // Two streams (plan/stream_schedule.h): whether it runs on the side stream, and whether its stream first waits for
+  // the work enqueued so far on the other one.
+  bool side = false, wait = false;
 };
 
 class Instance {
@@ -60,7 +63,9 @@ class Instance {
   std::vector<size_t> buffer_offsets;
   size_t arena_bytes = 0, activation_bytes = 0;
   size_t weight_bytes = 0;   // the packed weights its layers read
-  size_t splitk_offset = 0;  // arena offset of the conv workspace (shared by the layers, which run in order)
+  // Arena offsets of the conv workspace (split-K partial sums, cuDNN's scratch) that the main stream's layers share
+  // (they run in order), and of the side stream's.
+  size_t splitk_offset = 0, side_splitk_offset = 0;
   bool uses_cudnn = false;   // some conv runs through cuDNN (a thread needs its handle before capturing a graph)
   std::vector<std::string> slot_names;  // inputs then outputs
   std::vector<int> slot_tensor;

@@ -7,6 +7,7 @@
 #include <set>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/cudnn_conv.h"
@@ -19,6 +20,7 @@
 #include "ops/window.h"
 #include "passes/passes.h"
 #include "plan/memory_plan.h"
+#include "plan/stream_schedule.h"
 #include "runtime/io_format.h"
 
 namespace qd::cuda {
@@ -69,7 +71,8 @@ class ConvLayer final : public Layer {
     }
     a.y = inst.ptr(out, ptrs);
     if (p.splits > 1 || cudnn) {
-      a.workspace = workspace ? workspace : reinterpret_cast<float*>(ptrs.arena + inst.splitk_offset);
+      a.workspace = workspace ? workspace
+                              : reinterpret_cast<float*>(ptrs.arena + (side ? inst.side_splitk_offset : inst.splitk_offset));
     }
     if (y.nhwc) {
       q->out_ld = y.ld;
@@ -455,6 +458,7 @@ class Lowerer {
     concat_in_place();
     drop_unread_out2();  // before merging, which takes convs without a second output
     QD_RETURN_IF_ERROR(merge_sibling_convs());
+    schedule_streams();
     for (size_t v = 0; v < q8_.size(); ++v) {
       if (q8_[v] < 0) continue;
       Instance::Int8Probe p{g_.values[v].name, q8_[v], -1, s2d_[v]};
@@ -2066,6 +2070,40 @@ class Lowerer {
     }
   }
 
+  // Branches beside the main chain (a detector's heads and their decodes) go to a side stream, moved up to start
+  // as soon as their inputs exist (plan/stream_schedule.h). What a layer touches, by arena buffer or I/O slot. Not
+  // with QD_NO_SIDE_STREAM set (A/B runs).
+  void schedule_streams() {
+    if (std::getenv("QD_NO_SIDE_STREAM")) return;
+    auto& layers = inst_->layers;
+    const int nbuf = static_cast<int>(buffer_bytes_.size());
+    auto id = [&](int t) {
+      const TensorRef& r = inst_->tensors[t];
+      return r.buffer >= 0 ? r.buffer : r.slot >= 0 ? nbuf + r.slot : -1;
+    };
+    std::vector<LayerAccess> access(layers.size());
+    for (size_t l = 0; l < layers.size(); ++l) {
+      for (int t : layers[l]->ins) {
+        if (t >= 0 && id(t) >= 0) access[l].reads.push_back(id(t));
+      }
+      for (int t : layers[l]->outs) {
+        if (t >= 0 && id(t) >= 0) access[l].writes.push_back(id(t));
+      }
+      if (layers[l]->workspace >= 0) access[l].writes.push_back(layers[l]->workspace);
+    }
+    const StreamSchedule s = schedule_side_branches(access);
+    if (!s.any_side()) return;
+    std::vector<std::unique_ptr<Layer>> ordered;
+    for (size_t p = 0; p < s.order.size(); ++p) {
+      ordered.push_back(std::move(layers[s.order[p]]));
+      ordered.back()->side = s.side[p];
+      ordered.back()->wait = s.wait[p];
+      ordered.back()->info.stream = s.side[p] ? 1 : 0;
+    }
+    layers = std::move(ordered);
+    reindex_layers();
+  }
+
   // Lifetimes over the layer sequence, then the arena layout.
   Status plan() {
     std::vector<BufferLife> lives(buffer_bytes_.size());
@@ -2086,6 +2124,17 @@ class Lowerer {
         }
       }
       if (L.workspace >= 0) touch(L.workspace, static_cast<int>(l));
+    }
+    // What a side-stream layer touches stays reserved to the end: the main stream runs on without waiting for it.
+    const int last = static_cast<int>(inst_->layers.size()) - 1;
+    for (const auto& L : inst_->layers) {
+      if (!L->side) continue;
+      for (const auto* list : {&L->ins, &L->outs}) {
+        for (int t : *list) {
+          if (t >= 0 && inst_->tensors[t].buffer >= 0) lives[inst_->tensors[t].buffer].last = last;
+        }
+      }
+      if (L->workspace >= 0) lives[L->workspace].last = last;
     }
     for (auto& life : lives) {
       if (life.last < 0) {  // never used (aliased away, or a tensor no layer touches)
@@ -2243,15 +2292,16 @@ class Lowerer {
       if (!near || !apply(c, *near)) todo.push_back(li);
     }
     if (!todo.empty()) QD_RETURN_IF_ERROR(time_kernels(todo));
-    // One conv workspace for the instance, after the planned activations (layers run one at a time).
-    size_t ws = 0;
+    // A conv workspace per stream, after the planned activations (the layers of a stream run one at a time).
+    size_t ws[2] = {0, 0};
     for (int li : conv_layers_) {
       const auto* c = static_cast<ConvLayer*>(inst_->layers[li].get());
-      ws = std::max(ws, c->workspace_bytes());
+      ws[c->side] = std::max(ws[c->side], c->workspace_bytes());
       inst_->uses_cudnn = inst_->uses_cudnn || c->cudnn;
     }
     inst_->splitk_offset = (inst_->arena_bytes + 255) / 256 * 256;
-    if (ws) inst_->arena_bytes = inst_->splitk_offset + ws;
+    inst_->side_splitk_offset = (inst_->splitk_offset + ws[0] + 255) / 256 * 256;
+    if (ws[0] || ws[1]) inst_->arena_bytes = inst_->side_splitk_offset + ws[1];
     return Status::ok();
   }
 
