@@ -24,29 +24,48 @@ $QD dataset fmnist-det --split val --count "$COUNT" --seed 0 --out "$D/val" --fm
 $QD dataset fmnist-det --split train --count 64 --seed 1 --source-limit 30000 --out "$D/calib" --fmnist-dir "$FM" \
   --quiet >/dev/null
 export OPENBLAS_NUM_THREADS=2
+# Background jobs, each with the file it writes; wait_all fails (naming them) if any of them failed.
+PIDS=()
+NAMES=()
+bg() {  # bg OUTFILE CMD...: runs CMD in the background, stdout to OUTFILE (stderr too for .log files)
+  local f=$1
+  shift
+  if [[ $f == *.log ]]; then "$@" > "$f" 2>&1 & else "$@" > "$f" & fi
+  PIDS+=($!)
+  NAMES+=("$f")
+}
+wait_all() {
+  local failed=0
+  for i in "${!PIDS[@]}"; do
+    wait "${PIDS[$i]}" || { echo "eval-matrix: failed: ${NAMES[$i]}" >&2; failed=1; }
+  done
+  PIDS=()
+  NAMES=()
+  [ $failed = 0 ] || exit 1
+}
 for algo in minmax entropy percentile mse; do
-  $QD calibrate $M --data "$D/calib/images" --algo $algo --cache "$OUT/$algo.cache" > "$OUT/calibrate_$algo.log" 2>&1 &
+  bg "$OUT/calibrate_$algo.log" $QD calibrate $M --data "$D/calib/images" --algo $algo --cache "$OUT/$algo.cache"
 done
-wait
+wait_all
 # The QAT model as a float model plus INT8 scales (docs/quantization.md, "qat2ptq").
 $QD qat2ptq $QAT -o "$OUT/qat2ptq" > "$OUT/qat2ptq.log" 2>&1
 EVAL=(--images "$D/val/images" --annotations "$D/val/annotations/instances_val.json" --json -q)
 INT8=(--precision int8 --int8-mode "$MODE")
-$QD eval $M "${EVAL[@]}" > "$OUT/fp32.json" &
+bg "$OUT/fp32.json" $QD eval $M "${EVAL[@]}"
 for algo in minmax entropy percentile mse; do
-  $QD eval $M "${EVAL[@]}" "${INT8[@]}" --calib-cache "$OUT/$algo.cache" > "$OUT/ptq_$algo.json" &
+  bg "$OUT/ptq_$algo.json" $QD eval $M "${EVAL[@]}" "${INT8[@]}" --calib-cache "$OUT/$algo.cache"
 done
 # Partial quantization as in the seeds: the three output convs of the Detect head stay in float.
-$QD eval $M "${EVAL[@]}" "${INT8[@]}" --calib-cache "$OUT/entropy.cache" --fp32-layers '/model.24/.*' \
-  > "$OUT/ptq_entropy_head_fp32.json" &
-$QD eval $QAT "${EVAL[@]}" "${INT8[@]}" > "$OUT/qat.json" &
+bg "$OUT/ptq_entropy_head_fp32.json" \
+  $QD eval $M "${EVAL[@]}" "${INT8[@]}" --calib-cache "$OUT/entropy.cache" --fp32-layers '/model.24/.*'
+bg "$OUT/qat.json" $QD eval $QAT "${EVAL[@]}" "${INT8[@]}"
 # qat2ptq's model with its cache (weight scales re-derived from max|w|, as TensorRT does), and with its precision JSON
 # (the QAT weight scales: what the QAT model computes).
-$QD eval "$OUT/qat2ptq/model.onnx" "${EVAL[@]}" "${INT8[@]}" --calib-cache "$OUT/qat2ptq/model.cache" \
-  > "$OUT/qat2ptq_cache.json" &
-$QD eval "$OUT/qat2ptq/model.onnx" "${EVAL[@]}" "${INT8[@]}" --precision-config "$OUT/qat2ptq/model.json" \
-  > "$OUT/qat2ptq_json.json" &
-wait
+bg "$OUT/qat2ptq_cache.json" \
+  $QD eval "$OUT/qat2ptq/model.onnx" "${EVAL[@]}" "${INT8[@]}" --calib-cache "$OUT/qat2ptq/model.cache"
+bg "$OUT/qat2ptq_json.json" \
+  $QD eval "$OUT/qat2ptq/model.onnx" "${EVAL[@]}" "${INT8[@]}" --precision-config "$OUT/qat2ptq/model.json"
+wait_all
 {
   echo "| configuration | mAP50-95 | mAP50 |"
   echo "|---|---|---|"
