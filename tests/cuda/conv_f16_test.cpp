@@ -76,12 +76,14 @@ TEST_P(ConvF16, EveryConfigurationMatchesTheReference) {
     if (cuda::conv_igemm_config_int8(cfg) || !cuda::conv_igemm_config_fits(cfg, p)) continue;
     ++tested;
     const std::string name = cuda::conv_igemm_config_name(cfg);
-    for (int splits : {1, 3}) {
+    // Split-K through a workspace and inside a cluster.
+    for (const auto& [splits, cluster] : std::vector<std::pair<int, bool>>{{1, false}, {3, false}, {3, true}}) {
       p.out_format = cuda::OutFormat::kNchwF32;
       p.splits = splits;
-      if (!cuda::conv_igemm_config_fits(cfg, p)) break;  // special-purpose ones (the stem's) fit few shapes
+      p.split_in_cluster = cluster;
+      if (!cuda::conv_igemm_config_fits(cfg, p)) continue;  // special-purpose ones (the stem's) fit few shapes
       cuda::DeviceBuffer wsb;
-      if (splits > 1) {
+      if (cuda::conv_igemm_workspace(p) > 0) {
         ASSERT_TRUE(wsb.alloc(cuda::conv_igemm_workspace(p)).is_ok());
       }
       a.workspace = static_cast<float*>(wsb.get());
@@ -90,9 +92,11 @@ TEST_P(ConvF16, EveryConfigurationMatchesTheReference) {
       ASSERT_EQ(cudaMemcpy(y.data(), dy.get(), y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
       double err = 0;
       for (int64_t i = 0; i < want.numel(); ++i) err = std::max(err, std::fabs(double{y[i]} - want.data<float>()[i]));
-      EXPECT_LE(err, 1e-4 * range) << name << " split-K " << splits << ": max |diff| " << err;
+      EXPECT_LE(err, 1e-4 * range) << name << " split-K " << splits << (cluster ? " in a cluster" : "")
+                                   << ": max |diff| " << err;
     }
     p.splits = 1;
+    p.split_in_cluster = false;
     a.workspace = nullptr;
     // NHWC fp16 output (the half2 stores of the epilogue).
     p.out_format = cuda::OutFormat::kNhwcF16;

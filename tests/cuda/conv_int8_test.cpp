@@ -88,19 +88,21 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
         }
   };
   ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
-  int tested = 0;
+  int tested = 0, clusters_tested = 0;
   for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) {
     p.splits = 1;
     if (!cuda::conv_igemm_config_int8(cfg) || !cuda::conv_igemm_config_fits(cfg, p)) continue;
     ++tested;
     // fp32 NCHW output: the same float operations as the reference's Mul and Add, so bit-exact; with split-K too
-    // (int32 partial sums add up to the same accumulator).
-    for (int splits : {1, 2, 3}) {
+    // (int32 partial sums add up to the same accumulator), through a workspace or inside a cluster.
+    for (const auto& [splits, cluster] : std::vector<std::pair<int, bool>>{{1, false}, {2, false}, {3, false},
+                                                                          {2, true}, {3, true}}) {
       p.out_format = cuda::OutFormat::kNchwF32;
       p.splits = splits;
-      if (!cuda::conv_igemm_config_fits(cfg, p)) break;  // special-purpose ones (the stem's) fit few shapes
+      p.split_in_cluster = cluster;
+      if (!cuda::conv_igemm_config_fits(cfg, p)) continue;  // special-purpose ones (the stem's) fit few shapes
       cuda::DeviceBuffer ws;
-      if (splits > 1) {
+      if (cuda::conv_igemm_workspace(p) > 0) {
         ASSERT_TRUE(ws.alloc(cuda::conv_igemm_workspace(p)).is_ok());
       }
       a.workspace = static_cast<float*>(ws.get());
@@ -114,9 +116,11 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
         exact += yf[i] == want;
       }
       EXPECT_EQ(exact, acc.numel()) << cuda::conv_igemm_config_name(cfg) << " split-K " << splits
-                                    << ": fp32 output not bit-exact";
+                                    << (cluster ? " in a cluster" : "") << ": fp32 output not bit-exact";
+      clusters_tested += cluster;
     }
     p.splits = 1;
+    p.split_in_cluster = false;
     a.workspace = nullptr;
     // int8 NHWC output, requantized with scale sy: within +-1 LSB everywhere (exact unless a tie rounds otherwise),
     // with the dequantized copy q * sy in fp16 beside it (what the tensor's non-INT8 readers take).
@@ -150,11 +154,12 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
     // epilogue, split-K's); within +-1 LSB in the register epilogue (tiles too large to stage, K % 8 != 0).
     p.act = cuda::Act::kSilu;
     p.exact_silu = true;
-    for (int splits : {1, 2}) {
+    for (const auto& [splits, cluster] : std::vector<std::pair<int, bool>>{{1, false}, {2, false}, {2, true}}) {
       p.splits = splits;
-      if (!cuda::conv_igemm_config_fits(cfg, p)) break;
+      p.split_in_cluster = cluster;
+      if (!cuda::conv_igemm_config_fits(cfg, p)) continue;
       cuda::DeviceBuffer ws;
-      if (splits > 1) {
+      if (cuda::conv_igemm_workspace(p) > 0) {
         ASSERT_TRUE(ws.alloc(cuda::conv_igemm_workspace(p)).is_ok());
       }
       a.workspace = static_cast<float*>(ws.get());
@@ -163,7 +168,8 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
       int64_t silu_within = 0, silu_same = 0;
       compare_int8(yq, [](float y) { return y * static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(y)))); },
                    &silu_within, &silu_same);
-      const bool exact_path = splits > 1 || (cuda::conv_igemm_config_staged(cfg) && cs.k % 8 == 0);
+      // A cluster's split ends in the block's own epilogue; a workspace's in conv_splitk_epilogue.
+      const bool exact_path = (splits > 1 && !cluster) || (cuda::conv_igemm_config_staged(cfg) && cs.k % 8 == 0);
       std::cout << "  SiLU, split-K " << splits << ": " << acc.numel() - silu_same << " of " << acc.numel()
                 << " differ\n";
       if (exact_path) {
@@ -175,6 +181,7 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
     p.act = cuda::Act::kNone;
     p.exact_silu = false;
     p.splits = 1;
+    p.split_in_cluster = false;
     a.workspace = nullptr;
 
     // An int8 residual, read as q_r * s_r in fp32, and a second output with its own format: (1) an fp32 NCHW output,
@@ -230,6 +237,7 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
     p.out2_format = cuda::Out2Format::kF16;
   }
   EXPECT_GT(tested, 0);
+  if (cuda::conv_igemm_wgmma()) EXPECT_GT(clusters_tested, 0) << "no configuration split K in a cluster";
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ConvInt8,

@@ -70,7 +70,7 @@ class ConvLayer final : public Layer {
       q->res_ld = r.ld;
     }
     a.y = inst.ptr(out, ptrs);
-    if (p.splits > 1 || cudnn) {
+    if ((p.splits > 1 && !p.split_in_cluster) || cudnn) {
       a.workspace = workspace ? workspace
                               : reinterpret_cast<float*>(ptrs.arena + (side ? inst.side_splitk_offset : inst.splitk_offset));
     }
@@ -2193,12 +2193,17 @@ class Lowerer {
   // cuDNN's algorithms for fp16 layers (BuildOptions::tactic_sources picks the sources).
   struct Candidate {
     int config, splits;
-    int algo = -1;  // cuDNN's algorithm, or -1 for qdeploy's kernel
+    int algo = -1;         // cuDNN's algorithm, or -1 for qdeploy's kernel
+    bool cluster = false;  // split-K inside a thread-block cluster (ConvParams::split_in_cluster)
   };
   static std::string candidate_name(const Candidate& c) {
     if (c.algo >= 0) return "cudnn_" + CudnnConv::algorithm_name(c.algo);
-    return conv_igemm_config_name(c.config) + (c.splits > 1 ? "/splitk" + std::to_string(c.splits) : "");
+    if (c.splits == 1) return conv_igemm_config_name(c.config);
+    return conv_igemm_config_name(c.config) + (c.cluster ? "/cluster" : "/splitk") + std::to_string(c.splits);
   }
+  // A candidate that may fail to launch on this GPU (a cuDNN algorithm, a cluster too large for its SMs) is left out;
+  // qdeploy's other kernels must run.
+  static bool optional(const Candidate& c) { return c.algo >= 0 || c.cluster; }
   bool uses_source(const char* source) const {
     const auto& v = in_.opt->tactic_sources;
     return v.empty() || std::find(v.begin(), v.end(), source) != v.end();
@@ -2221,22 +2226,31 @@ class Lowerer {
     for (const Candidate& own : own_candidates(c)) out.push_back(own);
     return out;
   }
-  // qdeploy's own: the tile configurations of the layer's precision, with split-K where it can pay off. A bit-exact
-  // SiLU layer (--int8-mode bitexact) takes only those whose epilogue has the exact path: staged tiles and split-K
-  // (the register epilogue is within 1 LSB; timing under compute-sanitizer picked it and broke bit-exactness).
+  // qdeploy's own: the tile configurations of the layer's precision, with split-K where it can pay off, through a
+  // workspace and a second kernel or inside a cluster (QD_NO_CLUSTER_SPLIT leaves the latter out). A bit-exact SiLU
+  // layer (--int8-mode bitexact) takes only those whose epilogue has the exact path: staged tiles and the workspace's
+  // split-K (the register epilogue is within 1 LSB; timing under compute-sanitizer picked it and broke
+  // bit-exactness).
   std::vector<Candidate> own_candidates(const ConvLayer& c) const {
     const ConvParams p = launch_params(c);
     std::vector<Candidate> out;
     const int64_t mk = static_cast<int64_t>(p.N) * p.OH * p.OW * p.K;
     const int ktiles = p.Kp / (c.int8 ? 64 : 32);  // the K loop's steps: 64 int8 or 32 fp16 elements
+    static const bool no_cluster_split = std::getenv("QD_NO_CLUSTER_SPLIT") != nullptr;  // A/B runs
     for (int k = 0; k < conv_igemm_configs(); ++k) {
       if (conv_igemm_config_int8(k) != c.int8) continue;
       for (int splits : {1, 2, 4, 8}) {
-        ConvParams q = p;
-        q.splits = splits;
-        if (!conv_igemm_config_fits(k, q)) continue;
-        if (q.exact_silu && q.act == Act::kSilu && splits == 1 && !conv_igemm_config_staged(k)) continue;
-        if (splits == 1 || (mk <= (int64_t{1} << 21) && ktiles >= 4 * splits)) out.push_back({k, splits});
+        if (splits > 1 && (mk > (int64_t{1} << 21) || ktiles < 4 * splits)) continue;
+        for (bool cluster : {false, true}) {
+          if (cluster && no_cluster_split) continue;
+          ConvParams q = p;
+          q.splits = splits;
+          q.split_in_cluster = cluster;
+          if ((cluster && splits == 1) || !conv_igemm_config_fits(k, q)) continue;
+          const bool own_epilogue = splits == 1 || cluster;  // else conv_splitk_epilogue's, which is exact
+          if (q.exact_silu && q.act == Act::kSilu && own_epilogue && !conv_igemm_config_staged(k)) continue;
+          out.push_back({k, splits, -1, cluster});
+        }
       }
     }
     return out;
@@ -2246,6 +2260,7 @@ class Lowerer {
     c->cudnn.reset();
     c->config = cand.config;
     c->p.splits = cand.splits;
+    c->p.split_in_cluster = cand.cluster;
     c->info.kernel = candidate_name(cand);
     if (cand.algo < 0) return Status::ok();
     PackedConv& w = *c->w;
@@ -2336,7 +2351,7 @@ class Lowerer {
         // A cuDNN algorithm that cannot be set up or fails to run is no candidate; qdeploy's kernels must run.
         Status ready = use(c, cand, false);
         if (ready.is_ok() && c->workspace_bytes() > workspace.size()) ready = workspace.alloc(c->workspace_bytes());
-        if (!ready.is_ok() && cand.algo >= 0) continue;
+        if (!ready.is_ok() && optional(cand)) continue;
         st = ready;
         if (!st.is_ok()) break;
         c->workspace = static_cast<float*>(workspace.get());
@@ -2350,7 +2365,7 @@ class Lowerer {
           cudaEventElapsedTime(&ms, e0, e1);
           if (rep > 0) t.push_back(ms);  // the first round warms up
         }
-        if (!st.is_ok() && cand.algo >= 0) {
+        if (!st.is_ok() && optional(cand)) {
           cudaStreamSynchronize(s);
           cudaGetLastError();
           st = Status::ok();
@@ -2413,6 +2428,7 @@ class Lowerer {
       for (const Candidate& cand : close.at(sig)) {
         ConvParams q = layers.front()->p;
         q.splits = cand.splits;
+        q.split_in_cluster = cand.cluster;
         ws = std::max(ws, conv_igemm_workspace(q));
       }
     }

@@ -62,6 +62,11 @@ struct ConvParams {
   // workspace that a second kernel adds up before the epilogue. Pays off when M x K alone gives too few blocks to
   // fill the GPU (small images, batch 1).
   int splits = 1;
+  // Split-K inside a thread-block cluster (sm_90): the `splits` blocks of an output tile form one cluster and add
+  // their partial sums through distributed shared memory; the first then runs the usual epilogue. No workspace and no
+  // second kernel, which at batch 1 costs more than the split gains. Configurations whose tile fits their shared
+  // memory (conv_igemm_config_staged), not persistent nor halo ones (conv_igemm_config_fits).
+  bool split_in_cluster = false;
   // Set by launch_conv_igemm (QD_NO_STAGED_EPILOGUE, for A/B runs): the epilogue stores from the registers even where
   // it could go through shared memory.
   bool direct_epilogue = false;

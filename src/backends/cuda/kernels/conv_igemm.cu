@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <type_traits>
 
+#include <cooperative_groups.h>
+
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/kernels/activation.cuh"
 #include "backends/cuda/kernels/pdl.cuh"
@@ -244,7 +246,8 @@ template <int BM, int BN, int WM, int WN, bool kI8, int kAct, typename Acc, int 
 __device__ __forceinline__ void igemm_epilogue_act(const ConvParams& p, const ConvArgs& a, int M, int block_m,
                                                    int block_n, int warp_m, int warp_n, int lane,
                                                    const Acc (&acc)[kMT][kNT][4]) {
-  if (p.splits > 1) {  // partial sums (int32 for INT8: their sum is the exact accumulator); conv_splitk_epilogue finishes
+  if (p.splits > 1 && !p.split_in_cluster) {  // partial sums (int32 for INT8: their sum is the exact accumulator);
+                                              // conv_splitk_epilogue finishes
     Acc* ws = reinterpret_cast<Acc*>(a.workspace) + static_cast<int64_t>(blockIdx.z) * M * p.K;
 #pragma unroll
     for (int i = 0; i < kMT; ++i)
@@ -341,7 +344,7 @@ __device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvAr
 enum class Staging { kNone, kNhwc, kNchw };
 __device__ __forceinline__ Staging staging(const ConvParams& p, const ConvArgs& a) {
   const auto aligned = [](const void* ptr, int bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
-  if (p.splits != 1 || p.direct_epilogue) return Staging::kNone;
+  if ((p.splits != 1 && !p.split_in_cluster) || p.direct_epilogue) return Staging::kNone;
   if (p.out_format == OutFormat::kNchwF16 || p.out_format == OutFormat::kNchwF32) {
     return (p.OH * p.OW) % 8 == 0 && !a.y2 && aligned(a.y, 16) ? Staging::kNchw : Staging::kNone;
   }
@@ -659,6 +662,39 @@ constexpr int wg_min_blocks(int threads, int smem_bytes, int bn) {
   return blocks < 1 ? 1 : blocks;
 }
 
+// Split-K in a cluster (ConvParams::split_in_cluster): each block of the cluster (its K range) puts its partial sums
+// in its shared memory in the registers' order, and the cluster's first block adds the others' to its registers
+// through distributed shared memory. Returns whether this block goes on to the epilogue (the first). The tile must
+// fit the shared memory (tile_stages); the caller has waited for its loads and MMAs.
+template <int kThreads, typename Acc, int kMT, int kNT>
+__device__ __forceinline__ bool cluster_split_reduce(Acc (&acc)[kMT][kNT][4], unsigned char* smem) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  Acc* mine = reinterpret_cast<Acc*>(smem);
+  __syncthreads();  // every warp is done with the pipeline's stages
+#pragma unroll
+  for (int i = 0; i < kMT; ++i)
+#pragma unroll
+    for (int j = 0; j < kNT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) mine[((i * kNT + j) * 4 + e) * kThreads + threadIdx.x] = acc[i][j][e];
+  cluster.sync();
+  const bool first = cluster.block_rank() == 0;
+  if (first) {
+    for (unsigned r = 1; r < cluster.num_blocks(); ++r) {
+      const Acc* peer = cluster.map_shared_rank(mine, r);
+#pragma unroll
+      for (int i = 0; i < kMT; ++i)
+#pragma unroll
+        for (int j = 0; j < kNT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[i][j][e] += peer[((i * kNT + j) * 4 + e) * kThreads + threadIdx.x];
+    }
+  }
+  cluster.sync();  // the others' shared memory stays until the first has read it
+  return first;
+}
+
 // Whether a block's epilogue can stage its BM x BN fp32 tile in the pipeline's shared memory (kStages
 // stages of BM + BN rows of kRow bytes): tile_epilogue, else the registers' igemm_epilogue.
 __host__ __device__ constexpr bool tile_stages(int bm, int bn, int stages, int row) {
@@ -886,6 +922,9 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
       wgmma_fence_acc(acc);
     }
     cp_async_wait<0>();
+    if constexpr (kStaged && !kPersist) {
+      if (p.split_in_cluster && !cluster_split_reduce<kThreads>(acc, smem)) break;  // its sums went to the first
+    }
     const int next_m = kPersist ? block_m + gridDim.x * BM : M;
     if (next_m >= M) pdl_trigger();
     epilogue(block_m);
@@ -1568,6 +1607,10 @@ bool conv_igemm_config_fits(int config, const ConvParams& p) {
   if (c.in != p.in_format || (c.in != InFormat::kNhwc && c.nchw != p.in_nchw)) return false;
   if (c.wg && !g_wgmma) return false;
   if (c.halo && p.out_split < p.K) return false;  // their register epilogues quantize with out_scale alone
+  if (p.split_in_cluster && (p.splits < 2 || p.splits > 8 || !g_wgmma || c.persist || c.halo ||
+                             !tile_stages(c.bm, c.bn, c.stages, c.row))) {
+    return false;  // a cluster of at most 8 blocks (sm_90), whose tile fits the shared memory
+  }
   if (c.warp_halo) return c.in == InFormat::kNhwc ? warp_halo_fits(p, c.int8) : stem_image_fits(p);
   return !c.halo || stem_halo_fits(p);
 }
@@ -1587,7 +1630,9 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
   if (c.int8 && !a.alpha) return internal("conv_igemm: INT8 needs alpha");
   const int64_t M = static_cast<int64_t>(p.N) * p.OH * p.OW;
   if (M == 0 || p.K == 0) return Status::ok();
-  if (p.splits < 1 || (p.splits > 1 && !a.workspace)) return internal("conv_igemm: split-K needs a workspace");
+  if (p.splits < 1 || (p.splits > 1 && !p.split_in_cluster && !a.workspace)) {
+    return internal("conv_igemm: split-K needs a workspace");
+  }
   if (!conv_igemm_config_fits(config, p)) {  // e.g. the stem's kernel for another shape
     return internal(std::string("conv_igemm: ") + c.name + " does not fit this convolution (or split-K)");
   }
@@ -1609,9 +1654,10 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
   }
   ConvParams q = p;
   q.direct_epilogue = g_direct_epilogue;
-  launch_pdl(c.kernel, grid, dim3(c.threads), config_smem(c), stream, q, a);
+  const unsigned cluster = p.split_in_cluster ? static_cast<unsigned>(p.splits) : 1u;
+  launch_pdl_cluster(c.kernel, grid, dim3(c.threads), config_smem(c), stream, cluster, q, a);
   QD_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), c.name));
-  if (p.splits > 1) {
+  if (p.splits > 1 && !p.split_in_cluster) {
     const int64_t total = M * p.K;
     const int64_t blocks = std::min<int64_t>(ceil_div(total, 256), 65535 * 16);
     if (c.int8) {
@@ -1671,7 +1717,7 @@ Status conv_igemm_init() {
 }
 
 size_t conv_igemm_workspace(const ConvParams& p) {
-  return p.splits > 1 ? static_cast<size_t>(p.splits) * p.N * p.OH * p.OW * p.K * 4 : 0;  // fp32 or int32 partials
+  return p.splits > 1 && !p.split_in_cluster ? static_cast<size_t>(p.splits) * p.N * p.OH * p.OW * p.K * 4 : 0;  // fp32 or int32 partials
 }
 
 }  // namespace qd::cuda
