@@ -71,8 +71,8 @@ class ConvLayer final : public Layer {
     }
     a.y = inst.ptr(out, ptrs);
     if ((p.splits > 1 && !p.split_in_cluster) || cudnn) {
-      a.workspace = workspace ? workspace
-                              : reinterpret_cast<float*>(ptrs.arena + (side ? inst.side_splitk_offset : inst.splitk_offset));
+      const size_t region = side ? inst.side_splitk_offset : inst.splitk_offset;  // the stream's own
+      a.workspace = workspace ? workspace : reinterpret_cast<float*>(ptrs.arena + region);
     }
     if (y.nhwc) {
       q->out_ld = y.ld;

@@ -1717,7 +1717,8 @@ Status conv_igemm_init() {
 }
 
 size_t conv_igemm_workspace(const ConvParams& p) {
-  return p.splits > 1 && !p.split_in_cluster ? static_cast<size_t>(p.splits) * p.N * p.OH * p.OW * p.K * 4 : 0;  // fp32 or int32 partials
+  if (p.splits == 1 || p.split_in_cluster) return 0;
+  return static_cast<size_t>(p.splits) * p.N * p.OH * p.OW * p.K * 4;  // fp32 or int32 partials
 }
 
 }  // namespace qd::cuda
