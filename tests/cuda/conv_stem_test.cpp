@@ -7,6 +7,7 @@
 // network writes: NHWC fp16 or int8 with SiLU, against the reference within fp16's rounding or 1 LSB.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -192,6 +193,14 @@ TEST_P(ConvStemImage, Fp16MatchesReference) {
         serr = std::max(serr, std::fabs(double{ys[i]} - s) / (std::fabs(s) + 1e-2 * range));
       }
       EXPECT_LE(serr, 2e-3) << "NHWC fp16 SiLU output: max relative |diff|";
+      // In an INT8 plan with the stem in fp16: its int8 output for the INT8 layers after it, within 1 LSB.
+      const float so = 0.02f;
+      const std::vector<float> q = run_nhwc_silu(p, a, cfg, true, so);
+      int64_t q_within = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        q_within += std::fabs(q[i] - ops::quantize_value(silu(want.data<float>()[i]), so, 0, -128, 127)) <= 1;
+      }
+      EXPECT_EQ(q_within, want.numel()) << "NHWC int8 SiLU output of the fp16 stem beyond 1 LSB";
     }
   }
 }
@@ -270,6 +279,15 @@ TEST_P(ConvStemImage, Int8MatchesReference) {
         }
         EXPECT_EQ(q_within, acc.numel()) << "NHWC int8 SiLU output beyond 1 LSB";
         EXPECT_GE(q_same, acc.numel() - acc.numel() / 100) << "NHWC int8 SiLU output: fewer than 99% identical";
+        // With an fp16 output (the next layer in fp16).
+        const std::vector<float> h = run_nhwc_silu(p, a, cfg, false, 1.f);
+        double herr = 0;
+        for (int64_t i = 0; i < acc.numel(); ++i) {
+          const int k = static_cast<int>(i / plane % cs.k);
+          const float v = silu(static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k]);
+          herr = std::max(herr, std::fabs(double{h[i]} - v) / (std::fabs(v) + 1.0));
+        }
+        EXPECT_LE(herr, 2e-3) << "NHWC fp16 SiLU output of the INT8 stem: max relative |diff|";
       }
   }
 }
@@ -355,7 +373,6 @@ TEST(ConvWarpHalo, SiluResidualMatchesReference) {
       ASSERT_TRUE(db.upload(bias).is_ok() && dy.alloc(pixels * cs.k * 2).is_ok());
       cuda::ConvParams p = test::conv_params(cs, 32, kp, cs.h, cs.w);
       p.act = cuda::Act::kSilu;
-      p.out_format = i8 ? cuda::OutFormat::kNhwcI8 : cuda::OutFormat::kNhwcF16;
       p.out_ld = p.res_ld = cs.k;
       p.out_scale = out_scale;
       p.res_scale = res_scale;
@@ -370,39 +387,49 @@ TEST(ConvWarpHalo, SiluResidualMatchesReference) {
         a.residual = static_cast<const __half*>(dr.get());
       }
       a.y = dy.get();
-      int cfg = -1;
-      for (int c = 0; c < cuda::conv_igemm_configs(); ++c) {
-        if (cuda::conv_igemm_config_int8(c) == i8 && cuda::conv_igemm_config_fits(c, p) &&
-            cuda::conv_igemm_config_name(c).rfind("halo3x3_", 0) == 0) {
-          cfg = c;
+      // The output in the kernel's own precision, and in the other (a layer at a precision boundary of a mixed
+      // plan: an fp16 conv feeding INT8 ones, or the reverse).
+      for (const bool out_i8 : {i8, !i8}) {
+        SCOPED_TRACE(out_i8 ? "int8 output" : "fp16 output");
+        p.out_format = out_i8 ? cuda::OutFormat::kNhwcI8 : cuda::OutFormat::kNhwcF16;
+        int cfg = -1;
+        for (int c = 0; c < cuda::conv_igemm_configs(); ++c) {
+          if (cuda::conv_igemm_config_int8(c) == i8 && cuda::conv_igemm_config_fits(c, p) &&
+              cuda::conv_igemm_config_name(c).rfind("halo3x3_", 0) == 0) {
+            cfg = c;
+          }
         }
-      }
-      ASSERT_GE(cfg, 0) << "no halo3x3 configuration fits";
-      ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
-      std::vector<unsigned char> got(pixels * cs.k * (i8 ? 1 : 2));
-      ASSERT_EQ(cudaMemcpy(got.data(), dy.get(), got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-      double err = 0;
-      int64_t same = 0, within = 0;
-      for (int64_t i = 0; i < pixels * cs.k; ++i) {
-        const int k = static_cast<int>(i % cs.k);
-        if (i8) {
-          const float v = silu(static_cast<float>(acc[i]) * alpha[k] + bias[k]) + res[i] * res_scale;
-          const int want = ops::quantize_value(v, out_scale, 0, -128, 127), q = static_cast<int8_t>(got[i]);
-          same += q == want;
-          within += std::abs(q - want) <= 1;
+        ASSERT_GE(cfg, 0) << "no halo3x3 configuration fits";
+        ASSERT_EQ(cudaMemset(dy.get(), 0x55, dy.size()), cudaSuccess);
+        ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
+        std::vector<unsigned char> got(dy.size());
+        ASSERT_EQ(cudaMemcpy(got.data(), dy.get(), got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+        const size_t used = pixels * cs.k * (out_i8 ? 1 : 2);
+        EXPECT_EQ(std::count(got.begin() + used, got.end(), 0x55), static_cast<std::ptrdiff_t>(got.size() - used))
+            << "written past the output";
+        double err = 0;
+        int64_t same = 0, within = 0;
+        for (int64_t i = 0; i < pixels * cs.k; ++i) {
+          const int k = static_cast<int>(i % cs.k);
+          const float v = i8 ? silu(static_cast<float>(acc[i]) * alpha[k] + bias[k]) + res[i] * res_scale
+                             : silu(static_cast<float>(acc[i]) / 256.f + bias[k]) +
+                                   half_to_float(float_to_half(res[i] * res_scale));
+          if (out_i8) {
+            const int want = ops::quantize_value(v, out_scale, 0, -128, 127), q = static_cast<int8_t>(got[i]);
+            same += q == want;
+            within += std::abs(q - want) <= 1;
+          } else {
+            uint16_t h;
+            std::memcpy(&h, got.data() + 2 * i, 2);
+            err = std::max(err, std::fabs(double{half_to_float(h)} - v) / (std::fabs(v) + 1.0));
+          }
+        }
+        if (out_i8) {
+          EXPECT_EQ(within, pixels * cs.k) << "beyond 1 LSB";
+          EXPECT_GE(same, pixels * cs.k * 99 / 100) << "fewer than 99% identical";
         } else {
-          const float v =
-              silu(static_cast<float>(acc[i]) / 256.f + bias[k]) + half_to_float(float_to_half(res[i] * res_scale));
-          uint16_t h;
-          std::memcpy(&h, got.data() + 2 * i, 2);
-          err = std::max(err, std::fabs(double{half_to_float(h)} - v) / (std::fabs(v) + 1.0));
+          EXPECT_LE(err, 2e-3) << "max relative |diff|";
         }
-      }
-      if (i8) {
-        EXPECT_EQ(within, pixels * cs.k) << "beyond 1 LSB";
-        EXPECT_GE(same, pixels * cs.k * 99 / 100) << "fewer than 99% identical";
-      } else {
-        EXPECT_LE(err, 2e-3) << "max relative |diff|";
       }
     }
   }

@@ -1348,8 +1348,11 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
   const Staging st = staging(p, a);
   const int M = p.N * p.OH * p.OW;
   // The register epilogue's cases, its channels' constants loaded once (Nsight Compute, the fp16 stem at batch 32 on
-  // an fp32 NCHW image: 248 us with the staged epilogue, 217 us with this one).
-  const bool lean = st == Staging::kNhwc && p.act == Act::kSilu && !a.y2 && !p.exact_silu;
+  // an fp32 NCHW image: 248 us with the staged epilogue, 217 us with this one). Only for an output in the kernel's
+  // own precision: at a mixed plan's precision boundary (an fp16 stem writing int8 for INT8 layers, or the reverse)
+  // the staged epilogue converts (this one wrote half2 pairs into the int8 tensor, past its end).
+  const OutFormat own = kI8 ? OutFormat::kNhwcI8 : OutFormat::kNhwcF16;
+  const bool lean = st == Staging::kNhwc && p.act == Act::kSilu && !a.y2 && !p.exact_silu && p.out_format == own;
   const int kq = (lane & 3) * 2;  // this lane's first channel of each n tile
   const ChannelPair<kI8, static_cast<int>(Act::kSilu)> ch[4] = {{p, a, kq}, {p, a, 8 + kq}, {p, a, 16 + kq},
                                                                 {p, a, 24 + kq}};
