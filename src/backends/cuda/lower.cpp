@@ -2077,17 +2077,18 @@ class Lowerer {
     if (std::getenv("QD_NO_SIDE_STREAM")) return;
     auto& layers = inst_->layers;
     const int nbuf = static_cast<int>(buffer_bytes_.size());
-    auto id = [&](int t) {
+    auto id = [&](int t) {  // -1: none (no tensor, a constant)
+      if (t < 0) return -1;
       const TensorRef& r = inst_->tensors[t];
       return r.buffer >= 0 ? r.buffer : r.slot >= 0 ? nbuf + r.slot : -1;
     };
     std::vector<LayerAccess> access(layers.size());
     for (size_t l = 0; l < layers.size(); ++l) {
       for (int t : layers[l]->ins) {
-        if (t >= 0 && id(t) >= 0) access[l].reads.push_back(id(t));
+        if (const int i = id(t); i >= 0) access[l].reads.push_back(i);
       }
       for (int t : layers[l]->outs) {
-        if (t >= 0 && id(t) >= 0) access[l].writes.push_back(id(t));
+        if (const int i = id(t); i >= 0) access[l].writes.push_back(i);
       }
       if (layers[l]->workspace >= 0) access[l].writes.push_back(layers[l]->workspace);
     }
@@ -2112,29 +2113,20 @@ class Lowerer {
       lives[b].first = INT_MAX;
       lives[b].last = -1;
     }
-    auto touch = [&](int b, int l) {
-      lives[b].first = std::min(lives[b].first, l);
-      lives[b].last = std::max(lives[b].last, l);
-    };
+    // What a side-stream layer touches stays reserved to the end: the main stream runs on without waiting for it.
+    const int end = static_cast<int>(inst_->layers.size()) - 1;
     for (size_t l = 0; l < inst_->layers.size(); ++l) {
       const Layer& L = *inst_->layers[l];
+      const auto touch = [&](int b) {
+        lives[b].first = std::min(lives[b].first, static_cast<int>(l));
+        lives[b].last = std::max(lives[b].last, L.side ? end : static_cast<int>(l));
+      };
       for (const auto* list : {&L.ins, &L.outs}) {
         for (int t : *list) {
-          if (t >= 0 && inst_->tensors[t].buffer >= 0) touch(inst_->tensors[t].buffer, static_cast<int>(l));
+          if (t >= 0 && inst_->tensors[t].buffer >= 0) touch(inst_->tensors[t].buffer);
         }
       }
-      if (L.workspace >= 0) touch(L.workspace, static_cast<int>(l));
-    }
-    // What a side-stream layer touches stays reserved to the end: the main stream runs on without waiting for it.
-    const int last = static_cast<int>(inst_->layers.size()) - 1;
-    for (const auto& L : inst_->layers) {
-      if (!L->side) continue;
-      for (const auto* list : {&L->ins, &L->outs}) {
-        for (int t : *list) {
-          if (t >= 0 && inst_->tensors[t].buffer >= 0) lives[inst_->tensors[t].buffer].last = last;
-        }
-      }
-      if (L->workspace >= 0) lives[L->workspace].last = last;
+      if (L.workspace >= 0) touch(L.workspace);
     }
     for (auto& life : lives) {
       if (life.last < 0) {  // never used (aliased away, or a tensor no layer touches)
