@@ -482,16 +482,26 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
   const SiluTies ties(p, a);
   // Bit-exact plans (exact_silu) round every int8 output as the reference's division; the others with a reciprocal.
   const bool exact = kExact || p.exact_silu;
-  const float rcp_lo = __frcp_rn(p.out_scale), rcp_hi = __frcp_rn(p.out_scale_hi);
+  // Each thread keeps its 8 channels (so their constants and, where the row step is a multiple of 8, the tile's
+  // swizzle) and steps down the rows: the index arithmetic per row was most of a thin layer's epilogue (Nsight Compute:
+  // IMAD, ISETP, LOP3 and SHF ahead of the floating-point work).
   constexpr int kGroups = BN / 8;  // per tile row
-  for (int g = tile_thread<kThreads>(); g < BM * kGroups; g += kThreads) {
-    const int r = g / kGroups, c = g % kGroups * 8;
-    const int m = block_m + r, k0 = block_n + c;
-    if (m >= M || k0 >= p.K) continue;
-    const bool lo = k0 < p.out_split;  // the 8 channels' int8 scale (out_split a multiple of 8)
-    const float out_scale = lo ? p.out_scale : p.out_scale_hi, rcp1 = lo ? rcp_lo : rcp_hi;
+  static_assert(kThreads % kGroups == 0, "a thread's channels stay the same from row to row");
+  constexpr int kRowStep = kThreads / kGroups;
+  const int g0 = tile_thread<kThreads>();
+  const int c = g0 % kGroups * 8, k0 = block_n + c;
+  if (k0 >= p.K) return;
+  const bool lo = k0 < p.out_split;  // the 8 channels' int8 scale (out_split a multiple of 8)
+  const float out_scale = lo ? p.out_scale : p.out_scale_hi, rcp1 = __frcp_rn(out_scale);
+#pragma unroll 1
+  for (int step = 0; step < (BM + kRowStep - 1) / kRowStep; ++step) {
+    const int r = g0 / kGroups + step * kRowStep;
+    const int m = block_m + r;
+    if (r >= BM || m >= M) break;
+    float* const t_lo = kRowStep % 8 == 0 ? tile + at(g0 / kGroups, c) + step * kRowStep * BN : tile + at(r, c);
+    float* const t_hi = kRowStep % 8 == 0 ? tile + at(g0 / kGroups, c + 4) + step * kRowStep * BN : tile + at(r, c + 4);
     float v[8], err[8];  // err: the fast SiLU's error bounds (kExact)
-    load8(tile + at(r, c), tile + at(r, c + 4), v);
+    load8(t_lo, t_hi, v);
     if constexpr (kExact) {
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
@@ -527,7 +537,7 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
           for (int j = 0; j < 8; ++j) near |= SiluTies::near(v[j] * ties.r2, err[j], ties.r2) ? 1u << j : 0u;
         }
         if (near) {
-          exact_silu_fix(p, a, near, tile + at(r, c), tile + at(r, c + 4), m, k0, v);
+          exact_silu_fix(p, a, near, t_lo, t_hi, m, k0, v);
           if (i8) raw = pack_int8x8(v, out_scale, rcp1, true, q);
         }
         packed = true;
