@@ -38,7 +38,7 @@ fi
 D=/tmp/qd-data
 fmnist_det() {  # fmnist_det DIR SPLIT COUNT SEED
   [ -f "$D/$1/annotations/instances_$2.json" ] || "$B/qdeploy" dataset fmnist-det --split "$2" --count "$3" --seed "$4" \
-    --source-limit 30000 --out "$D/$1" --fmnist-dir .device/fashion-mnist --quiet > /dev/null
+    --source-limit "${QD_QAT_SOURCE_LIMIT:-30000}" --out "$D/$1" --fmnist-dir .device/fashion-mnist --quiet > /dev/null
 }
 val_eval() {  # val_eval MODEL_OR_PLAN [FLAGS...]: qdeploy eval on the 1,000-scene val set
   local m=$1
@@ -132,6 +132,7 @@ for step in $STEPS; do
       fmnist_det train train 8000 1
       rm -rf "$D/qat" && mkdir -p "$D/qat/train"
       ln -s "$D/train/images" "$D/qat/train/images" && ln -s "$D/train/annotations" "$D/qat/train/annotations"
+      ln -s "$D/val" "$D/qat/val"  # validation losses on held-out scenes (the train scenes are the FP32 model's)
       {
         PYTHONPATH=python python3 -m qdeploy.qat --model yolov5n --nc 10 --weights models/yolov5n_fmnist_det.onnx \
           --data "$D/qat" --placement 1 --calib-batches 16 --batch 32 --workers 12 --out "$D/qat/run" \

@@ -35,8 +35,8 @@ def lr_factor(progress, final=0.01, schedule="cosine"):
 
 
 def apply_lr(optimizer, lr, it, warmup_iters, warmup_momentum=0.8, momentum=0.937):
-    """Set the iteration's learning rate; during warmup ramp it up from 0 (and momentum up from 0.8) so that
-    early large gradients of a random init do not blow up the weights."""
+    """Set the iteration's learning rate (times a group's ``lr_scale``); during warmup ramp it up from 0 (and momentum
+    up from 0.8) so that early large gradients of a random init do not blow up the weights."""
     if it < warmup_iters:
         frac = it / warmup_iters
         lr *= frac
@@ -46,7 +46,7 @@ def apply_lr(optimizer, lr, it, warmup_iters, warmup_momentum=0.8, momentum=0.93
             elif "betas" in g:
                 g["betas"] = (warmup_momentum + (momentum - warmup_momentum) * frac, g["betas"][1])
     for g in optimizer.param_groups:
-        g["lr"] = lr
+        g["lr"] = lr * g.get("lr_scale", 1.0)
 
 
 class ModelEMA:

@@ -31,7 +31,7 @@ from .data import FASHION_MNIST_DIR, CocoDetection, augment_classifier_batch, co
 from .loss import YoloLoss
 from .models import MODEL_NAMES, build_model, is_classifier
 from .models.fuse import fuse_conv_bn
-from .optim import apply_lr, autocast, default_device, grad_scaler, lr_factor
+from .optim import ModelEMA, apply_lr, autocast, default_device, grad_scaler, lr_factor
 from .quant import METHODS, TensorQuantizer, calibrate, export_qat_classifier, export_qat_detector, keep_float, \
     quantize_model, set_quantization
 from .train import images_to_float, make_loaders, validation_loss
@@ -78,20 +78,27 @@ def _decoded(p, anchor):
 
 
 def finetune(student, steps_per_epoch, batches, task_and_distill, args, device):
-    """Shared loop: ``batches()`` yields per-epoch iterables; ``task_and_distill(batch)`` returns the two losses."""
+    """Shared loop: ``batches()`` yields per-epoch iterables; ``task_and_distill(batch)`` returns the two losses.
+    Returns the model to keep: the student, or with ``--ema`` the moving average of its weights (and scales)."""
     student.train().requires_grad_(True)  # it was copied from the frozen teacher; amax values are buffers and stay
     quantizers = [m for m in student.modules() if isinstance(m, TensorQuantizer) and m.enabled and m.calibrated]
     if args.learn_ranges:  # LSQ: the quantizers' scales train with the weights, then go back into amax for export
         for q in quantizers:
             q.learn_range()
-    optimizer = torch.optim.Adam(student.parameters(), lr=args.lr)
+    scales = [q.learned_scale for q in quantizers if q.learned_scale is not None]
+    ids = {id(p) for p in scales}
+    groups = [{"params": [p for p in student.parameters() if id(p) not in ids]}]
+    if scales:  # Adam steps every parameter by about lr whatever its gradient: the scales get their own rate
+        groups.append({"params": scales, "lr_scale": args.range_lr_scale})
+    optimizer = torch.optim.Adam(groups, lr=args.lr)
     scaler = grad_scaler(device)
+    ema = ModelEMA(student, args.ema, tau=args.ema_tau) if args.ema else None
     total, it = args.epochs * steps_per_epoch, 0
     for epoch in range(args.epochs):
         for k, batch in enumerate(batches(epoch)):
             if k >= steps_per_epoch:
                 break
-            apply_lr(optimizer, args.lr * lr_factor(it / max(total - 1, 1), 0.1), it, 0)
+            apply_lr(optimizer, args.lr * lr_factor(it / max(total - 1, 1), args.final_lr), it, args.warmup)
             with autocast(device):
                 task, distill = task_and_distill(batch)
                 loss = args.task_weight * task + args.distill * distill
@@ -99,12 +106,17 @@ def finetune(student, steps_per_epoch, batches, task_and_distill, args, device):
             scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()
+            if ema:
+                ema.update(student)
             it += 1
             if (k + 1) % args.log_interval == 0 or k == steps_per_epoch - 1:
                 print(f"qat epoch {epoch + 1}/{args.epochs} batch {k + 1}/{steps_per_epoch} task {task.item():.4f} "
                       f"distill {distill.item():.5f} lr {optimizer.param_groups[0]['lr']:.2e}", flush=True)
-    for q in quantizers:
-        q.freeze_range()
+    kept = ema.ema if ema else student
+    for q in kept.modules():
+        if isinstance(q, TensorQuantizer):
+            q.freeze_range()
+    return kept
 
 
 def run_detector(args, device):
@@ -145,7 +157,7 @@ def run_detector(args, device):
         return train_loader
 
     steps = min(len(train_loader), args.max_batches or len(train_loader))
-    finetune(student, steps, batches, task_and_distill, args, device)
+    student = finetune(student, steps, batches, task_and_distill, args, device)
     report("qat ", student)
     return student, lambda path: export_qat_detector(student, path, args.imgsz, args.head_only, args.dynamic), nc
 
@@ -175,7 +187,7 @@ def run_classifier(args, device):
         return (perm[i:i + args.batch] for i in range(0, len(perm), args.batch))
 
     steps = min(-(-len(train_y) // args.batch), args.max_batches or len(train_y))
-    finetune(student, steps, batches, task_and_distill, args, device)
+    student = finetune(student, steps, batches, task_and_distill, args, device)
     print(f"qat  test top-1 {top1(student, test_x, test_y, device) * 100:.2f}%", flush=True)
     return student, lambda path: export_qat_classifier(student, path, args.dynamic), 10
 
@@ -194,7 +206,16 @@ def parse_args(argv=None):
     ap.add_argument("--max-batches", type=int, default=None, help="cap on fine-tuning batches per epoch")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--imgsz", type=int, default=640)
-    ap.add_argument("--lr", type=float, default=1e-4, help="Adam learning rate, decayed to a tenth (cosine)")
+    ap.add_argument("--lr", type=float, default=1e-4, help="Adam learning rate, decayed by --final-lr (cosine)")
+    ap.add_argument("--final-lr", type=float, default=0.1, help="the last step's learning rate, a fraction of --lr")
+    ap.add_argument("--warmup", type=int, default=0, help="steps over which the learning rate ramps up from 0")
+    ap.add_argument("--ema", type=float, default=0.0,
+                    help="keep an exponential moving average of the weights with this decay (e.g. 0.999) and "
+                         "evaluate and export it instead of the last step's weights (0: off)")
+    ap.add_argument("--ema-tau", type=float, default=100.0,
+                    help="steps over which the EMA's decay ramps up to --ema")
+    ap.add_argument("--range-lr-scale", type=float, default=1.0,
+                    help="with --learn-ranges: the quantizers' scales learn at this multiple of the learning rate")
     ap.add_argument("--distill", type=float, default=1.0, help="weight of the distillation term")
     ap.add_argument("--distill-mode", choices=("raw", "decoded"), default="decoded",
                     help="detector distillation: MSE of the raw head maps, or of the decoded outputs with box and "

@@ -1,10 +1,11 @@
-"""QAT fine-tuning: the decoded distillation loss and the command's flags."""
+"""QAT fine-tuning: the decoded distillation loss, the fine-tuning loop and the command's flags."""
 
 import pytest
 import torch
 
 from qdeploy.models.yolo import Detect
-from qdeploy.qat import decoded_distill_loss, parse_args
+from qdeploy.qat import decoded_distill_loss, finetune, parse_args
+from qdeploy.quant import TensorQuantizer, calibrate, quantize_model
 
 NC = 3
 
@@ -75,3 +76,30 @@ def test_cli_flags():
     assert args.distill_mode == "raw" and args.task_weight == 0.0
     with pytest.raises(SystemExit):
         parse_args(base + ["--distill-mode", "logits"])
+
+
+def test_finetune_steps_scales_at_their_own_rate_and_keeps_the_ema(monkeypatch):
+    """--range-lr-scale: the learned scales form their own Adam group at lr x scale; --warmup: the first step's rate
+    is 0; --ema: the moving average is returned, its ranges frozen back into amax."""
+    torch.manual_seed(0)
+    model = quantize_model(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)), placement=1)
+    calibrate(model, [torch.rand(2, 3, 8, 8)], method="max")
+    start = model[0].weight.detach().clone()
+    args = parse_args(["--model", "yolov5n", "--weights", "w", "--data", "d", "--out", "o", "--learn-ranges",
+                       "--lr", "1e-3", "--range-lr-scale", "0.01", "--warmup", "2", "--ema", "0.5", "--ema-tau", "1"])
+    rates, step = [], torch.optim.Adam.step
+
+    def spy(self, *a, **k):
+        rates.append([g["lr"] for g in self.param_groups])
+        return step(self, *a, **k)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", spy)
+    x = torch.rand(2, 3, 8, 8)
+    kept = finetune(model, 4, lambda _epoch: [x] * 4, lambda b: (model(b).pow(2).mean(), torch.zeros(())), args,
+                    torch.device("cpu"))
+    assert len(rates) == 4 and rates[0] == [0.0, 0.0]
+    assert all(len(r) == 2 and r[1] == pytest.approx(0.01 * r[0]) and r[0] > 0 for r in rates[2:])
+    assert kept is not model and not kept.training
+    ema, last = kept[0].weight, model[0].weight
+    assert not torch.equal(ema, last) and not torch.equal(ema, start)
+    assert all(q.learned_scale is None for q in kept.modules() if isinstance(q, TensorQuantizer))

@@ -152,6 +152,32 @@ def test_keep_float_disables_the_layers_and_unties_their_inputs():
     assert keep_float(model, ["model.99.conv"]) == []
 
 
+def test_export_keeps_float_layers_weights_as_trained(tmp_path):
+    """Only quantized weights are clamped to their calibrated range on export: a --float-layers conv whose weights
+    grew past it while fine-tuning exports them as they are."""
+    model = quantize_model(build_model("yolov5n", 10), placement=1)
+    keep_float(model, ["model.1.conv"])
+    calibrate(model, [torch.rand(2, 3, 64, 64)], method="max")
+    with torch.no_grad():
+        for conv in (model.model[0].conv, model.model[1].conv):
+            conv.weight.mul_(1.5)  # past the amax calibrated for them
+    path = tmp_path / "float_layer.onnx"
+    export_qat_detector(model, path, imgsz=64)
+    weights = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
+
+    def exported(conv):
+        matches = [w for w in weights.values() if w.shape == tuple(conv.weight.shape)]
+        assert matches, "no initializer of the conv's shape"
+        return matches
+
+    float_w = model.model[1].conv.weight.detach().numpy()
+    assert any(np.array_equal(w, float_w) for w in exported(model.model[1].conv))
+    amax = model.model[0].conv.weight_quantizer.amax.view(-1, 1, 1, 1)
+    clamped = torch.maximum(torch.minimum(model.model[0].conv.weight, amax), -amax).detach().numpy()
+    assert not np.array_equal(clamped, model.model[0].conv.weight.detach().numpy())
+    assert any(np.array_equal(w, clamped) for w in exported(model.model[0].conv))
+
+
 def test_placement_2_quantizes_every_layer():
     model = quantize_model(build_model("yolov5n", 10), placement=2)
     kinds = {type(m).__name__ for m in model.modules()}

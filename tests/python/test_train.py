@@ -83,10 +83,11 @@ def test_train_export_and_qat_commands(synth_data, tmp_path):
     assert (out / "best.pt").is_file() and (out / "last.pt").is_file()
     export.main(["--model", "yolov5n", "--nc", "10", "--weights", str(out / "best.pt"), "--imgsz", "64",
                  "--out", str(tmp_path / "fp32.onnx")])
-    # From the exported ONNX's weights, with learned quantizer ranges (LSQ).
+    # From the exported ONNX's weights, with learned quantizer ranges (LSQ), warmup and an EMA of the weights.
     qat.main(["--model", "yolov5n", "--weights", str(tmp_path / "fp32.onnx"), "--data", str(synth_data), "--imgsz",
               "64", "--batch", "4", "--calib-batches", "1", "--epochs", "1", "--max-batches", "2", "--workers", "0",
-              "--calib-method", "percentile", "--learn-ranges", "--out", str(tmp_path / "qat")])
+              "--calib-method", "percentile", "--learn-ranges", "--range-lr-scale", "0.01", "--warmup", "1",
+              "--ema", "0.9", "--out", str(tmp_path / "qat")])
     assert (tmp_path / "qat" / "qat.onnx").is_file() and (tmp_path / "qat" / "qat.pt").is_file()
     export.main(["--model", "yolov5n", "--nc", "10", "--weights", str(tmp_path / "qat" / "qat.pt"), "--placement", "1",
                  "--imgsz", "64", "--head-only", "--out", str(tmp_path / "qat_heads.onnx")])

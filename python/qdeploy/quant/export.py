@@ -13,8 +13,9 @@ from .quantizer import TensorQuantizer
 
 
 def prepare_qat_for_export(model):
-    """A CPU, eval-mode copy in export mode, with weights clamped to [-amax, amax] per channel so that ONNX's
-    [-128, 127] range and training's narrow [-127, 127] range quantize them identically."""
+    """A CPU, eval-mode copy in export mode, with quantized weights clamped to [-amax, amax] per channel so that
+    ONNX's [-128, 127] range and training's narrow [-127, 127] range quantize them identically. Layers whose weight
+    quantizer is off (``--float-layers``) keep the weights they trained to."""
     model = copy.deepcopy(model).cpu().float().eval()
     for q in model.modules():
         if isinstance(q, TensorQuantizer):
@@ -23,7 +24,7 @@ def prepare_qat_for_export(model):
             q.export_mode = True
     with torch.no_grad():
         for module in model.modules():
-            if hasattr(module, "weight_quantizer"):
+            if hasattr(module, "weight_quantizer") and module.weight_quantizer.enabled:
                 amax = module.weight_quantizer.amax.view(-1, *([1] * (module.weight.dim() - 1)))
                 module.weight.copy_(torch.maximum(torch.minimum(module.weight, amax), -amax))
     return model
