@@ -47,9 +47,9 @@ if wants pipeline precision qat; then
 fi
 if wants qat; then
 /usr/bin/python3 - <<'PYEOF'
-import gzip, struct
-import os
-src, dst, keep = "/usr/share/datasets/fashion-mnist", ".device/fashion-mnist", int(os.environ.get("QD_QAT_SOURCE_LIMIT", 30000))
+import gzip, os, struct
+src, dst = "/usr/share/datasets/fashion-mnist", ".device/fashion-mnist"
+keep = int(os.environ.get("QD_QAT_SOURCE_LIMIT", 30000))
 for name, item in (("train-images-idx3-ubyte", 28 * 28), ("train-labels-idx1-ubyte", 1)):
     data = gzip.open(f"{src}/{name}.gz").read()
     ndim = data[3]
