@@ -32,8 +32,8 @@ from .loss import YoloLoss
 from .models import MODEL_NAMES, build_model, is_classifier
 from .models.fuse import fuse_conv_bn
 from .optim import ModelEMA, apply_lr, autocast, default_device, grad_scaler, lr_factor
-from .quant import METHODS, TensorQuantizer, calibrate, export_qat_classifier, export_qat_detector, keep_float, \
-    quantize_model, set_quantization
+from .quant import METHODS, TensorQuantizer, activation_quantizers, calibrate, export_qat_classifier, \
+    export_qat_detector, keep_float, quantize_model, set_quantization
 from .train import images_to_float, make_loaders, validation_loss
 from .train_cls import top1
 
@@ -132,6 +132,10 @@ def run_detector(args, device):
     used = calibrate(student, (images_to_float(b[0], device) for b in calib_loader), args.calib_method,
                      args.percentile, args.calib_batches)
     print(f"calibrated on {used} batches ({args.calib_method})", flush=True)
+    if args.asymmetric_activations:
+        for q in activation_quantizers(student):
+            if q.enabled:
+                q.make_asymmetric()
 
     def report(tag, model):
         v = validation_loss(model, val_loader, loss_fn, device, args.val_batches)
@@ -223,6 +227,10 @@ def parse_args(argv=None):
     ap.add_argument("--task-weight", type=float, default=1.0, help="weight of the task loss (0: pure distillation)")
     ap.add_argument("--learn-ranges", action="store_true",
                     help="train the quantizers' scales too (LSQ) instead of keeping the calibrated ranges")
+    ap.add_argument("--asymmetric-activations", action="store_true",
+                    help="a diagnostic outside the INT8 contract: activations in uint8 with a zero point over "
+                         "[observed min, calibrated amax]; the Q/DQ export then runs only literally (`qdeploy eval "
+                         "--precision fp32`), not as an INT8 plan (detectors; not with --learn-ranges)")
     ap.add_argument("--float-layers", default="",
                     help="convs / linears left unquantized while fine-tuning, as the deployment's fp16 layers will "
                          "be: module-name regexes, comma separated (e.g. 'model.1.conv,model.24.m.[0-9]')")
@@ -239,6 +247,8 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    if args.asymmetric_activations and args.learn_ranges:
+        ap.error("--asymmetric-activations does not learn its ranges: leave out --learn-ranges")
     if is_classifier(args.model):
         args.data = args.data or FASHION_MNIST_DIR
     elif not args.data:

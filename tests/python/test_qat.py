@@ -76,6 +76,9 @@ def test_cli_flags():
     assert args.distill_mode == "raw" and args.task_weight == 0.0
     with pytest.raises(SystemExit):
         parse_args(base + ["--distill-mode", "logits"])
+    assert parse_args(base + ["--asymmetric-activations"]).asymmetric_activations
+    with pytest.raises(SystemExit):  # asymmetric ranges are not learned
+        parse_args(base + ["--asymmetric-activations", "--learn-ranges"])
 
 
 def test_finetune_steps_scales_at_their_own_rate_and_keeps_the_ema(monkeypatch):

@@ -267,6 +267,37 @@ def test_qdq_export(tmp_path, placement):
     assert (quantized_sigmoids > 0) == (placement == 2)
 
 
+def test_asymmetric_activations_use_all_codes_and_export_uint8_zero_points(tmp_path):
+    """make_asymmetric (qat.py --asymmetric-activations, a diagnostic): uint8 over [observed min, amax], so a SiLU-like
+    tensor (down to -0.28) gets a finer step than symmetric int8; the export's activation pairs have uint8 zero
+    points, the weights' stay symmetric int8."""
+    q = TensorQuantizer()
+    q.start_calibration("max")
+    x = torch.linspace(-0.28, 4.0, 1001)
+    q(x)
+    q.finish_calibration("max")
+    symmetric_err = (q(x) - x).abs().max()
+    q.make_asymmetric()
+    assert float(q.amin) == pytest.approx(-0.28) and float(q.amax) == pytest.approx(4.0)
+    y = q(x)
+    step = (4.0 + 0.28) / 255
+    assert (y - x).abs().max() <= step / 2 + 1e-6 < symmetric_err
+    assert len(torch.unique(y)) > 200  # about 255 codes used, against about 136 symmetric
+    with pytest.raises(RuntimeError):
+        TensorQuantizer(axis=0, channels=2).make_asymmetric()
+
+    _, qmodel = calibrated_yolo(1)
+    for a in activation_quantizers(qmodel):
+        a.make_asymmetric()
+    path = tmp_path / "asym.onnx"
+    export_qat_detector(qmodel, path, imgsz=64)
+    g = onnx.load(str(path)).graph
+    values = constant_values(g)
+    weights = {i.name for i in g.initializer if i.name.endswith(".weight")}
+    zeros = {q.input[0] in weights: values[q.input[2]].dtype for q in g.node if q.op_type == "QuantizeLinear"}
+    assert zeros == {True: np.int8, False: np.uint8}
+
+
 def test_export_of_one_quantizer_kind(tmp_path):
     """set_quantization by kind (qat.py --export-only): only the weights' per-channel pairs, or only the activations'."""
     for kind, per_channel in (("weights", True), ("activations", False)):

@@ -1,4 +1,5 @@
-"""TensorQuantizer: symmetric int8 fake quantization of one tensor, with calibration and ONNX Q/DQ export.
+"""TensorQuantizer: symmetric int8 fake quantization of one tensor, with calibration and ONNX Q/DQ export
+(and, as a diagnostic, asymmetric uint8 for activations: make_asymmetric).
 
 A quantizer holds ``amax`` (a buffer: a scalar for activations, one value per output channel for weights along
 axis 0) and simulates int8 as ``clamp(round_half_even(x / s), qmin, 127) * s`` with ``s = amax / 127`` and zero point
@@ -41,6 +42,10 @@ class TensorQuantizer(nn.Module):
         self._calibrator = None
         self.register_buffer("amax", torch.full((channels,) if channels else (), float("nan")))
         self.learned_scale = None  # nn.Parameter while learn_range() is on
+        # make_asymmetric(): uint8 with a zero point over [amin, amax] (a diagnostic outside the INT8 contract).
+        # amin is the least value calibration saw (per-tensor quantizers only), not saved in checkpoints.
+        self.asymmetric = False
+        self.register_buffer("amin", torch.tensor(float("nan")), persistent=False)
 
     @property
     def calibrated(self):
@@ -58,6 +63,7 @@ class TensorQuantizer(nn.Module):
     def start_calibration(self, method):
         """Begin collecting statistics; ``method`` 'max' keeps a running max, the others a histogram."""
         self._calibrator = MaxCalibrator(self.axis) if method == "max" else HistogramCalibrator()
+        self.amin.fill_(float("nan"))
 
     def finish_calibration(self, method, percentile=99.99):
         """Set amax from the collected statistics. A tensor that was all zeros gets amax 1 (any scale is exact)."""
@@ -87,9 +93,25 @@ class TensorQuantizer(nn.Module):
             self.set_amax(self.learned_scale.detach().abs() * 127)
             self.learned_scale = None
 
+    def make_asymmetric(self):
+        """From now on uint8 with a zero point over [lo, amax], lo the least value calibration saw (at least -amax,
+        0 for a tensor never negative): SiLU outputs (down to -0.28) then use all 256 codes instead of about half.
+        Outside the INT8 contract and TensorRT's symmetric INT8: the Q/DQ export has uint8 zero points, which
+        qdeploy's INT8 builder rejects; the export runs literally as float ops (`qdeploy eval --precision fp32`)."""
+        if self.axis is not None or not self.calibrated or torch.isnan(self.amin):
+            raise RuntimeError("make_asymmetric needs a calibrated per-tensor quantizer")
+        if self.learned_scale is not None:
+            raise RuntimeError("make_asymmetric: learned ranges (LSQ) are symmetric only")
+        with torch.no_grad():
+            self.amin.copy_(torch.clamp(self.amin, min=-float(self.amax), max=0.0))
+        self.asymmetric = True
+
     def forward(self, x):
         if self._calibrator is not None:
             self._calibrator.collect(x)
+            if self.axis is None:
+                low = x.detach().min().float().cpu()
+                self.amin.copy_(low if torch.isnan(self.amin) else torch.minimum(self.amin, low))
             return x
         if not self.enabled:
             return x
@@ -100,6 +122,14 @@ class TensorQuantizer(nn.Module):
     def _fake_quant(self, x):
         qmin = -128 if self.export_mode or not self.narrow else -127
         y = x if x.dtype == torch.float32 else x.float()  # fake_quantize wants fp32 (AMP feeds fp16)
+        if self.asymmetric:
+            lo, hi = self.amin.float().to(y.device), self.amax.float().to(y.device)
+            scale = (hi - lo).clamp(min=MIN_AMAX) / 255
+            zero_point = torch.round(-lo / scale).clamp(0, 255).to(torch.int32)
+            if self.export_mode:
+                scale, zero_point = torch.tensor(scale.item()), torch.tensor(int(zero_point.item()), dtype=torch.int32)
+            y = torch.fake_quantize_per_tensor_affine(y, scale, zero_point, 0, 255)
+            return y if y.dtype == x.dtype else y.to(x.dtype)
         if self.learned_scale is not None and not self.export_mode:
             scale = self.learned_scale.abs().clamp(min=MIN_AMAX / 127)
             zero = torch.zeros_like(scale)
