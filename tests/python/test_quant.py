@@ -285,6 +285,21 @@ def test_asymmetric_activations_use_all_codes_and_export_uint8_zero_points(tmp_p
     assert len(torch.unique(y)) > 200  # about 255 codes used, against about 136 symmetric
     with pytest.raises(RuntimeError):
         TensorQuantizer(axis=0, channels=2).make_asymmetric()
+    # After mse calibration the high end is searched again for the finer uint8 grid: less squared error than keeping
+    # the symmetric grid's amax.
+    torch.manual_seed(0)
+    x = torch.nn.functional.silu(torch.randn(200_000) * 2)
+    errors = []
+    for search in (False, True):
+        q = TensorQuantizer()
+        q.start_calibration("mse")
+        q(x)
+        q.finish_calibration("mse")
+        if not search:
+            q._histogram = None  # keep the symmetric amax as the high end
+        q.make_asymmetric()
+        errors.append(float(((q(x) - x) ** 2).mean()))
+    assert errors[1] < errors[0]
 
     _, qmodel = calibrated_yolo(1)
     for a in activation_quantizers(qmodel):

@@ -103,6 +103,23 @@ class HistogramCalibrator:
                 best, best_err = amax, err
         return torch.tensor(float(best))
 
+    def asymmetric_high(self, lo):
+        """The high end of a uint8 grid over [lo, high] (lo <= 0, the tensor's least value) that the histogram's
+        squared error likes best, by the same search as _mse: values below lo never occur, so only the top clips.
+        The |x| histogram folds the few negative values (SiLU's, down to -0.28) onto the positive side, which
+        counts their rounding error as if they were positive."""
+        centers = (np.arange(len(self.hist)) + 0.5) * self.width
+        edges = self._edges()
+        best, best_err = edges[-1], math.inf
+        for high in edges[max(len(edges) // 16, 1) - 1:]:
+            scale = (high - lo) / 255
+            zero = round(-lo / scale)
+            q = (np.minimum(np.round(centers / scale) + zero, 255) - zero) * scale
+            err = float((self.hist * (centers - q) ** 2).sum())
+            if err < best_err:
+                best, best_err = high, err
+        return float(best)
+
     def _entropy(self):
         """TensorRT's entropy calibration. For each candidate threshold of i bins (128 <= i <= all): P is the
         histogram cut at i bins with the tail added to its last bin; Q merges the first i bins into 128 equal

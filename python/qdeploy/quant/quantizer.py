@@ -40,6 +40,7 @@ class TensorQuantizer(nn.Module):
         self.enabled = True
         self.export_mode = False
         self._calibrator = None
+        self._histogram = None
         self.register_buffer("amax", torch.full((channels,) if channels else (), float("nan")))
         self.learned_scale = None  # nn.Parameter while learn_range() is on
         # make_asymmetric(): uint8 with a zero point over [amin, amax] (a diagnostic outside the INT8 contract).
@@ -70,6 +71,7 @@ class TensorQuantizer(nn.Module):
         cal, self._calibrator = self._calibrator, None
         if cal is None:
             raise RuntimeError("finish_calibration without start_calibration")
+        self._histogram = cal if method == "mse" and self.axis is None else None  # for make_asymmetric
         try:
             amax = cal.compute_amax() if method == "max" else cal.compute_amax(method, percentile)
         except RuntimeError:
@@ -96,6 +98,8 @@ class TensorQuantizer(nn.Module):
     def make_asymmetric(self):
         """From now on uint8 with a zero point over [lo, amax], lo the least value calibration saw (at least -amax,
         0 for a tensor never negative): SiLU outputs (down to -0.28) then use all 256 codes instead of about half.
+        After mse calibration amax becomes the high end the squared error likes best on that grid (a finer step
+        than the symmetric grid's, so usually a higher one).
         Outside the INT8 contract and TensorRT's symmetric INT8: the Q/DQ export has uint8 zero points, which
         qdeploy's INT8 builder rejects; the export runs literally as float ops (`qdeploy eval --precision fp32`)."""
         if self.axis is not None or not self.calibrated or torch.isnan(self.amin):
@@ -104,6 +108,9 @@ class TensorQuantizer(nn.Module):
             raise RuntimeError("make_asymmetric: learned ranges (LSQ) are symmetric only")
         with torch.no_grad():
             self.amin.copy_(torch.clamp(self.amin, min=-float(self.amax), max=0.0))
+            if self._histogram is not None and self._histogram.hist is not None:
+                self.set_amax(self._histogram.asymmetric_high(float(self.amin)))
+        self._histogram = None
         self.asymmetric = True
 
     def forward(self, x):

@@ -66,8 +66,13 @@ Expected<std::unique_ptr<Engine>> build_cuda_engine(const std::string& model_pat
     auto o = load_int8_options(g, opt);
     if (!o) return std::move(o).take_status().prefix(model_path);
     int8 = std::move(*o);
-  } else if (has_qdq(g)) {
-    QD_TRY(strip_qdq(g));  // a QAT model built in float: its weights, dequantized
+  } else if (has_qdq(g)) {  // a QAT model built in float: its weights, dequantized; the Q/DQ pairs go
+    auto s = strip_qdq(g);
+    if (!s) {
+      return std::move(s).take_status().prefix(model_path + " (a float CUDA plan takes the Q/DQ model's weights as "
+                                               "qdeploy's symmetric INT8 reads them; `--device cpu` runs its "
+                                               "QuantizeLinear/DequantizeLinear nodes as they are)");
+    }
   }
   auto e = cuda::CudaEngine::create(std::move(g), opt, {}, std::move(int8));
   if (!e) return std::move(e).take_status().prefix(model_path);
