@@ -90,35 +90,35 @@ class HistogramCalibrator:
         idx = min(int(np.searchsorted(cdf, percentile / 100)), len(cdf) - 1)
         return torch.tensor(float(self._edges()[idx]))
 
-    def _mse(self):
-        """Score candidate amax values at bin edges (from 1/16 of the range up) by the histogram-weighted squared
-        error of fake-quantizing each bin's center."""
+    def _least_error_edge(self, quantized):
+        """The candidate range end at a bin edge (from 1/16 of the range up) whose grid gives the least
+        histogram-weighted squared error: ``quantized(centers, edge)`` fake-quantizes the bins' centers."""
         centers = (np.arange(len(self.hist)) + 0.5) * self.width
         edges = self._edges()
         best, best_err = edges[-1], math.inf
-        for amax in edges[max(len(edges) // 16, 1) - 1:]:
-            scale = amax / 127
-            err = float((self.hist * (centers - np.minimum(np.round(centers / scale), 127) * scale) ** 2).sum())
+        for edge in edges[max(len(edges) // 16, 1) - 1:]:
+            err = float((self.hist * (centers - quantized(centers, edge)) ** 2).sum())
             if err < best_err:
-                best, best_err = amax, err
-        return torch.tensor(float(best))
+                best, best_err = edge, err
+        return float(best)
+
+    def _mse(self):
+        """amax by the squared error of the symmetric int8 grid (_least_error_edge)."""
+        def quantized(centers, amax):
+            scale = amax / 127
+            return np.minimum(np.round(centers / scale), 127) * scale
+        return torch.tensor(self._least_error_edge(quantized))
 
     def asymmetric_high(self, lo):
         """The high end of a uint8 grid over [lo, high] (lo <= 0, the tensor's least value) that the histogram's
-        squared error likes best, by the same search as _mse: values below lo never occur, so only the top clips.
-        The |x| histogram folds the few negative values (SiLU's, down to -0.28) onto the positive side, which
-        counts their rounding error as if they were positive."""
-        centers = (np.arange(len(self.hist)) + 0.5) * self.width
-        edges = self._edges()
-        best, best_err = edges[-1], math.inf
-        for high in edges[max(len(edges) // 16, 1) - 1:]:
+        squared error likes best (_least_error_edge): values below lo never occur, so only the top clips. The |x|
+        histogram folds the few negative values (SiLU's, down to -0.28) onto the positive side, which counts their
+        rounding error as if they were positive."""
+        def quantized(centers, high):
             scale = (high - lo) / 255
             zero = round(-lo / scale)
-            q = (np.minimum(np.round(centers / scale) + zero, 255) - zero) * scale
-            err = float((self.hist * (centers - q) ** 2).sum())
-            if err < best_err:
-                best, best_err = high, err
-        return float(best)
+            return (np.minimum(np.round(centers / scale) + zero, 255) - zero) * scale
+        return self._least_error_edge(quantized)
 
     def _entropy(self):
         """TensorRT's entropy calibration. For each candidate threshold of i bins (128 <= i <= all): P is the

@@ -101,7 +101,8 @@ class TensorQuantizer(nn.Module):
         After mse calibration amax becomes the high end the squared error likes best on that grid (a finer step
         than the symmetric grid's, so usually a higher one).
         Outside the INT8 contract and TensorRT's symmetric INT8: the Q/DQ export has uint8 zero points, which
-        qdeploy's INT8 builder rejects; the export runs literally as float ops (`qdeploy eval --precision fp32`)."""
+        qdeploy's INT8 builder (and a float CUDA plan) rejects; the CPU reference runs it literally (`qdeploy eval
+        --device cpu --precision fp32`)."""
         if self.axis is not None or not self.calibrated or torch.isnan(self.amin):
             raise RuntimeError("make_asymmetric needs a calibrated per-tensor quantizer")
         if self.learned_scale is not None:
@@ -116,9 +117,8 @@ class TensorQuantizer(nn.Module):
     def forward(self, x):
         if self._calibrator is not None:
             self._calibrator.collect(x)
-            if self.axis is None:
-                low = x.detach().min().float().cpu()
-                self.amin.copy_(low if torch.isnan(self.amin) else torch.minimum(self.amin, low))
+            if self.axis is None:  # fmin: the NaN that start_calibration left gives way to the first minimum
+                self.amin.copy_(torch.fmin(self.amin.to(x.device), x.detach().min().float()))
             return x
         if not self.enabled:
             return x
