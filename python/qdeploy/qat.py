@@ -229,8 +229,9 @@ def parse_args(argv=None):
                     help="train the quantizers' scales too (LSQ) instead of keeping the calibrated ranges")
     ap.add_argument("--asymmetric-activations", action="store_true",
                     help="a diagnostic outside the INT8 contract: activations in uint8 with a zero point over "
-                         "[observed min, calibrated amax]; the Q/DQ export then runs only literally (`qdeploy eval "
-                         "--precision fp32`), not as an INT8 plan (detectors; not with --learn-ranges)")
+                         "[observed min, calibrated high end]; the Q/DQ export then runs only on the CPU reference "
+                         "(`qdeploy eval --device cpu --precision fp32`), not as an INT8 plan (detectors; not with "
+                         "--learn-ranges)")
     ap.add_argument("--float-layers", default="",
                     help="convs / linears left unquantized while fine-tuning, as the deployment's fp16 layers will "
                          "be: module-name regexes, comma separated (e.g. 'model.1.conv,model.24.m.[0-9]')")
@@ -249,6 +250,8 @@ def parse_args(argv=None):
     args = ap.parse_args(argv)
     if args.asymmetric_activations and args.learn_ranges:
         ap.error("--asymmetric-activations does not learn its ranges: leave out --learn-ranges")
+    if args.asymmetric_activations and is_classifier(args.model):
+        ap.error("--asymmetric-activations is for the detectors")
     if is_classifier(args.model):
         args.data = args.data or FASHION_MNIST_DIR
     elif not args.data:

@@ -79,6 +79,8 @@ def test_cli_flags():
     assert parse_args(base + ["--asymmetric-activations"]).asymmetric_activations
     with pytest.raises(SystemExit):  # asymmetric ranges are not learned
         parse_args(base + ["--asymmetric-activations", "--learn-ranges"])
+    with pytest.raises(SystemExit):  # detectors only (it would be ignored)
+        parse_args(["--model", "bn", "--weights", "w.pt", "--out", "o", "--asymmetric-activations"])
 
 
 def test_finetune_steps_scales_at_their_own_rate_and_keeps_the_ema(monkeypatch):
