@@ -103,9 +103,9 @@ class Rewriter {
 };
 
 struct Quantized {
-  int q = -1;   // int8 value
+  int q = -1;   // int8 (uint8 when asymmetric) value
   int dq = -1;  // its dequantized float value
-  int scale = -1;
+  int zero_point = -1;
 };
 
 Tensor channel_vector(const std::vector<float>& v, size_t rank) {
@@ -127,12 +127,15 @@ Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt) {
     if (it != quantized.end()) return it->second;
     Quantized qz;
     const std::string name = g.values[x].name;  // a copy: adding values below may reallocate g.values
-    qz.scale = rw.constant(name + "_scale", Tensor::scalar_f32(s));
-    const int zp = rw.constant(name + "_zero_point", Tensor(DType::kInt8, {}));
+    const int scale = rw.constant(name + "_scale", Tensor::scalar_f32(s));
+    auto zit = opt.act_zero_points.find(name);
+    Tensor zp(zit == opt.act_zero_points.end() ? DType::kInt8 : DType::kUInt8, {});
+    if (zit != opt.act_zero_points.end()) zp.set_f64(0, zit->second);
+    qz.zero_point = rw.constant(name + "_zero_point", std::move(zp));
     qz.q = rw.value(name + "_int8");
     qz.dq = rw.value(name + "_dequantized");
-    rw.node("quantize/" + name, OpType::QuantizeLinear, {x, qz.scale, zp}, {qz.q});
-    rw.node("dequantize/" + name, OpType::DequantizeLinear, {qz.q, qz.scale, zp}, {qz.dq});
+    rw.node("quantize/" + name, OpType::QuantizeLinear, {x, scale, qz.zero_point}, {qz.q});
+    rw.node("dequantize/" + name, OpType::DequantizeLinear, {qz.q, scale, qz.zero_point}, {qz.dq});
     return quantized.emplace(x, qz).first->second;
   };
 
@@ -199,7 +202,7 @@ Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt) {
     const int acc = rw.value(n.name + "_acc");
     if (conv) {
       AttrMap attrs = n.attrs;
-      rw.node(n.name + "/int8", OpType::ConvInteger, {qx.q, qw}, {acc}, attrs);
+      rw.node(n.name + "/int8", OpType::ConvInteger, {qx.q, qw, qx.zero_point}, {acc}, attrs);
     } else {
       int b = qw;
       if (trans_b) {  // MatMulInteger wants B as [K, N]
@@ -210,7 +213,7 @@ Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt) {
         }
         g.constants[qw] = std::move(bt);
       }
-      rw.node(n.name + "/int8", OpType::MatMulInteger, {qx.q, b}, {acc});
+      rw.node(n.name + "/int8", OpType::MatMulInteger, {qx.q, b, qx.zero_point}, {acc});
     }
     const int accf = rw.value(n.name + "_acc_float");
     AttrMap cast;

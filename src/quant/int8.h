@@ -1,12 +1,14 @@
 // INT8 for the reference backend: rewrites a prepared graph so that it computes what DESIGN.md's INT8 contract says.
 //
 // Which tensors are quantized: the data input of every INT8 compute node (Conv, Gemm with a constant B) that has an
-// activation scale. Such a tensor is quantized once, q = clamp(round_half_even(x / s), -128, 127), and every consumer
+// activation scale. Such a tensor is quantized once, q = clamp(round_half_even(x / s), -128, 127) (or, for a tensor
+// with a zero point zp, asymmetric uint8: clamp(round_half_even(x / s) + zp, 0, 255)), and every consumer
 // sees the quantized value ("one tensor, one format": the GPU engine stores it as int8). Data-movement ops between a
 // producer and the quantization point stay transparent: max-pooling, concatenation, nearest resizing and reshaping
 // commute with a shared per-tensor quantization, so the GPU engine may run them on int8 with that scale.
 //
-// exact mode: Conv -> QuantizeLinear(x) + ConvInteger(q_x, q_w) (int32) + Cast + Mul(s_x * s_w[c]) + Add(bias);
+// exact mode: Conv -> QuantizeLinear(x) + ConvInteger(q_x, q_w, zp) (int32: sum (q_x - zp) q_w, padding contributes
+//             0) + Cast + Mul(s_x * s_w[c]) + Add(bias);
 //             the epilogue (activation, residual add) then runs in fp32 on the result, as in the contract.
 // fake mode:  Conv -> Conv(DequantizeLinear(QuantizeLinear(x)), dequantized q_w) + bias in fp32 (fast analysis);
 //             agrees with exact mode to float rounding, i.e. within 1 LSB after the next quantization.
@@ -36,6 +38,9 @@ WeightQuant quantize_weights_with(const Tensor& w, int axis, const std::vector<f
 struct Int8Options {
   Int8Mode mode = Int8Mode::kExact;
   std::map<std::string, float> act_scales;  // tensor name -> activation scale
+  // Asymmetric activations (from a QAT model's uint8 Q/DQ pairs; outside DESIGN.md's symmetric contract, CPU
+  // reference only): tensor name -> zero point, q = clamp(round_half_even(x / s) + zp, 0, 255).
+  std::map<std::string, int> act_zero_points;
   // Per-channel weight scales of QAT models (weight constant name -> scales); computed from the weights otherwise.
   std::map<std::string, std::vector<float>> weight_scales;
   std::vector<std::string> float_nodes;     // nodes kept in float (names; a name may be a regex: see matches_any)

@@ -13,6 +13,7 @@ Expected<Int8Options> load_int8_options(Graph& g, const BuildOptions& opt) {
     // Explicit quantization (a QAT model): the scales come from its Q/DQ pairs; a cache may add more.
     QdqScales q = QD_TRY(strip_qdq(g));
     int8.act_scales = q.act_scales;
+    int8.act_zero_points = q.act_zero_points;
     int8.weight_scales = q.weight_scales;
   } else if (opt.calib_cache.empty() && opt.precision_config.empty()) {
     return invalid("--precision int8 needs activation scales: --calib-cache FILE (from qdeploy calibrate), "

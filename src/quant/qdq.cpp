@@ -13,12 +13,20 @@ bool has_qdq(const Graph& g) {
 
 namespace {
 
-Expected<std::vector<float>> const_scales(const Graph& g, const Node& n) {
+// A Q or DQ node's quantization: its constant scales, and for uint8 (asymmetric) quantization the zero point.
+struct QParams {
+  std::vector<float> scales;
+  int uint8_zero_point = -1;  // -1: symmetric int8 (zero point 0)
+  bool operator==(const QParams& o) const { return scales == o.scales && uint8_zero_point == o.uint8_zero_point; }
+};
+
+Expected<QParams> qparams(const Graph& g, const Node& n) {
   const Tensor* s = g.constant(n.inputs[1]);
   if (!s) return unsupported("the scale is computed at run time; qdeploy needs constant scales").at_node(n.name, op_name(n.op));
-  std::vector<float> v(static_cast<size_t>(s->numel()));
-  for (int64_t i = 0; i < s->numel(); ++i) v[i] = static_cast<float>(s->get_f64(i));
-  for (float x : v) {
+  QParams p;
+  p.scales.resize(static_cast<size_t>(s->numel()));
+  for (int64_t i = 0; i < s->numel(); ++i) p.scales[i] = static_cast<float>(s->get_f64(i));
+  for (float x : p.scales) {
     if (!(x > 0) || !std::isfinite(x)) {
       return invalid("scale " + std::to_string(x) + " is not positive and finite").at_node(n.name, op_name(n.op));
     }
@@ -26,19 +34,24 @@ Expected<std::vector<float>> const_scales(const Graph& g, const Node& n) {
   if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
     const Tensor* zp = g.constant(n.inputs[2]);
     if (!zp) return unsupported("the zero point is computed at run time").at_node(n.name, op_name(n.op));
-    if (zp->dtype() != DType::kInt8) {
+    if (zp->dtype() == DType::kUInt8) {
+      if (zp->numel() != 1) return unsupported("per-axis uint8 zero points").at_node(n.name, op_name(n.op));
+      p.uint8_zero_point = static_cast<int>(zp->get_i64(0));
+    } else if (zp->dtype() != DType::kInt8) {
       return unsupported(std::string("zero point of type ") + dtype_name(zp->dtype()) +
-                         "; qdeploy's INT8 is signed and symmetric (int8, zero point 0)").at_node(n.name, op_name(n.op));
-    }
-    for (int64_t i = 0; i < zp->numel(); ++i) {
-      if (zp->get_i64(i) != 0) {
-        return unsupported("non-zero zero point " + std::to_string(zp->get_i64(i)) +
-                           "; qdeploy's INT8 is symmetric (zero point 0): re-export the QAT model with symmetric "
-                           "quantizers").at_node(n.name, op_name(n.op));
+                         "; qdeploy's INT8 is int8 with zero point 0, or uint8 with a zero point for activations")
+          .at_node(n.name, op_name(n.op));
+    } else {
+      for (int64_t i = 0; i < zp->numel(); ++i) {
+        if (zp->get_i64(i) != 0) {
+          return unsupported("non-zero int8 zero point " + std::to_string(zp->get_i64(i)) +
+                             "; qdeploy's int8 is symmetric (zero point 0): re-export the QAT model with symmetric "
+                             "quantizers, or with uint8 ones for asymmetric activations").at_node(n.name, op_name(n.op));
+        }
       }
     }
   }
-  return v;
+  return p;
 }
 
 }  // namespace
@@ -70,7 +83,7 @@ Expected<QdqScales> strip_qdq(Graph& g) {
       if (!data || data->dtype() != DType::kInt8 || data->rank() == 0 || !g.is_constant(dq.inputs[1]) || !int8_zp) {
         continue;
       }
-      const std::vector<float> s = QD_TRY(const_scales(g, dq));
+      const std::vector<float> s = QD_TRY(qparams(g, dq)).scales;
       const int64_t axis = QD_TRY(dq.attrs.get_int("axis", 1));
       if (s.size() > 1 && (axis != 0 || static_cast<int64_t>(s.size()) != data->shape()[0])) continue;
       Tensor w(DType::kFloat32, data->shape());
@@ -85,12 +98,12 @@ Expected<QdqScales> strip_qdq(Graph& g) {
       continue;
     }
     const Node& q = g.nodes[qi->second];
-    const std::vector<float> sq = QD_TRY(const_scales(g, q));
-    const std::vector<float> sdq = QD_TRY(const_scales(g, dq));
-    if (sq != sdq) {
+    const QParams pq = QD_TRY(qparams(g, q));
+    if (!(pq == QD_TRY(qparams(g, dq)))) {
       return invalid("QuantizeLinear '" + q.name + "' and DequantizeLinear '" + dq.name +
-                     "' use different scales; a Q/DQ pair must share one scale");
+                     "' use different scales or zero points; a Q/DQ pair must share them");
     }
+    const std::vector<float>& sq = pq.scales;
     const int x = q.inputs[0];
     const std::string& name = g.values[x].name;
     if (g.is_constant(x)) {
@@ -99,15 +112,27 @@ Expected<QdqScales> strip_qdq(Graph& g) {
         return unsupported("weight quantized along axis " + std::to_string(axis) + "; qdeploy expects per-output-"
                            "channel weight scales (axis 0)").at_node(q.name, "QuantizeLinear");
       }
+      if (pq.uint8_zero_point >= 0) {
+        return unsupported("uint8 weights; qdeploy's weights are per-output-channel symmetric int8")
+            .at_node(q.name, "QuantizeLinear");
+      }
       const Tensor* w = g.constant(x);
       out.weight_scales[name] = sq.size() == 1 ? std::vector<float>(static_cast<size_t>(w->shape()[0]), sq[0]) : sq;
     } else {
       if (sq.size() != 1) return unsupported("per-axis activation scales").at_node(q.name, "QuantizeLinear");
+      const int zp = pq.uint8_zero_point;
+      auto zit = out.act_zero_points.find(name);
+      const int seen_zp = zit == out.act_zero_points.end() ? -1 : zit->second;
       auto [it, inserted] = out.act_scales.emplace(name, sq[0]);
+      if (!inserted && (zp >= 0 || seen_zp >= 0) && (zp != seen_zp || it->second != sq[0])) {
+        return unsupported("tensor '" + name + "' has two quantizers, at least one asymmetric, that differ; an "
+                           "asymmetric tensor needs one scale and zero point").at_node(q.name, "QuantizeLinear");
+      }
       if (!inserted && it->second != sq[0]) {
         // Two quantizers on one tensor with different scales (placement 2 can do this): keep the larger range.
         it->second = std::max(it->second, sq[0]);
       }
+      if (zp >= 0) out.act_zero_points[name] = zp;
     }
     replace[dq.outputs[0]] = x;
     remove[i] = 1;

@@ -13,6 +13,9 @@ namespace qd {
 
 struct QdqScales {
   std::map<std::string, float> act_scales;                  // tensor name -> scale
+  // Asymmetric activations (uint8 Q/DQ pairs with a zero point, e.g. from qdeploy.qat --asymmetric-activations):
+  // tensor name -> zero point in [0, 255]. Only the CPU reference runs them; TensorRT's INT8 is symmetric.
+  std::map<std::string, int> act_zero_points;
   std::map<std::string, std::vector<float>> weight_scales;  // weight constant name -> per-channel scales
   int pairs = 0;
 };
@@ -21,7 +24,8 @@ struct QdqScales {
 bool has_qdq(const Graph& g);
 // Strips the Q/DQ pairs of an imported graph (before prepare_graph). A DequantizeLinear of stored int8 weights (no Q,
 // int8 data, per-tensor or axis-0 scales) becomes the float weight it stands for, with its scales as weight scales.
-// Errors: a non-zero zero point, a Q and DQ with different scales, a per-axis activation scale, a Q whose output
+// Activation pairs may be uint8 with a zero point (act_zero_points). Errors: a non-zero int8 zero point, uint8
+// weights, a Q and DQ with different scales or zero points, a per-axis activation scale, a Q whose output
 // feeds anything but DequantizeLinear.
 Expected<QdqScales> strip_qdq(Graph& g);
 

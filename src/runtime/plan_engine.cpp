@@ -82,6 +82,14 @@ std::string encode_int8_options(const Int8Options& opt) {
   }
   // Exact names only (CpuEngine::save resolves the patterns): a plan never feeds std::regex.
   w.strs({opt.float_node_names.begin(), opt.float_node_names.end()});
+  // Asymmetric activations' zero points (absent in plans written before they existed, and when there are none).
+  if (!opt.act_zero_points.empty()) {
+    w.u32(static_cast<uint32_t>(opt.act_zero_points.size()));
+    for (const auto& [name, zp] : opt.act_zero_points) {
+      w.str(name);
+      w.u8(static_cast<uint8_t>(zp));
+    }
+  }
   return w.take();
 }
 
@@ -116,6 +124,13 @@ Expected<Int8Options> decode_int8_options(const std::string& data) {
     }
   }
   for (auto& name : r.strs("float node names")) opt.float_node_names.insert(std::move(name));
+  const uint32_t nz = r.ok() && r.left() > 0 ? r.count("zero points", 5) : 0;
+  for (uint32_t i = 0; i < nz && r.ok(); ++i) {
+    std::string name = r.str("tensor name");
+    const int zp = r.u8();
+    if (r.ok() && !opt.act_scales.count(name)) r.fail("zero point of tensor '" + name + "', which has no scale");
+    if (r.ok() && !opt.act_zero_points.emplace(name, zp).second) r.fail("tensor '" + name + "' has two zero points");
+  }
   r.expect_end();
   if (!r.ok()) return r.status();
   return opt;

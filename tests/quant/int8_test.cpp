@@ -99,6 +99,40 @@ TEST(Int8, ExactAndFakeQuantAgreeWithin1Lsb) {
   EXPECT_GT(test::max_abs_diff(exact, fp32), 0.0);  // it really quantized
 }
 
+// Asymmetric (uint8) activations, as a QAT model's uint8 Q/DQ pairs give them: x spans [-0.28, 2] like a SiLU output,
+// conv1 pads it by 1. Exact mode pads with the zero point (ConvInteger subtracts it, so the pad contributes 0), fake
+// mode with 0 in float: the two agree within 1 LSB at the borders too, and the finer uint8 step beats symmetric int8.
+TEST(Int8, AsymmetricActivationsExactAndFakeAgree) {
+  const Tensor x = test::random_f32({2, 8, 12, 12}, 21, -0.28f, 2.f);
+  Int8Options opt;
+  opt.act_scales = {{"x", 2.28f / 255}, {"r1", 0.02f}};
+  opt.act_zero_points = {{"x", 31}, {"r1", 0}};  // round(0.28 / s) = 31; r1 (after a Relu) is unsigned
+  const Tensor exact = run(conv_graph(), &opt, x);
+  opt.mode = Int8Mode::kFake;
+  const Tensor fake = run(conv_graph(), &opt, x);
+  const Tensor fp32 = run(conv_graph(), nullptr, x);
+  const float s_out = 0.01f;
+  int64_t off_by_one = 0;
+  for (int64_t i = 0; i < exact.numel(); ++i) {
+    const int qa = ops::quantize_value(exact.data<float>()[i], s_out, 0, -128, 127);
+    const int qb = ops::quantize_value(fake.data<float>()[i], s_out, 0, -128, 127);
+    ASSERT_LE(std::abs(qa - qb), 1) << i;
+    off_by_one += qa != qb;
+  }
+  EXPECT_LT(off_by_one, exact.numel() / 100);
+  Int8Options sym;
+  sym.act_scales = {{"x", 2.f / 127}, {"r1", 0.02f}};
+  const Tensor symmetric = run(conv_graph(), &sym, x);
+  auto mean_abs_err = [&](const Tensor& t) {
+    double e = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) e += std::fabs(t.data<float>()[i] - fp32.data<float>()[i]);
+    return e / t.numel();
+  };
+  EXPECT_LT(mean_abs_err(exact), 0.8 * mean_abs_err(symmetric));
+  // Padding with 0 instead of the zero point would shift every border output by 31 steps of x times the taps.
+  EXPECT_LT(test::max_abs_diff(exact, fp32), 8 * s_out);
+}
+
 TEST(Int8, MissingScalesAndFloatLayersStayFloat) {
   const Tensor x = test::random_f32({2, 8, 12, 12}, 9);
   Int8Options opt;

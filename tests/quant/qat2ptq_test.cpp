@@ -37,15 +37,15 @@ class Qat {
     g_.constants[v] = std::move(t);
     return v;
   }
-  // Q/DQ on `x` named q_<x>/dq_<x>, returning the DQ output.
-  int qdq(int x, float s, int zp_value = 0, float dq_scale = 0) {
+  // Q/DQ on `x` named q_<x>/dq_<x>, returning the DQ output (uint8 with that zero point if `zp_type` says so).
+  int qdq(int x, float s, int zp_value = 0, float dq_scale = 0, DType zp_type = DType::kInt8) {
     const std::string n = g_.values[x].name;
     const int sq = constant(n + "_s", Tensor::scalar_f32(s));
     const int sdq = dq_scale > 0 ? constant(n + "_s_dq", Tensor::scalar_f32(dq_scale)) : sq;
     int zp = zero_;
-    if (zp_value) {
-      Tensor z(DType::kInt8, {});
-      z.data<int8_t>()[0] = static_cast<int8_t>(zp_value);
+    if (zp_value || zp_type != DType::kInt8) {
+      Tensor z(zp_type, {});
+      z.set_f64(0, zp_value);
       zp = constant(n + "_zp", z);
     }
     const int q = op(OpType::QuantizeLinear, "q_" + n, {x, sq, zp});
@@ -317,6 +317,12 @@ TEST(Qat2Ptq, ErrorsNameTheNode) {
   auto rc = qat_to_ptq(c.done({c.op(OpType::Relu, "relu", {c.input("x")})}), {});
   ASSERT_FALSE(rc);
   EXPECT_NE(rc.status().to_string().find("no QuantizeLinear"), std::string::npos) << rc.status().to_string();
+  // Asymmetric (uint8) activations run on the CPU reference, but TensorRT's INT8 cannot take them.
+  Qat d;
+  auto rd = qat_to_ptq(d.done({d.conv("conv", d.qdq(d.input("x"), 0.1f, 30, 0, DType::kUInt8))}), {});
+  ASSERT_FALSE(rd);
+  EXPECT_NE(rd.status().to_string().find("asymmetrically"), std::string::npos) << rd.status().to_string();
+  EXPECT_NE(rd.status().to_string().find("zero point 30"), std::string::npos) << rd.status().to_string();
 }
 
 TEST(Qat2Ptq, WritesModelCacheConfigAndLayerPrecisions) {

@@ -6,12 +6,12 @@
 namespace qd {
 
 namespace {
-// x -> Q/DQ(s_x) -> Conv(w -> Q/DQ(per channel, axis 0)) -> y
-Graph qdq_graph(float s_x, float s_x_dq, int8_t zp) {
+// x -> Q/DQ(s_x, zero point zp: int8, or uint8 with zp_dq for the DQ's) -> Conv(w -> Q/DQ(per channel, axis 0)) -> y
+Graph qdq_graph(float s_x, float s_x_dq, int zp, DType zp_type = DType::kInt8, int zp_dq = -1) {
   Graph g;
   g.opset = 13;
   auto v = [&](const char* n) { return g.add_value(n); };
-  const int x = v("x"), sx = v("sx"), sx2 = v("sx2"), z = v("z"), xq = v("xq"), xdq = v("xdq"), w = v("w"),
+  const int x = v("x"), sx = v("sx"), sx2 = v("sx2"), z = v("z"), z2 = v("z2"), xq = v("xq"), xdq = v("xdq"), w = v("w"),
             sw = v("sw"), wq = v("wq"), wdq = v("wdq"), y = v("y");
   g.inputs = {x};
   g.values[x].dtype = DType::kFloat32;
@@ -19,15 +19,17 @@ Graph qdq_graph(float s_x, float s_x_dq, int8_t zp) {
   g.values[x].has_shape = true;
   g.constants[sx] = Tensor::scalar_f32(s_x);
   g.constants[sx2] = Tensor::scalar_f32(s_x_dq);
-  Tensor zt(DType::kInt8, {});
-  zt.data<int8_t>()[0] = zp;
+  Tensor zt(zp_type, {}), zt2(zp_type, {});  // two buffers: a Tensor copy shares its data
+  zt.set_f64(0, zp);
+  zt2.set_f64(0, zp_dq < 0 ? zp : zp_dq);
   g.constants[z] = zt;
+  g.constants[z2] = zt2;
   g.constants[w] = test::random_f32({3, 2, 1, 1}, 3);
   g.constants[sw] = Tensor::from_f32({3}, {0.01f, 0.02f, 0.03f});
   AttrMap axis0;
   axis0.set("axis", int64_t{0});
   g.nodes.push_back(Node{"qx", OpType::QuantizeLinear, 13, {}, {x, sx, z}, {xq}});
-  g.nodes.push_back(Node{"dqx", OpType::DequantizeLinear, 13, {}, {xq, sx2, z}, {xdq}});
+  g.nodes.push_back(Node{"dqx", OpType::DequantizeLinear, 13, {}, {xq, sx2, z2}, {xdq}});
   g.nodes.push_back(Node{"qw", OpType::QuantizeLinear, 13, axis0, {w, sw}, {wq}});
   g.nodes.push_back(Node{"dqw", OpType::DequantizeLinear, 13, axis0, {wq, sw}, {wdq}});
   g.nodes.push_back(Node{"conv", OpType::Conv, 13, {}, {xdq, wdq}, {y}});
@@ -50,6 +52,20 @@ TEST(Qdq, StripsPairsAndKeepsScales) {
   EXPECT_EQ(g.values[g.nodes[0].inputs[0]].name, "x");
   EXPECT_EQ(g.values[g.nodes[0].inputs[1]].name, "w");
   EXPECT_FALSE(has_qdq(g));
+}
+
+TEST(Qdq, KeepsUint8ZeroPointsOfActivations) {
+  Graph g = qdq_graph(0.1f, 0.1f, 21, DType::kUInt8);
+  auto s = strip_qdq(g);
+  ASSERT_TRUE(s) << s.status().to_string();
+  EXPECT_FLOAT_EQ(s->act_scales.at("x"), 0.1f);
+  EXPECT_EQ(s->act_zero_points, (std::map<std::string, int>{{"x", 21}}));
+  Graph sym = qdq_graph(0.1f, 0.1f, 0);
+  EXPECT_TRUE(strip_qdq(sym)->act_zero_points.empty());
+  Graph differ = qdq_graph(0.1f, 0.1f, 21, DType::kUInt8, 22);  // the DQ's zero point is another
+  auto r = strip_qdq(differ);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("zero points"), std::string::npos) << r.status().to_string();
 }
 
 TEST(Qdq, RejectsAsymmetricAndMismatchedScales) {

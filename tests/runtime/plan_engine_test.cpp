@@ -156,6 +156,58 @@ TEST_F(PlanEngine, QatModel) {
   check_same(model_path("yolov5n_fmnist_det_qat.onnx"), opt, {{1, 3, 640, 640}});
 }
 
+// A QAT model with an asymmetric (uint8) activation pair before a padded conv (as qdeploy.qat --asymmetric-activations
+// exports): the INT8 engines compute what the Q/DQ model run literally in fp32 computes, borders included, up to float
+// rounding, and the plan keeps the zero point.
+TEST_F(PlanEngine, AsymmetricQatModel) {
+  using namespace test::onnxb;
+  onnx::ModelProto m = empty_model();
+  auto* g = m.mutable_graph();
+  add_input(g, "x", {1, 3, 8, 8});
+  *g->add_initializer() = tensor_f32("s", {}, {2.28f / 255});
+  onnx::TensorProto zp;
+  zp.set_name("zp");
+  zp.set_data_type(onnx::TensorProto::UINT8);
+  zp.set_raw_data(std::string(1, static_cast<char>(31)));
+  *g->add_initializer() = zp;
+  *g->add_initializer() = tensor_f32("w", {4, 3, 3, 3}, ramp(4 * 3 * 3 * 3));
+  *g->add_initializer() = tensor_f32("sw", {4}, {1e-3f, 2e-3f, 1e-3f, 7e-4f});  // |w| <= 0.08: no clipping
+  onnx::TensorProto zw;
+  zw.set_name("zw");
+  zw.set_data_type(onnx::TensorProto::INT8);
+  zw.add_dims(4);
+  zw.set_raw_data(std::string(4, '\0'));
+  *g->add_initializer() = zw;
+  *g->add_initializer() = tensor_f32("b", {4}, {0.1f, -0.1f, 0.2f, 0.f});
+  add_node(g, "QuantizeLinear", {"x", "s", "zp"}, {"xq"}, "q");
+  add_node(g, "DequantizeLinear", {"xq", "s", "zp"}, {"xdq"}, "dq");
+  attr_int(add_node(g, "QuantizeLinear", {"w", "sw", "zw"}, {"wq"}, "qw"), "axis", 0);
+  attr_int(add_node(g, "DequantizeLinear", {"wq", "sw", "zw"}, {"wdq"}, "dqw"), "axis", 0);
+  attr_ints(add_node(g, "Conv", {"xdq", "wdq", "b"}, {"y"}, "conv"), "pads", {1, 1, 1, 1});
+  add_output(g, "y");
+  const std::string model = write_model(dir_, m, "asym.onnx");
+  const Tensor x = test::random_f32({1, 3, 8, 8}, 3, -0.28f, 2.f);
+  auto literal = build_engine(model, BuildOptions{});  // fp32: the Q/DQ nodes run as ops
+  ASSERT_TRUE(literal) << literal.status().to_string();
+  const Tensor want = (*(*literal)->run({{"x", x}}))[0];
+  for (const char* mode : {"exact", "fake"}) {
+    SCOPED_TRACE(mode);
+    BuildOptions opt;
+    opt.precision = "int8";
+    opt.int8_mode = mode;
+    auto e = check_same(model, opt, {{1, 3, 8, 8}});
+    ASSERT_TRUE(e);
+    auto y = e->run({{"x", x}});
+    ASSERT_TRUE(y) << y.status().to_string();
+    EXPECT_LT(test::max_abs_diff((*y)[0], want), 1e-5);
+    auto plan = read_plan(dir_ + "/m.plan");
+    ASSERT_TRUE(plan);
+    auto int8 = decode_int8_options(plan->find("int8")->data);
+    ASSERT_TRUE(int8) << int8.status().to_string();
+    EXPECT_EQ(int8->act_zero_points, (std::map<std::string, int>{{"x", 31}}));
+  }
+}
+
 TEST_F(PlanEngine, ShapeProfile) {
   BuildOptions opt;
   opt.min_shapes["x"] = {1, 3, 8, 8};
@@ -242,6 +294,16 @@ TEST(PlanSections, Int8OptionsAndBuildOptions) {
   EXPECT_EQ(back->weight_scales, o.weight_scales);
   EXPECT_EQ(back->float_node_names, o.float_node_names);
   EXPECT_TRUE(back->float_nodes.empty());
+  EXPECT_TRUE(back->act_zero_points.empty());
+  o.act_zero_points = {{"y", 37}};  // asymmetric activations keep their zero points
+  back = decode_int8_options(encode_int8_options(o));
+  ASSERT_TRUE(back) << back.status().to_string();
+  EXPECT_EQ(back->act_zero_points, o.act_zero_points);
+  o.act_zero_points = {{"nope", 1}};
+  back = decode_int8_options(encode_int8_options(o));
+  ASSERT_FALSE(back);
+  EXPECT_NE(back.status().message().find("has no scale"), std::string::npos) << back.status().to_string();
+  o.act_zero_points.clear();
   for (float bad : {0.f, -1.f, NAN, INFINITY}) {
     o.act_scales["x"] = bad;
     auto b = decode_int8_options(encode_int8_options(o));

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -217,7 +218,13 @@ int run_eval_model(const EvalArgs& a) {
                    why.c_str(), why.empty() ? "" : ")");
     }
   }
-  const size_t n = ds->images.size();
+  // The images to run: those of --img-ids when given (the others would not be evaluated), else all.
+  std::vector<size_t> run_idx;
+  const std::set<int64_t> wanted(a.img_ids.begin(), a.img_ids.end());
+  for (size_t k = 0; k < ds->images.size(); ++k) {
+    if (wanted.empty() || wanted.count(ds->images[k].id)) run_idx.push_back(k);
+  }
+  const size_t n = run_idx.size();
   std::vector<int64_t> image_ids(n);
   std::vector<Detection> all;
   DetectTimings t;
@@ -228,7 +235,7 @@ int run_eval_model(const EvalArgs& a) {
     const size_t end = std::min(n, start + batch);
     const auto td = std::chrono::steady_clock::now();
     std::vector<std::string> paths;
-    for (size_t k = start; k < end; ++k) paths.push_back(a.images + "/" + ds->images[k].file_name);
+    for (size_t k = start; k < end; ++k) paths.push_back(a.images + "/" + ds->images[run_idx[k]].file_name);
     auto decoded = read_images(paths);
     if (!decoded) return report(decoded.status());
     std::vector<Image>& imgs = *decoded;
@@ -238,7 +245,7 @@ int run_eval_model(const EvalArgs& a) {
     auto dets = det->detect(ptrs, &t);
     if (!dets) return report(dets.status());
     for (size_t k = 0; k < imgs.size(); ++k) {
-      image_ids[start + k] = ds->images[start + k].id;
+      image_ids[start + k] = ds->images[run_idx[start + k]].id;
       for (Detection d : (*dets)[k]) {
         d.image = static_cast<int64_t>(start + k);
         all.push_back(d);
@@ -478,7 +485,7 @@ RunFn add_eval(CLI::App& app) {
   sub->add_option("--annotations", a->annotations, "COCO instances JSON (ground truth)");
   sub->add_option("--results", a->results, "COCO results JSON: [{image_id, category_id, bbox [x,y,w,h], score}, ...]");
   sub->add_option("--images", a->images, "Folder of images to run MODEL on");
-  sub->add_option("--img-ids", a->img_ids, "Evaluate only these image ids (default: all images of --annotations)")
+  sub->add_option("--img-ids", a->img_ids, "Run and evaluate only these image ids (default: all images of --annotations)")
       ->delimiter(',');
   sub->add_option("--save-results", a->save_results, "Also write the detections as a COCO results JSON");
   sub->add_flag("--per-class", a->per_class, "Also print AP and AP50 of each category");
