@@ -143,6 +143,9 @@ for step in $STEPS; do
         # QD_QAT_FALLBACKS (space-separated, each a --fp16-layers list or `none`) replaces them.
         fbs=(none /model.0/conv/Conv '/model.24/.*' '/model.1/conv/Conv,/model.24/.*' '/model.0/conv/Conv,/model.24/.*')
         [ -n "${QD_QAT_FALLBACKS:-}" ] && read -ra fbs <<< "$QD_QAT_FALLBACKS"
+        # Asymmetric activations (uint8 zero points) have no GPU INT8 kernels: OUT/qat.onnx goes to the CPU reference.
+        [[ " ${QD_QAT_ARGS:-} " == *" --asymmetric-activations "* ]] && fbs=() &&
+          echo "--- asymmetric activations: evaluate OUT/qat.onnx with qdeploy eval --device cpu --precision int8"
         for fb in "${fbs[@]}"; do
           echo "--- qat int8, fp16 layers: $fb"
           [ "$fb" = none ] && fl=() || fl=(--fp16-layers "$fb")

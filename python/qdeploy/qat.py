@@ -228,10 +228,10 @@ def parse_args(argv=None):
     ap.add_argument("--learn-ranges", action="store_true",
                     help="train the quantizers' scales too (LSQ) instead of keeping the calibrated ranges")
     ap.add_argument("--asymmetric-activations", action="store_true",
-                    help="a diagnostic outside the INT8 contract: activations in uint8 with a zero point over "
-                         "[observed min, calibrated high end]; the Q/DQ export then runs only on the CPU reference "
-                         "(`qdeploy eval --device cpu --precision fp32`), not as an INT8 plan (detectors; not with "
-                         "--learn-ranges)")
+                    help="activations in uint8 with a zero point over [observed min, calibrated high end], outside "
+                         "the symmetric INT8 contract: the Q/DQ export runs on the CPU reference (`qdeploy eval "
+                         "--device cpu --precision int8`), not on the GPU's INT8 kernels nor TensorRT (detectors; "
+                         "not with --learn-ranges)")
     ap.add_argument("--float-layers", default="",
                     help="convs / linears left unquantized while fine-tuning, as the deployment's fp16 layers will "
                          "be: module-name regexes, comma separated (e.g. 'model.1.conv,model.24.m.[0-9]')")

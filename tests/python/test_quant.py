@@ -268,7 +268,7 @@ def test_qdq_export(tmp_path, placement):
 
 
 def test_asymmetric_activations_use_all_codes_and_export_uint8_zero_points(tmp_path):
-    """make_asymmetric (qat.py --asymmetric-activations, a diagnostic): uint8 over [observed min, amax], so a SiLU-like
+    """make_asymmetric (qat.py --asymmetric-activations): uint8 over [observed min, amax], so a SiLU-like
     tensor (down to -0.28) gets a finer step than symmetric int8; the export's activation pairs have uint8 zero
     points, the weights' stay symmetric int8."""
     q = TensorQuantizer()

@@ -50,6 +50,18 @@ Tensor run(Graph g, const Int8Options* opt, const Tensor& x, Int8Report* rep = n
   return (*out)[0];
 }
 
+// Both outputs quantized with the output's scale agree within one step everywhere, and differ on under 1%.
+void expect_within_1lsb(const Tensor& exact, const Tensor& fake, float s_out) {
+  int64_t off_by_one = 0;
+  for (int64_t i = 0; i < exact.numel(); ++i) {
+    const int qa = ops::quantize_value(exact.data<float>()[i], s_out, 0, -128, 127);
+    const int qb = ops::quantize_value(fake.data<float>()[i], s_out, 0, -128, 127);
+    ASSERT_LE(std::abs(qa - qb), 1) << i;
+    off_by_one += qa != qb;
+  }
+  EXPECT_LT(off_by_one, exact.numel() / 100);
+}
+
 }  // namespace
 
 TEST(Int8, WeightQuantizationPerChannel) {
@@ -84,16 +96,8 @@ TEST(Int8, ExactAndFakeQuantAgreeWithin1Lsb) {
   const Tensor fp32 = run(conv_graph(), nullptr, x);
   EXPECT_EQ(rep.int8_nodes.size(), 2u);
   EXPECT_EQ(rep.int8_macs, rep.total_macs);
-  // Quantize both outputs with the output's own scale: they must agree within one step everywhere.
   const float s_out = *cal.result().find("y");
-  int64_t off_by_one = 0;
-  for (int64_t i = 0; i < exact.numel(); ++i) {
-    const int qa = ops::quantize_value(exact.data<float>()[i], s_out, 0, -128, 127);
-    const int qb = ops::quantize_value(fake.data<float>()[i], s_out, 0, -128, 127);
-    ASSERT_LE(std::abs(qa - qb), 1) << i;
-    off_by_one += qa != qb;
-  }
-  EXPECT_LT(off_by_one, exact.numel() / 100);
+  expect_within_1lsb(exact, fake, s_out);
   // And INT8 stays close to FP32 (a few quantization steps).
   EXPECT_LT(test::max_abs_diff(exact, fp32), 8 * s_out);
   EXPECT_GT(test::max_abs_diff(exact, fp32), 0.0);  // it really quantized
@@ -112,14 +116,7 @@ TEST(Int8, AsymmetricActivationsExactAndFakeAgree) {
   const Tensor fake = run(conv_graph(), &opt, x);
   const Tensor fp32 = run(conv_graph(), nullptr, x);
   const float s_out = 0.01f;
-  int64_t off_by_one = 0;
-  for (int64_t i = 0; i < exact.numel(); ++i) {
-    const int qa = ops::quantize_value(exact.data<float>()[i], s_out, 0, -128, 127);
-    const int qb = ops::quantize_value(fake.data<float>()[i], s_out, 0, -128, 127);
-    ASSERT_LE(std::abs(qa - qb), 1) << i;
-    off_by_one += qa != qb;
-  }
-  EXPECT_LT(off_by_one, exact.numel() / 100);
+  expect_within_1lsb(exact, fake, s_out);
   Int8Options sym;
   sym.act_scales = {{"x", 2.f / 127}, {"r1", 0.02f}};
   const Tensor symmetric = run(conv_graph(), &sym, x);

@@ -1,5 +1,5 @@
 """TensorQuantizer: symmetric int8 fake quantization of one tensor, with calibration and ONNX Q/DQ export
-(and, as a diagnostic, asymmetric uint8 for activations: make_asymmetric).
+(and asymmetric uint8 for activations, outside the symmetric INT8 contract: make_asymmetric).
 
 A quantizer holds ``amax`` (a buffer: a scalar for activations, one value per output channel for weights along
 axis 0) and simulates int8 as ``clamp(round_half_even(x / s), qmin, 127) * s`` with ``s = amax / 127`` and zero point
@@ -43,7 +43,7 @@ class TensorQuantizer(nn.Module):
         self._histogram = None
         self.register_buffer("amax", torch.full((channels,) if channels else (), float("nan")))
         self.learned_scale = None  # nn.Parameter while learn_range() is on
-        # make_asymmetric(): uint8 with a zero point over [amin, amax] (a diagnostic outside the INT8 contract).
+        # make_asymmetric(): uint8 with a zero point over [amin, amax] (outside the symmetric INT8 contract).
         # amin is the least value calibration saw (per-tensor quantizers only), not saved in checkpoints.
         self.asymmetric = False
         self.register_buffer("amin", torch.tensor(float("nan")), persistent=False)
@@ -100,9 +100,9 @@ class TensorQuantizer(nn.Module):
         0 for a tensor never negative): SiLU outputs (down to -0.28) then use all 256 codes instead of about half.
         After mse calibration amax becomes the high end the squared error likes best on that grid (a finer step
         than the symmetric grid's, so usually a higher one).
-        Outside the INT8 contract and TensorRT's symmetric INT8: the Q/DQ export has uint8 zero points, which
-        qdeploy's INT8 builder (and a float CUDA plan) rejects; the CPU reference runs it literally (`qdeploy eval
-        --device cpu --precision fp32`)."""
+        Outside the symmetric INT8 contract and TensorRT's INT8: the Q/DQ export has uint8 zero points, which the
+        CPU reference's INT8 modes run (`qdeploy eval --device cpu --precision int8`); the GPU's INT8 build and
+        qdeploy qat2ptq refuse them."""
         if self.axis is not None or not self.calibrated or torch.isnan(self.amin):
             raise RuntimeError("make_asymmetric needs a calibrated per-tensor quantizer")
         if self.learned_scale is not None:
