@@ -85,7 +85,7 @@ def finetune(student, steps_per_epoch, batches, task_and_distill, args, device):
     if args.learn_ranges:  # LSQ: the quantizers' scales train with the weights, then go back into amax for export
         for q in quantizers:
             q.learn_range()
-    scales = [q.learned_scale for q in quantizers if q.learned_scale is not None]
+    scales = [p for q in quantizers for p in (q.learned_scale, q.learned_low) if p is not None]
     ids = {id(p) for p in scales}
     groups = [{"params": [p for p in student.parameters() if id(p) not in ids]}]
     if scales:  # Adam steps every parameter by about lr whatever its gradient: the scales get their own rate
@@ -230,8 +230,8 @@ def parse_args(argv=None):
     ap.add_argument("--asymmetric-activations", action="store_true",
                     help="activations in uint8 with a zero point over [observed min, calibrated high end], outside "
                          "the symmetric INT8 contract: the Q/DQ export runs on the CPU reference (`qdeploy eval "
-                         "--device cpu --precision int8`), not on the GPU's INT8 kernels nor TensorRT (detectors; "
-                         "not with --learn-ranges)")
+                         "--device cpu --precision int8`), not on the GPU's INT8 kernels nor TensorRT (detectors; with "
+                         "--learn-ranges the scale and the low end are learned, LSQ+)")
     ap.add_argument("--float-layers", default="",
                     help="convs / linears left unquantized while fine-tuning, as the deployment's fp16 layers will "
                          "be: module-name regexes, comma separated (e.g. 'model.1.conv,model.24.m.[0-9]')")
@@ -248,8 +248,6 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    if args.asymmetric_activations and args.learn_ranges:
-        ap.error("--asymmetric-activations does not learn its ranges: leave out --learn-ranges")
     if args.asymmetric_activations and is_classifier(args.model):
         ap.error("--asymmetric-activations is for the detectors")
     if is_classifier(args.model):

@@ -77,8 +77,8 @@ def test_cli_flags():
     with pytest.raises(SystemExit):
         parse_args(base + ["--distill-mode", "logits"])
     assert parse_args(base + ["--asymmetric-activations"]).asymmetric_activations
-    with pytest.raises(SystemExit):  # asymmetric ranges are not learned
-        parse_args(base + ["--asymmetric-activations", "--learn-ranges"])
+    both = parse_args(base + ["--asymmetric-activations", "--learn-ranges"])  # LSQ+: scale and low end learned
+    assert both.asymmetric_activations and both.learn_ranges
     with pytest.raises(SystemExit):  # detectors only (it would be ignored)
         parse_args(["--model", "bn", "--weights", "w.pt", "--out", "o", "--asymmetric-activations"])
 
@@ -108,3 +108,30 @@ def test_finetune_steps_scales_at_their_own_rate_and_keeps_the_ema(monkeypatch):
     ema, last = kept[0].weight, model[0].weight
     assert not torch.equal(ema, last) and not torch.equal(ema, start)
     assert all(q.learned_scale is None for q in kept.modules() if isinstance(q, TensorQuantizer))
+
+
+def test_finetune_learns_asymmetric_ranges():
+    """--asymmetric-activations with --learn-ranges: the scale and the low end of each uint8 activation quantizer
+    train with the weights (in the ranges' Adam group; the low end from what it clips) and freeze back into
+    [amin, amax]."""
+    from qdeploy.quant import activation_quantizers
+
+    torch.manual_seed(0)
+    model = quantize_model(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)), placement=1)
+    x = torch.rand(2, 3, 8, 8) - 0.3
+    calibrate(model, [x.clamp(min=-0.1)], method="max")  # a low end too high: it learns from what it clips
+    enabled = [q for q in activation_quantizers(model) if q.enabled]
+    for q in enabled:
+        q.make_asymmetric()
+    before = [(float(q.amin), float(q.amax)) for q in enabled]
+    args = parse_args(["--model", "yolov5n", "--weights", "w", "--data", "d", "--out", "o", "--learn-ranges",
+                       "--asymmetric-activations", "--lr", "1e-4"])
+    target = torch.nn.functional.conv2d(x, model[0].weight.detach().clone(), model[0].bias.detach().clone())
+    seen = []
+    kept = finetune(model, 8, lambda _epoch: [x] * 8,
+                    lambda b: (seen.append((float(enabled[0].learned_scale), float(enabled[0].learned_low))) or
+                               (model(b) - target).pow(2).mean(), torch.zeros(())), args, torch.device("cpu"))
+    assert seen[-1][1] < seen[0][1] and seen[-1][0] != seen[0][0]  # the low end goes down
+    after = [q for q in activation_quantizers(kept) if q.enabled]
+    assert all(q.asymmetric and q.learned_scale is None and q.learned_low is None for q in after)
+    assert [(float(q.amin), float(q.amax)) for q in after] != before

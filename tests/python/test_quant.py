@@ -105,6 +105,37 @@ def test_learned_range_moves_the_scale_and_freezes_into_amax():
         assert float(((q(x) - x) ** 2).mean()) == pytest.approx(float(loss), rel=0.05)
 
 
+def test_learned_asymmetric_range_moves_both_ends_and_freezes_into_amin_amax():
+    """LSQ+ on an asymmetric quantizer: from a range far too wide on both sides for SiLU-like data, training the scale
+    and the low end against the reconstruction error tightens both; freeze_range() turns them into [amin, amax] whose
+    uint8 grid is the learned one (same outputs), and drops the parameters."""
+    torch.manual_seed(0)
+    x = torch.nn.functional.silu(torch.randn(64, 256) * 2)  # [-0.28, ~8]
+    q = TensorQuantizer()
+    q.start_calibration("max")
+    q(torch.tensor([-3.0, 40.0]))
+    q.finish_calibration("max")
+    q.make_asymmetric()
+    q.learn_range()
+    with pytest.raises(RuntimeError):
+        q.make_asymmetric()  # asymmetric first, then learn_range
+    assert sorted(n for n, _ in q.named_parameters()) == ["learned_low", "learned_scale"]
+    opt = torch.optim.Adam(q.parameters(), lr=0.01)
+    first = None
+    for _ in range(300):
+        loss = ((q(x) - x) ** 2).mean()
+        first = first if first is not None else float(loss)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert float(loss) < 0.1 * first
+    learned = q(x).detach()
+    q.freeze_range()
+    assert list(q.parameters()) == []
+    assert -3.0 < float(q.amin) < -0.1 and float(q.amax) < 20.0  # both ends moved in from [-3, 40]
+    assert torch.allclose(q(x), learned, atol=1e-5)
+
+
 def test_uncalibrated_quantizer_refuses_to_run():
     with pytest.raises(RuntimeError, match="calibrat"):
         TensorQuantizer()(torch.ones(1))

@@ -43,6 +43,7 @@ class TensorQuantizer(nn.Module):
         self._histogram = None
         self.register_buffer("amax", torch.full((channels,) if channels else (), float("nan")))
         self.learned_scale = None  # nn.Parameter while learn_range() is on
+        self.learned_low = None  # asymmetric quantizers learn their low end too (LSQ+'s offset)
         # make_asymmetric(): uint8 with a zero point over [amin, amax] (outside the symmetric INT8 contract).
         # amin is the least value calibration saw (per-tensor quantizers only), not saved in checkpoints.
         self.asymmetric = False
@@ -84,16 +85,35 @@ class TensorQuantizer(nn.Module):
             self.amax.copy_(torch.as_tensor(amax, dtype=self.amax.dtype).clamp(min=MIN_AMAX).reshape(self.amax.shape))
 
     def learn_range(self):
-        """From now on the scale is a trainable parameter (initialised from the calibrated amax)."""
+        """From now on the scale is a trainable parameter (initialised from the calibrated amax); an asymmetric
+        quantizer learns its low end too (LSQ+'s offset, Bhalgat et al., 2020; in the tensor's units, so that Adam's
+        step of about lr is as small against it as against the scale), the zero point -low / scale rounded in the
+        forward pass."""
         if not self.calibrated:
             raise RuntimeError("learn_range needs a calibrated quantizer")
-        self.learned_scale = nn.Parameter(self.scale.detach().clone().reshape(-1))
+        if self.asymmetric:
+            scale, zero_point = self._asymmetric_qparams(self.amax.device)
+            self.learned_scale = nn.Parameter(scale.detach().reshape(1))
+            self.learned_low = nn.Parameter((-zero_point * scale).detach().reshape(1))
+        else:
+            self.learned_scale = nn.Parameter(self.scale.detach().clone().reshape(-1))
 
     def freeze_range(self):
-        """Back to a fixed amax: the learned scale x 127."""
-        if self.learned_scale is not None:
-            self.set_amax(self.learned_scale.detach().abs() * 127)
-            self.learned_scale = None
+        """Back to a fixed range: amax = the learned scale x 127, or for an asymmetric quantizer [lo, amax] =
+        [-z s, (255 - z) s] with the learned scale s and zero point z = round(-low / s)."""
+        if self.learned_scale is None:
+            return
+        s = self.learned_scale.detach().abs()
+        if self.asymmetric:
+            s = s.clamp(min=MIN_AMAX / 255)
+            z = (-self.learned_low.detach() / s).round().clamp(0, 255)
+            with torch.no_grad():
+                self.amin.copy_((-z * s).reshape(()))
+            self.set_amax((255 - z) * s)
+            self.learned_low = None
+        else:
+            self.set_amax(s * 127)
+        self.learned_scale = None
 
     def make_asymmetric(self):
         """From now on uint8 with a zero point over [lo, amax], lo the least value calibration saw (at least -amax,
@@ -106,7 +126,7 @@ class TensorQuantizer(nn.Module):
         if self.axis is not None or not self.calibrated or torch.isnan(self.amin):
             raise RuntimeError("make_asymmetric needs a calibrated per-tensor quantizer")
         if self.learned_scale is not None:
-            raise RuntimeError("make_asymmetric: learned ranges (LSQ) are symmetric only")
+            raise RuntimeError("make_asymmetric before learn_range: the learned range is then asymmetric too")
         with torch.no_grad():
             self.amin.copy_(torch.clamp(self.amin, min=-float(self.amax), max=0.0))
             if self._histogram is not None and self._histogram.hist is not None:
@@ -126,13 +146,22 @@ class TensorQuantizer(nn.Module):
             raise RuntimeError("quantizer used before calibration: run qdeploy.quant.calibrate first")
         return self._fake_quant(x)
 
+    def _asymmetric_qparams(self, device):
+        """The uint8 grid over [amin, amax]: scale and integer zero point."""
+        lo, hi = self.amin.float().to(device), self.amax.float().to(device)
+        scale = (hi - lo).clamp(min=MIN_AMAX) / 255
+        return scale, torch.round(-lo / scale).clamp(0, 255).to(torch.int32)
+
     def _fake_quant(self, x):
         qmin = -128 if self.export_mode or not self.narrow else -127
         y = x if x.dtype == torch.float32 else x.float()  # fake_quantize wants fp32 (AMP feeds fp16)
         if self.asymmetric:
-            lo, hi = self.amin.float().to(y.device), self.amax.float().to(y.device)
-            scale = (hi - lo).clamp(min=MIN_AMAX) / 255
-            zero_point = torch.round(-lo / scale).clamp(0, 255).to(torch.int32)
+            if self.learned_scale is not None and not self.export_mode:
+                scale = self.learned_scale.abs().clamp(min=MIN_AMAX / 255)
+                y = torch._fake_quantize_learnable_per_tensor_affine(y, scale, -self.learned_low / scale, 0, 255,
+                                                                     1.0 / math.sqrt(y[0].numel() * 255))
+                return y if y.dtype == x.dtype else y.to(x.dtype)
+            scale, zero_point = self._asymmetric_qparams(y.device)
             if self.export_mode:
                 scale, zero_point = torch.tensor(scale.item()), torch.tensor(int(zero_point.item()), dtype=torch.int32)
             y = torch.fake_quantize_per_tensor_affine(y, scale, zero_point, 0, 255)
