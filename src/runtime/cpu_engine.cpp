@@ -49,6 +49,9 @@ class CpuEngine final : public Engine {
                     int8_report_.float_nodes.size() + int8_report_.no_scale_nodes.size(),
                     int8_report_.total_macs ? 100.0 * int8_report_.int8_macs / int8_report_.total_macs : 0.0);
       d += buf;
+      if (!int8_.act_zero_points.empty()) {
+        d += ", " + std::to_string(int8_.act_zero_points.size()) + " activations asymmetric (uint8)";
+      }
     }
     return d + ")";
   }

@@ -81,6 +81,19 @@ def test_fake_quant_rounding_range_and_straight_through_gradient():
     assert w(torch.tensor([[-300.0], [-300.0]])).flatten().tolist() == [-127.0, -254.0]  # weights: [-127, 127]
 
 
+def fit_range(q, x, steps):
+    """Trains q's learned range against its reconstruction error of x (Adam, lr 0.01): (first, last) loss."""
+    opt = torch.optim.Adam(q.parameters(), lr=0.01)
+    losses = []
+    for _ in range(steps):
+        loss = ((q(x) - x) ** 2).mean()
+        losses.append(float(loss))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return losses[0], losses[-1]
+
+
 def test_learned_range_moves_the_scale_and_freezes_into_amax():
     """LSQ: with a calibrated range far too wide for the data, training the scale against the reconstruction error
     shrinks it; freeze_range() puts it back into amax (what export writes) and drops the parameter."""
@@ -90,19 +103,12 @@ def test_learned_range_moves_the_scale_and_freezes_into_amax():
         q.set_amax(torch.full(shape, 40.0))
         q.learn_range()
         assert [n for n, _ in q.named_parameters()] == ["learned_scale"]
-        opt = torch.optim.Adam(q.parameters(), lr=0.01)
-        first = None
-        for _ in range(200):
-            loss = ((q(x) - x) ** 2).mean()
-            first = first if first is not None else float(loss)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        assert float(loss) < 0.05 * first  # from a step of 40/127 to near the MSE-optimal range
+        first, loss = fit_range(q, x, 200)
+        assert loss < 0.05 * first  # from a step of 40/127 to near the MSE-optimal range
         q.freeze_range()
         assert list(q.parameters()) == [] and "learned_scale" not in q.state_dict()
         assert float(q.amax.max()) < 8.0  # |x| < ~5: a much tighter range than 40
-        assert float(((q(x) - x) ** 2).mean()) == pytest.approx(float(loss), rel=0.05)
+        assert float(((q(x) - x) ** 2).mean()) == pytest.approx(loss, rel=0.05)
 
 
 def test_learned_asymmetric_range_moves_both_ends_and_freezes_into_amin_amax():
@@ -120,15 +126,8 @@ def test_learned_asymmetric_range_moves_both_ends_and_freezes_into_amin_amax():
     with pytest.raises(RuntimeError):
         q.make_asymmetric()  # asymmetric first, then learn_range
     assert sorted(n for n, _ in q.named_parameters()) == ["learned_low", "learned_scale"]
-    opt = torch.optim.Adam(q.parameters(), lr=0.01)
-    first = None
-    for _ in range(300):
-        loss = ((q(x) - x) ** 2).mean()
-        first = first if first is not None else float(loss)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    assert float(loss) < 0.1 * first
+    first, loss = fit_range(q, x, 300)
+    assert loss < 0.1 * first
     learned = q(x).detach()
     q.freeze_range()
     assert list(q.parameters()) == []

@@ -197,6 +197,7 @@ TEST_F(PlanEngine, AsymmetricQatModel) {
     opt.int8_mode = mode;
     auto e = check_same(model, opt, {{1, 3, 8, 8}});
     ASSERT_TRUE(e);
+    EXPECT_NE(e->describe().find("1 activations asymmetric (uint8)"), std::string::npos) << e->describe();
     auto y = e->run({{"x", x}});
     ASSERT_TRUE(y) << y.status().to_string();
     EXPECT_LT(test::max_abs_diff((*y)[0], want), 1e-5);
