@@ -167,11 +167,9 @@ Expected<Qat2Ptq> qat_to_ptq(Graph g, const Qat2PtqOptions& opt) {
                    "(for a float model, use qdeploy calibrate)");
   }
   if (!q.act_zero_points.empty()) {
-    const auto& [name, zp] = *q.act_zero_points.begin();
-    return unsupported(std::to_string(q.act_zero_points.size()) + " activations are quantized asymmetrically (uint8, "
-                       "e.g. tensor '" + name + "' with zero point " + std::to_string(zp) + "); TensorRT's INT8 and "
-                       "its calibration cache are symmetric, so qat2ptq cannot translate them: export the QAT model "
-                       "with symmetric quantizers, or run this one as it is with --device cpu --precision int8");
+    return unsupported(asymmetric_summary(q.act_zero_points) + "; TensorRT's INT8 and its calibration cache are "
+                       "symmetric, so qat2ptq cannot translate them: export the QAT model with symmetric quantizers, "
+                       "or run this one as it is with --device cpu --precision int8");
   }
   r.pairs = q.pairs;
   r.weight_scales = q.weight_scales;

@@ -11,6 +11,12 @@ bool has_qdq(const Graph& g) {
   return false;
 }
 
+std::string asymmetric_summary(const std::map<std::string, int>& zero_points) {
+  const auto& [name, zp] = *zero_points.begin();
+  return std::to_string(zero_points.size()) + " activations are quantized asymmetrically (uint8 with a zero point, "
+         "e.g. tensor '" + name + "' with zero point " + std::to_string(zp) + ")";
+}
+
 namespace {
 
 // A Q or DQ node's quantization: its constant scales, and for uint8 (asymmetric) quantization the zero point.

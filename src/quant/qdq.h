@@ -20,6 +20,10 @@ struct QdqScales {
   int pairs = 0;
 };
 
+// "N activations are quantized asymmetrically (uint8 with a zero point, e.g. tensor 'x' with zero point z)": the
+// start of the errors of the builds that take only symmetric INT8 (the GPU's, qat2ptq's). zero_points not empty.
+std::string asymmetric_summary(const std::map<std::string, int>& zero_points);
+
 // True when the graph holds QuantizeLinear/DequantizeLinear nodes.
 bool has_qdq(const Graph& g);
 // Strips the Q/DQ pairs of an imported graph (before prepare_graph). A DequantizeLinear of stored int8 weights (no Q,

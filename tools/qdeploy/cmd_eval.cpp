@@ -202,12 +202,19 @@ int run_eval_model(const EvalArgs& a) {
   auto cat_ids = class_to_category_ids(*mapping, *ds, det->num_classes());
   if (!cat_ids) return report(cat_ids.status());
 
+  // The images to run: those of --img-ids when given (the others would not be evaluated), else all.
+  std::vector<size_t> run_idx;
+  const std::set<int64_t> wanted(a.img_ids.begin(), a.img_ids.end());
+  for (size_t k = 0; k < ds->images.size(); ++k) {
+    if (wanted.empty() || wanted.count(ds->images[k].id)) run_idx.push_back(k);
+  }
+  const size_t n = run_idx.size();
   const int64_t fixed = (*engine)->inputs()[0].shape[0];
   const size_t batch = fixed > 0 ? static_cast<size_t>(fixed) : static_cast<size_t>(a.batch);  // a fixed batch wins
   // GPU pre/post-processing when the engine runs on CUDA (else a no-op); `gpu` owns it while det is used.
   std::string why = "--cpu-pipeline";
   auto gpu = a.cpu_pipeline ? Expected<std::shared_ptr<void>>(std::shared_ptr<void>())
-                            : use_gpu_pipeline(**engine, *det, static_cast<int>(batch), &why, ds->images.size());
+                            : use_gpu_pipeline(**engine, *det, static_cast<int>(batch), &why, n);
   if (!gpu) return report(gpu.status());
   if (!a.quiet) {
     if (*gpu) {
@@ -218,13 +225,6 @@ int run_eval_model(const EvalArgs& a) {
                    why.c_str(), why.empty() ? "" : ")");
     }
   }
-  // The images to run: those of --img-ids when given (the others would not be evaluated), else all.
-  std::vector<size_t> run_idx;
-  const std::set<int64_t> wanted(a.img_ids.begin(), a.img_ids.end());
-  for (size_t k = 0; k < ds->images.size(); ++k) {
-    if (wanted.empty() || wanted.count(ds->images[k].id)) run_idx.push_back(k);
-  }
-  const size_t n = run_idx.size();
   std::vector<int64_t> image_ids(n);
   std::vector<Detection> all;
   DetectTimings t;

@@ -153,39 +153,37 @@ class TensorQuantizer(nn.Module):
         return scale, torch.round(-lo / scale).clamp(0, 255).to(torch.int32)
 
     def _fake_quant(self, x):
-        qmin = -128 if self.export_mode or not self.narrow else -127
-        y = x if x.dtype == torch.float32 else x.float()  # fake_quantize wants fp32 (AMP feeds fp16)
+        y = self._fake_quant_fp32(x if x.dtype == torch.float32 else x.float())  # fake_quantize wants fp32 (AMP: fp16)
+        return y if y.dtype == x.dtype else y.to(x.dtype)
+
+    def _fake_quant_fp32(self, y):
+        learned = self.learned_scale is not None and not self.export_mode
         if self.asymmetric:
-            if self.learned_scale is not None and not self.export_mode:
+            if learned:
                 scale = self.learned_scale.abs().clamp(min=MIN_AMAX / 255)
-                y = torch._fake_quantize_learnable_per_tensor_affine(y, scale, -self.learned_low / scale, 0, 255,
-                                                                     1.0 / math.sqrt(y[0].numel() * 255))
-                return y if y.dtype == x.dtype else y.to(x.dtype)
+                return torch._fake_quantize_learnable_per_tensor_affine(y, scale, -self.learned_low / scale, 0, 255,
+                                                                        1.0 / math.sqrt(y[0].numel() * 255))
             scale, zero_point = self._asymmetric_qparams(y.device)
             if self.export_mode:
                 scale, zero_point = torch.tensor(scale.item()), torch.tensor(int(zero_point.item()), dtype=torch.int32)
-            y = torch.fake_quantize_per_tensor_affine(y, scale, zero_point, 0, 255)
-            return y if y.dtype == x.dtype else y.to(x.dtype)
-        if self.learned_scale is not None and not self.export_mode:
+            return torch.fake_quantize_per_tensor_affine(y, scale, zero_point, 0, 255)
+        qmin = -128 if self.export_mode or not self.narrow else -127
+        if learned:
             scale = self.learned_scale.abs().clamp(min=MIN_AMAX / 127)
             zero = torch.zeros_like(scale)
             # LSQ's gradient scale 1 / sqrt(N * Qp), N the elements one scale covers per sample (activations) or per
             # output channel (weights along axis 0): y[0] either way.
             grad_factor = 1.0 / math.sqrt(y[0].numel() * 127)
             if self.axis is None:
-                y = torch._fake_quantize_learnable_per_tensor_affine(y, scale, zero, qmin, 127, grad_factor)
-            else:
-                y = torch._fake_quantize_learnable_per_channel_affine(y, scale, zero, self.axis, qmin, 127, grad_factor)
-            return y if y.dtype == x.dtype else y.to(x.dtype)
+                return torch._fake_quantize_learnable_per_tensor_affine(y, scale, zero, qmin, 127, grad_factor)
+            return torch._fake_quantize_learnable_per_channel_affine(y, scale, zero, self.axis, qmin, 127, grad_factor)
         scale = self.scale.to(y.device)
         if self.export_mode:  # fresh tensors are constants to the tracer: the graph gets plain scale initializers
             scale = torch.tensor(scale.tolist(), dtype=torch.float32)
         zero_point = torch.zeros(scale.shape, dtype=torch.int32, device=y.device)
         if self.axis is None:
-            y = torch.fake_quantize_per_tensor_affine(y, scale, zero_point, qmin, 127)
-        else:
-            y = torch.fake_quantize_per_channel_affine(y, scale, zero_point, self.axis, qmin, 127)
-        return y if y.dtype == x.dtype else y.to(x.dtype)
+            return torch.fake_quantize_per_tensor_affine(y, scale, zero_point, qmin, 127)
+        return torch.fake_quantize_per_channel_affine(y, scale, zero_point, self.axis, qmin, 127)
 
 
 def activation_quantizer():

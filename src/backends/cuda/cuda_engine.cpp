@@ -67,10 +67,9 @@ Expected<std::unique_ptr<Engine>> build_cuda_engine(const std::string& model_pat
     if (!o) return std::move(o).take_status().prefix(model_path);
     int8 = std::move(*o);
     if (!int8.act_zero_points.empty()) {
-      return unsupported(std::to_string(int8.act_zero_points.size()) + " activations are quantized asymmetrically "
-                         "(uint8 with a zero point, e.g. '" + int8.act_zero_points.begin()->first + "'); the GPU's "
-                         "INT8 kernels are symmetric: run this model with --device cpu --precision int8, or export "
-                         "it with symmetric quantizers").prefix(model_path);
+      return unsupported(asymmetric_summary(int8.act_zero_points) + "; the GPU's INT8 kernels are symmetric: run "
+                         "this model with --device cpu --precision int8, or export it with symmetric quantizers")
+          .prefix(model_path);
     }
   } else if (has_qdq(g)) {  // a QAT model built in float: its weights, dequantized; the Q/DQ pairs go
     auto s = strip_qdq(g);
