@@ -31,9 +31,9 @@ fi
 # as qdeploy-NAME beside qdeploy (nearly identical, so the tar grows by little), unpacked into build-gpu/.
 for f in ${QD_PACK_EXTRA:-}; do strip -o "$stage/qdeploy-$(basename "$f")" "$f"; done
 tar -C "$stage" -cf - $(cd "$stage" && ls) | xz -T1 --lzma2=preset=9,dict=192MiB > .device/bin/binaries.tar.xz
-# The first 30,000 Fashion-MNIST train images (`--source-limit 30000` makes the same scenes from the full files), so
-# that a training call's carry (repo + data + resumable checkpoint) stays under 64 MiB; QD_QAT_SOURCE_LIMIT=N carries
-# the first N instead where that no longer fits (give gpu-check.sh the same value: its scenes then come from those).
+# The first 20,000 Fashion-MNIST train images (`--source-limit 20000` makes the same scenes from the full files), so
+# that a training call's carry (repo + data + binaries) stays under 64 MiB; QD_QAT_SOURCE_LIMIT=N carries the first N
+# instead (give gpu-check.sh the same value: its scenes then come from those).
 # The bench step's INT8 calibration needs only 8 train scenes: made here (a few hundred KB) rather than carrying the
 # Fashion-MNIST files, so that a bench call fits beside the test binaries.
 if wants bench; then
@@ -49,7 +49,7 @@ if wants qat; then
 /usr/bin/python3 - <<'PYEOF'
 import gzip, os, struct
 src, dst = "/usr/share/datasets/fashion-mnist", ".device/fashion-mnist"
-keep = int(os.environ.get("QD_QAT_SOURCE_LIMIT", 30000))
+keep = int(os.environ.get("QD_QAT_SOURCE_LIMIT", 20000))
 for name, item in (("train-images-idx3-ubyte", 28 * 28), ("train-labels-idx1-ubyte", 1)):
     data = gzip.open(f"{src}/{name}.gz").read()
     ndim = data[3]

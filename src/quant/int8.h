@@ -41,7 +41,8 @@ struct Int8Options {
   // Asymmetric activations (from a QAT model's uint8 Q/DQ pairs; outside DESIGN.md's symmetric contract, CPU
   // reference only): tensor name -> zero point, q = clamp(round_half_even(x / s) + zp, 0, 255).
   std::map<std::string, int> act_zero_points;
-  // Per-channel weight scales of QAT models (weight constant name -> scales); computed from the weights otherwise.
+  // Per-channel weight scales of QAT models (weight constant name -> scales); computed from the weights (max|w|)
+  // where there are none at all. Once there are some, a Conv/Gemm whose weights have none stays in float.
   std::map<std::string, std::vector<float>> weight_scales;
   std::vector<std::string> float_nodes;     // nodes kept in float (names; a name may be a regex: see matches_any)
   // Nodes kept in float, by exact name only: what a plan stores (untrusted files never reach std::regex).
@@ -52,13 +53,16 @@ struct Int8Options {
 struct LayerPrecision {
   std::string node, op;
   int64_t macs = 0;
-  std::string precision;  // "int8", or "float" with why: "(asked)", "(no scale)", "(not quantizable)"
+  std::string precision;  // "int8", or "float" with why: "(asked)", "(no scale)", "(no weight scale)",
+                          // "(not quantizable)"
 };
 
 struct Int8Report {
   std::vector<std::string> int8_nodes;
   std::vector<std::string> float_nodes;       // asked for by the user
-  std::vector<std::string> no_scale_nodes;    // quantizable but their input has no scale: kept in float
+  // Quantizable but kept in float: their input has no scale, or the weights are quantized explicitly (weight_scales
+  // not empty) and theirs have none.
+  std::vector<std::string> no_scale_nodes;
   int64_t int8_macs = 0, total_macs = 0;
   std::vector<LayerPrecision> layers;         // every Conv and Gemm, in graph order
 };

@@ -143,6 +143,18 @@ TEST(Int8, MissingScalesAndFloatLayersStayFloat) {
   run(conv_graph(), &opt, x, &rep);
   EXPECT_EQ(rep.int8_nodes, std::vector<std::string>{"conv2"});
   EXPECT_EQ(rep.float_nodes, std::vector<std::string>{"conv1"});
+  // Explicit weight scales (a QAT model's): conv2's weights have none, so it stays float although r1 has a scale,
+  // as TensorRT runs a layer without a weight Q/DQ; without any weight scales both are INT8 (max|w|).
+  opt.float_nodes.clear();
+  opt.weight_scales["w1"] = std::vector<float>(16, 0.3f / 127);
+  run(conv_graph(), &opt, x, &rep);
+  EXPECT_EQ(rep.int8_nodes, std::vector<std::string>{"conv1"});
+  EXPECT_EQ(rep.no_scale_nodes, std::vector<std::string>{"conv2"});
+  ASSERT_EQ(rep.layers.size(), 2u);
+  EXPECT_EQ(rep.layers[1].precision, "float (no weight scale)");
+  opt.weight_scales.clear();
+  run(conv_graph(), &opt, x, &rep);
+  EXPECT_EQ(rep.int8_nodes, (std::vector<std::string>{"conv1", "conv2"}));
   opt.act_scales["x"] = -1.f;
   opt.float_nodes.clear();
   Graph g = conv_graph();
