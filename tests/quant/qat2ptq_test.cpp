@@ -273,6 +273,20 @@ TEST(Qat2Ptq, UnscaledTensorsListTheirConsumersAsFp16Nodes) {
   EXPECT_EQ(format_layer_precisions(r), "conv:int8\nsig:fp16\nexp:fp16\nadd:fp16\n");
 }
 
+TEST(Qat2Ptq, ConvsWithoutWeightQdqAreFp16Nodes) {
+  // conv2's input has a scale (from conv's Q/DQ on the same tensor) but its weights have no Q/DQ: the QAT model left
+  // it in float, so it is fp16 in the layer list and the config, as an INT8 build of the QAT model runs it.
+  Qat b;
+  const int x = b.input("x");
+  const int c = b.conv("conv", b.qdq(x, 0.1f));
+  const int w2 = b.constant("conv2.w", Tensor::from_f32({2, 2, 1, 1}, {0.5f, -0.26f, 0.1f, 0.2f}));
+  const int c2 = b.op(OpType::Conv, "conv2", {x, w2});
+  const Qat2Ptq r = convert(b.done({c, c2}));
+  EXPECT_FLOAT_EQ(scale_of(r, "x"), 0.1f);
+  EXPECT_EQ(r.fp16_nodes, std::vector<std::string>{"conv2"});
+  EXPECT_EQ(format_layer_precisions(r), "conv2:fp16\nconv:int8\n");  // graph order (topologically sorted)
+}
+
 TEST(Qat2Ptq, UnitScaleForAConvOutputThatFeedsAnAdd) {
   auto graph = [] {
     Qat b;
