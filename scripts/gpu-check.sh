@@ -8,6 +8,7 @@
 #             INT8 and INT8 with int8 NHWC input / fp16 output bindings (QD_PIPELINE_PRECISIONS: fp16 int8 int8io),
 #             on the FMNIST-Det val set: per-stage GPU times and mAP (docs/benchmarks.md)
 #   precision the precision / speed table and chart of the shipped detector (scripts/precision-speed.py) at 640
+#             (its QAT row from the shipped QAT model, or QD_PRECISION_QAT=MODEL.onnx)
 #   qat       QAT fine-tuning of the shipped detector (python -m qdeploy.qat; QD_QAT_ARGS replaces its flags), then INT8 GPU
 #             plans built from its Q/DQ model (all INT8, and with layers in fp16: QD_QAT_FALLBACKS) evaluated on the val set
 # QD_TEST_FILTER narrows the tests (a gtest filter); QD_BENCH_ARGS adds flags to bench/yolov5s_vs_pytorch.py.
@@ -121,7 +122,8 @@ for step in $STEPS; do
         PYTHONPATH=python python3 -m qdeploy.export --model yolov5n --nc 10 --weights models/yolov5n_fmnist_det.onnx \
           --imgsz 640 --dynamic --out "$D/det640.onnx"
         python3 scripts/precision-speed.py --qdeploy "$B/qdeploy" --model "$D/det640.onnx" \
-          --cache models/yolov5n_fmnist_det.cache --qat models/yolov5n_fmnist_det_qat.onnx --images "$D/val/images" \
+          --cache models/yolov5n_fmnist_det.cache --qat "${QD_PRECISION_QAT:-models/yolov5n_fmnist_det_qat.onnx}" \
+          --images "$D/val/images" \
           --annotations "$D/val/annotations/instances_val.json" --batches 1,16 --out "$D/precision"
       } > "$OUT/precision.log" 2>&1 || rc=1
       tar -C "$D/precision" -cJf "$OUT/precision.tar.xz" results.json table.md tradeoff.svg chart.json
