@@ -298,7 +298,7 @@ int run_sensitivity(const SensitivityArgs& a) {
     std::printf("  all INT8, output %s: %s dB\n", outs[o].name.c_str(), fmt(per_output[o]).c_str());
   }
   if (!all.no_scale_nodes.empty()) {
-    std::printf("  %zu layers stay float in every configuration (no scale for their input): %s\n",
+    std::printf("  %zu layers stay float in every configuration (no scale for their input or weights): %s\n",
                 all.no_scale_nodes.size(), join(all.no_scale_nodes, ", ").c_str());
   }
   size_t w = 5;
