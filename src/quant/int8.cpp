@@ -44,6 +44,10 @@ WeightQuant quantize_weights(const Tensor& w, int axis) {
   return quantize_weights_with(w, axis, scales);
 }
 
+bool weights_left_float(const std::map<std::string, std::vector<float>>& weight_scales, const std::string& weight) {
+  return !weight_scales.empty() && !weight_scales.count(weight);
+}
+
 bool matches_any(const std::string& name, const std::vector<std::string>& patterns) {
   for (const auto& p : patterns) {
     if (p == name) return true;
@@ -164,11 +168,7 @@ Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt) {
       rep.layers.back().precision = "float (no scale)";
       continue;
     }
-    auto wsit = opt.weight_scales.find(g.values[w].name);
-    // Explicit weight quantization (a QAT model's weight Q/DQ pairs, or a precision config's weight scales): a layer
-    // whose weights have none was left in float there, as TensorRT runs such a layer, even where its input tensor
-    // has a scale from another reader.
-    if (wsit == opt.weight_scales.end() && !opt.weight_scales.empty()) {
+    if (weights_left_float(opt.weight_scales, g.values[w].name)) {
       rep.no_scale_nodes.push_back(n.name);
       rep.layers.back().precision = "float (no weight scale)";
       continue;
@@ -179,6 +179,7 @@ Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt) {
     // Weight layout: Conv [M, C/g, k...] channels on axis 0; Gemm B [K, N] (axis 1) or transposed [N, K] (axis 0).
     const bool trans_b = gemm && *n.attrs.get_int("transB", 0) != 0;
     const int axis = conv || trans_b ? 0 : 1;
+    auto wsit = opt.weight_scales.find(g.values[w].name);
     // Checked before quantizing: quantize_weights_with indexes the scales by channel.
     if (wsit != opt.weight_scales.end() && static_cast<int64_t>(wsit->second.size()) != wt->shape()[axis]) {
       return invalid("weight '" + g.values[w].name + "' has " + std::to_string(wt->shape()[axis]) +

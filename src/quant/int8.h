@@ -67,6 +67,11 @@ struct Int8Report {
   std::vector<LayerPrecision> layers;         // every Conv and Gemm, in graph order
 };
 
+// Explicit weight quantization (a QAT model's weight Q/DQ pairs, or a precision config's weight scales): a Conv/Gemm
+// whose weights have no scales while others have was left in float by the model, as TensorRT runs such a layer, even
+// where its input tensor has a scale from another reader. False when there are no weight scales at all (max|w|).
+bool weights_left_float(const std::map<std::string, std::vector<float>>& weight_scales, const std::string& weight);
+
 // True when `name` equals one of `patterns` or fully matches one read as an ECMAScript regex.
 bool matches_any(const std::string& name, const std::vector<std::string>& patterns);
 

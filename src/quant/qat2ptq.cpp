@@ -212,12 +212,10 @@ Expected<Qat2Ptq> qat_to_ptq(Graph g, const Qat2PtqOptions& opt) {
   }
   // A Conv/Gemm whose weights had no Q/DQ (e.g. trained in float with qdeploy.qat --float-layers) was left in float
   // by the QAT model, also where its input has a scale: fp16, as an INT8 build of the QAT model itself runs it.
-  if (!q.weight_scales.empty()) {
-    for (const Node& n : g.nodes) {
-      if ((n.op == OpType::Conv || n.op == OpType::Gemm) && n.inputs.size() > 1 && g.constant(n.inputs[1]) &&
-          !q.weight_scales.count(g.values[n.inputs[1]].name)) {
-        fp16.insert(n.name);
-      }
+  for (const Node& n : g.nodes) {
+    if ((n.op == OpType::Conv || n.op == OpType::Gemm) && n.inputs.size() > 1 && g.constant(n.inputs[1]) &&
+        weights_left_float(q.weight_scales, g.values[n.inputs[1]].name)) {
+      fp16.insert(n.name);
     }
   }
   // fp16_nodes in graph order, whatever order the tensors were found in.
