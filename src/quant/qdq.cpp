@@ -26,7 +26,21 @@ struct QParams {
   bool operator==(const QParams& o) const { return scales == o.scales && uint8_zero_point == o.uint8_zero_point; }
 };
 
-Expected<QParams> qparams(const Graph& g, const Node& n) {
+// The type a QuantizeLinear quantizes to: its zero point's; without one uint8, as ONNX defines it, or (opset 21) its
+// output_dtype attribute's int8 or uint8. A DequantizeLinear of its output without a zero point takes the same.
+Expected<DType> quantized_type(const Graph& g, const Node& q) {
+  if (q.inputs.size() > 2 && q.inputs[2] >= 0) {
+    if (const Tensor* zp = g.constant(q.inputs[2])) return zp->dtype();
+  }
+  const int64_t t = QD_TRY(q.attrs.get_int("output_dtype", 0));
+  if (t == 0 || t == 2) return DType::kUInt8;  // TensorProto's UINT8
+  if (t == 3) return DType::kInt8;              // INT8
+  return unsupported("output_dtype " + std::to_string(t) + "; qdeploy quantizes to int8 or uint8")
+      .at_node(q.name, "QuantizeLinear");
+}
+
+// `quantized`: the type of the pair's integers, which a missing zero point (0) takes.
+Expected<QParams> qparams(const Graph& g, const Node& n, DType quantized) {
   const Tensor* s = g.constant(n.inputs[1]);
   if (!s) return unsupported("the scale is computed at run time; qdeploy needs constant scales").at_node(n.name, op_name(n.op));
   QParams p;
@@ -37,7 +51,9 @@ Expected<QParams> qparams(const Graph& g, const Node& n) {
       return invalid("scale " + std::to_string(x) + " is not positive and finite").at_node(n.name, op_name(n.op));
     }
   }
-  if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+  if (n.inputs.size() < 3 || n.inputs[2] < 0) {
+    if (quantized == DType::kUInt8) p.uint8_zero_point = 0;
+  } else {
     const Tensor* zp = g.constant(n.inputs[2]);
     if (!zp) return unsupported("the zero point is computed at run time").at_node(n.name, op_name(n.op));
     if (zp->dtype() == DType::kUInt8) {
@@ -89,7 +105,7 @@ Expected<QdqScales> strip_qdq(Graph& g) {
       if (!data || data->dtype() != DType::kInt8 || data->rank() == 0 || !g.is_constant(dq.inputs[1]) || !int8_zp) {
         continue;
       }
-      const std::vector<float> s = QD_TRY(qparams(g, dq)).scales;
+      const std::vector<float> s = QD_TRY(qparams(g, dq, DType::kInt8)).scales;
       const int64_t axis = QD_TRY(dq.attrs.get_int("axis", 1));
       if (s.size() > 1 && (axis != 0 || static_cast<int64_t>(s.size()) != data->shape()[0])) continue;
       Tensor w(DType::kFloat32, data->shape());
@@ -104,8 +120,9 @@ Expected<QdqScales> strip_qdq(Graph& g) {
       continue;
     }
     const Node& q = g.nodes[qi->second];
-    const QParams pq = QD_TRY(qparams(g, q));
-    if (!(pq == QD_TRY(qparams(g, dq)))) {
+    const DType quantized = QD_TRY(quantized_type(g, q));
+    const QParams pq = QD_TRY(qparams(g, q, quantized));
+    if (!(pq == QD_TRY(qparams(g, dq, quantized)))) {
       return invalid("QuantizeLinear '" + q.name + "' and DequantizeLinear '" + dq.name +
                      "' use different scales or zero points; a Q/DQ pair must share them");
     }
@@ -119,8 +136,9 @@ Expected<QdqScales> strip_qdq(Graph& g) {
                            "channel weight scales (axis 0)").at_node(q.name, "QuantizeLinear");
       }
       if (pq.uint8_zero_point >= 0) {
-        return unsupported("uint8 weights; qdeploy's weights are per-output-channel symmetric int8")
-            .at_node(q.name, "QuantizeLinear");
+        return unsupported("uint8 weights (a QuantizeLinear without a zero point quantizes to uint8, as ONNX "
+                           "defines it); qdeploy's weights are per-output-channel symmetric int8: give the weight "
+                           "quantizers an int8 zero point of 0").at_node(q.name, "QuantizeLinear");
       }
       const Tensor* w = g.constant(x);
       out.weight_scales[name] = sq.size() == 1 ? std::vector<float>(static_cast<size_t>(w->shape()[0]), sq[0]) : sq;

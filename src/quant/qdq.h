@@ -28,8 +28,9 @@ std::string asymmetric_summary(const std::map<std::string, int>& zero_points);
 bool has_qdq(const Graph& g);
 // Strips the Q/DQ pairs of an imported graph (before prepare_graph). A DequantizeLinear of stored int8 weights (no Q,
 // int8 data, per-tensor or axis-0 scales) becomes the float weight it stands for, with its scales as weight scales.
-// Activation pairs may be uint8 with a zero point (act_zero_points). Errors: a non-zero int8 zero point, uint8
-// weights, a Q and DQ with different scales or zero points, a per-axis activation scale, a Q whose output
+// Activation pairs may be uint8 with a zero point (act_zero_points); a pair without a zero point is uint8 with zero
+// point 0, as ONNX defines it, unless (opset 21) the Q's output_dtype says int8. Errors: a non-zero int8 zero point,
+// uint8 weights, a Q and DQ with different scales or zero points, a per-axis activation scale, a Q whose output
 // feeds anything but DequantizeLinear.
 Expected<QdqScales> strip_qdq(Graph& g);
 

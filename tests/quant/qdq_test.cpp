@@ -12,7 +12,7 @@ Graph qdq_graph(float s_x, float s_x_dq, int zp, DType zp_type = DType::kInt8, i
   g.opset = 13;
   auto v = [&](const char* n) { return g.add_value(n); };
   const int x = v("x"), sx = v("sx"), sx2 = v("sx2"), z = v("z"), z2 = v("z2"), xq = v("xq"), xdq = v("xdq"), w = v("w"),
-            sw = v("sw"), wq = v("wq"), wdq = v("wdq"), y = v("y");
+            sw = v("sw"), zw = v("zw"), wq = v("wq"), wdq = v("wdq"), y = v("y");
   g.inputs = {x};
   g.values[x].dtype = DType::kFloat32;
   g.values[x].shape = {1, 2, 4, 4};
@@ -26,16 +26,24 @@ Graph qdq_graph(float s_x, float s_x_dq, int zp, DType zp_type = DType::kInt8, i
   g.constants[z2] = zt2;
   g.constants[w] = test::random_f32({3, 2, 1, 1}, 3);
   g.constants[sw] = Tensor::from_f32({3}, {0.01f, 0.02f, 0.03f});
+  g.constants[zw] = Tensor(DType::kInt8, {3});  // zeros: symmetric int8 (without a zero point ONNX means uint8)
   AttrMap axis0;
   axis0.set("axis", int64_t{0});
   g.nodes.push_back(Node{"qx", OpType::QuantizeLinear, 13, {}, {x, sx, z}, {xq}});
   g.nodes.push_back(Node{"dqx", OpType::DequantizeLinear, 13, {}, {xq, sx2, z2}, {xdq}});
-  g.nodes.push_back(Node{"qw", OpType::QuantizeLinear, 13, axis0, {w, sw}, {wq}});
-  g.nodes.push_back(Node{"dqw", OpType::DequantizeLinear, 13, axis0, {wq, sw}, {wdq}});
+  g.nodes.push_back(Node{"qw", OpType::QuantizeLinear, 13, axis0, {w, sw, zw}, {wq}});
+  g.nodes.push_back(Node{"dqw", OpType::DequantizeLinear, 13, axis0, {wq, sw, zw}, {wdq}});
   g.nodes.push_back(Node{"conv", OpType::Conv, 13, {}, {xdq, wdq}, {y}});
   g.outputs = {y};
   g.relink();
   return g;
+}
+// The node's input `at` dropped (a Q/DQ without its zero point).
+void drop_input(Graph& g, const char* node, size_t at) {
+  for (Node& n : g.nodes) {
+    if (n.name == node) n.inputs.resize(at);
+  }
+  g.relink();
 }
 }  // namespace
 
@@ -79,6 +87,42 @@ TEST(Qdq, RejectsAsymmetricAndMismatchedScales) {
   EXPECT_NE(rb.status().message().find("different scales"), std::string::npos) << rb.status().to_string();
   Graph c = qdq_graph(-0.1f, -0.1f, 0);
   EXPECT_FALSE(strip_qdq(c));
+}
+
+// Without a zero point, ONNX's QuantizeLinear quantizes to uint8 (zero point 0), not int8: such an activation is
+// asymmetric uint8, such a weight is refused (qdeploy's weights are symmetric int8); opset 21's output_dtype can
+// make it int8. The DequantizeLinear of the pair takes the type of the Q's output.
+TEST(Qdq, MissingZeroPointMeansUint8AsOnnxSays) {
+  Graph g = qdq_graph(0.1f, 0.1f, 0);
+  drop_input(g, "qx", 2);
+  drop_input(g, "dqx", 2);
+  auto s = strip_qdq(g);
+  ASSERT_TRUE(s) << s.status().to_string();
+  EXPECT_EQ(s->act_zero_points, (std::map<std::string, int>{{"x", 0}}));
+
+  Graph mixed = qdq_graph(0.1f, 0.1f, 0);  // an int8 zero point on the Q alone: the DQ's input is int8 too
+  drop_input(mixed, "dqx", 2);
+  auto m = strip_qdq(mixed);
+  ASSERT_TRUE(m) << m.status().to_string();
+  EXPECT_TRUE(m->act_zero_points.empty());
+
+  Graph i8 = qdq_graph(0.1f, 0.1f, 0);
+  drop_input(i8, "qx", 2);
+  drop_input(i8, "dqx", 2);
+  for (Node& n : i8.nodes) {
+    if (n.name == "qx") n.attrs.set("output_dtype", int64_t{3});  // TensorProto INT8
+  }
+  auto r8 = strip_qdq(i8);
+  ASSERT_TRUE(r8) << r8.status().to_string();
+  EXPECT_TRUE(r8->act_zero_points.empty());
+
+  Graph w = qdq_graph(0.1f, 0.1f, 0);
+  drop_input(w, "qw", 2);
+  drop_input(w, "dqw", 2);
+  auto rw = strip_qdq(w);
+  ASSERT_FALSE(rw);
+  EXPECT_NE(rw.status().to_string().find("uint8 weights"), std::string::npos) << rw.status().to_string();
+  EXPECT_NE(rw.status().to_string().find("qw"), std::string::npos) << rw.status().to_string();
 }
 
 // ONNX Runtime's QDQ format stores weights as int8 constants behind a DequantizeLinear (no Q): the DQ folds into the
