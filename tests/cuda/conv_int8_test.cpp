@@ -4,6 +4,7 @@
 // within +-1 LSB (the contract) and of exact matches.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -235,9 +236,63 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
     a.residual_i8 = nullptr;
     a.y2 = nullptr;
     p.out2_format = cuda::Out2Format::kF16;
+
+    // The quad-transposed register epilogue (int8 NHWC outputs without a second output, outside the bit-exact mode,
+    // K a multiple of 8): the integers of the epilogue it replaces (ConvParams::no_quad_epilogue), the staged one's
+    // exactly (the same reciprocal rounding), the register one's within 1 LSB (an exact division), and within 1 LSB
+    // of the reference's. Four variants: plain; SiLU and an int8 residual; an fp16 residual; SiLU and two output
+    // scales (merged sibling convs, ConvParams::out_split).
+    std::vector<uint16_t> rh(rq.size());
+    for (size_t i = 0; i < rh.size(); ++i) rh[i] = float_to_half(static_cast<float>(static_cast<int>(i * 53 % 97) - 48) / 16);
+    cuda::DeviceBuffer drh;
+    ASSERT_TRUE(drh.upload(rh).is_ok());
+    p.out_format = cuda::OutFormat::kNhwcI8;
+    const float sy_hi = 0.0917f;
+    const int split = cs.k / 2 / 8 * 8;
+    for (int variant = 0; variant < 4; ++variant) {
+      if (variant == 3 && split == 0) continue;
+      p.act = variant % 2 ? cuda::Act::kSilu : cuda::Act::kNone;
+      a.residual_i8 = variant == 1 ? static_cast<const int8_t*>(dr.get()) : nullptr;
+      a.residual = variant == 2 ? static_cast<const __half*>(drh.get()) : nullptr;
+      p.out_split = variant == 3 ? split : INT_MAX;
+      p.out_scale_hi = sy_hi;
+      if (!cuda::conv_igemm_config_fits(cfg, p)) continue;  // the halo ones take one output scale
+      std::vector<int8_t> got[2];
+      for (const bool off : {false, true}) {
+        p.no_quad_epilogue = off;
+        ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
+        got[off].resize(m_total * cs.k);
+        ASSERT_EQ(cudaMemcpy(got[off].data(), dy.get(), got[off].size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      }
+      p.no_quad_epilogue = false;
+      int64_t apart = 0, within = 0;
+      for (int n = 0; n < cs.n; ++n)
+        for (int k = 0; k < cs.k; ++k)
+          for (int pix = 0; pix < oh * ow; ++pix) {
+            const int64_t i = (static_cast<int64_t>(n) * cs.k + k) * oh * ow + pix;
+            const int64_t j = (static_cast<int64_t>(n) * oh * ow + pix) * cs.k + k;
+            float v = static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
+            if (p.act == cuda::Act::kSilu) v *= static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(v))));
+            if (variant == 1) v += static_cast<float>(rq[j]) * sr;
+            if (variant == 2) v += half_to_float(rh[j]);
+            const int want = ops::quantize_value(v, k < p.out_split ? sy : sy_hi, 0, -128, 127);
+            within += std::abs(got[0][j] - want) <= 1;
+            apart += cuda::conv_igemm_config_staged(cfg) ? got[0][j] != got[1][j] : std::abs(got[0][j] - got[1][j]) > 1;
+          }
+      EXPECT_EQ(apart, 0) << cuda::conv_igemm_config_name(cfg) << " variant " << variant
+                          << ": the quad epilogue's integers differ from the other epilogue's";
+      EXPECT_EQ(within, acc.numel()) << cuda::conv_igemm_config_name(cfg) << " variant " << variant
+                                     << ": beyond 1 LSB of the reference";
+    }
+    p.act = cuda::Act::kNone;
+    p.out_split = INT_MAX;
+    a.residual_i8 = nullptr;
+    a.residual = nullptr;
   }
   EXPECT_GT(tested, 0);
-  if (cuda::conv_igemm_wgmma()) EXPECT_GT(clusters_tested, 0) << "no configuration split K in a cluster";
+  if (cuda::conv_igemm_wgmma()) {
+    EXPECT_GT(clusters_tested, 0) << "no configuration split K in a cluster";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ConvInt8,

@@ -327,9 +327,92 @@ __device__ __forceinline__ void igemm_epilogue_act(const ConvParams& p, const Co
   }
 }
 
+// The INT8 epilogue of NHWC int8 outputs without a second output, outside the bit-exact mode (ConvParams::exact_silu),
+// from the registers: each thread quantizes its fragments' values as the staged epilogue does (the same activated
+// value, residual and reciprocal rounding, so the same integers), packs each channel pair into 16 bits, and the four
+// lanes of a quad, which hold the pairs of 8 consecutive channels of a row for each n-tile, transpose them four n-tiles
+// at a time (two shuffles), so that each lane stores 8 consecutive channels with one 8-byte store; no shared memory,
+// no barrier. The staged epilogue's second pass (each value reloaded as fp32, requantized and packed 8 at a time,
+// with its runtime checks) took 10 of the 35 instructions per output value of a 1x1 64 -> 64 conv at batch 32
+// (Nsight Compute, session 20). QD_NO_QUAD_EPILOGUE turns it off (A/B runs).
+__device__ __forceinline__ bool quad_fits(const ConvParams& p, const ConvArgs& a) {
+  const auto aligned = [](const void* ptr, int bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
+  return !p.no_quad_epilogue && p.out_format == OutFormat::kNhwcI8 && !a.y2 && !p.exact_silu &&
+         (p.splits == 1 || p.split_in_cluster) && p.K % 8 == 0 && p.out_ld % 8 == 0 && p.out_coff % 8 == 0 &&
+         aligned(a.y, 8) && (!has_residual(a) || p.res_ld % 2 == 0) && aligned(a.residual, 4) &&
+         aligned(a.residual_i8, 2);
+}
+
+template <int WM, int WN, int kAct, typename Acc, int kMT, int kNT>
+__device__ __forceinline__ void quad_epilogue_i8(const ConvParams& p, const ConvArgs& a, int M, int block_m,
+                                                 int block_n, int warp_m, int warp_n, int lane,
+                                                 const Acc (&acc)[kMT][kNT][4]) {
+  static_assert(kNT % 4 == 0, "four n-tiles per transpose");
+  const int t = lane & 3;
+  const bool odd = t & 1, upper = t & 2;
+  const float rcp_lo = __frcp_rn(p.out_scale), rcp_hi = __frcp_rn(p.out_scale_hi);
+  int8_t* const y = static_cast<int8_t*>(a.y) + p.out_coff;
+#pragma unroll
+  for (int jg = 0; jg < kNT; jg += 4) {
+    const int kq = block_n + warp_n * WN + jg * 8;  // the first channel of these four n-tiles
+    using Pair = ChannelPair<true, kAct>;
+    const Pair ch[4] = {Pair(p, a, kq + t * 2), Pair(p, a, kq + 8 + t * 2), Pair(p, a, kq + 16 + t * 2),
+                        Pair(p, a, kq + 24 + t * 2)};
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = block_m + warp_m * WM + i * 16 + (lane >> 2) + h * 8;
+        uint32_t w[4];  // n-tile jg + j: this lane's channel pair, quantized
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int k0 = kq + j * 8 + t * 2;
+          const float2 v = ch[j].activate(p, acc[i][jg + j], h);
+          float v0 = v.x, v1 = v.y;
+          if (has_residual(a) && m < M && k0 < p.K) add_residual2(p, a, m, k0, v0, v1);
+          const float rcp = k0 < p.out_split ? rcp_lo : rcp_hi;  // out_split a multiple of 8: the pair's
+          w[j] = __byte_perm(__float_as_uint(quantize_int8_biased(v0, rcp)),
+                             __float_as_uint(quantize_int8_biased(v1, rcp)), 0x0040);
+        }
+        // The quad's 4 x 4 matrix of pairs (lane t, n-tile j) transposed: lane t ends with n-tile jg + t's 4 pairs.
+        uint32_t A = __byte_perm(w[0], w[1], 0x5410), B = __byte_perm(w[2], w[3], 0x5410);
+        const uint32_t x = __shfl_xor_sync(0xffffffffu, upper ? A : B, 2);  // 2 x 2 blocks across lanes t, t ^ 2
+        if (upper) {
+          A = x;
+        } else {
+          B = x;
+        }
+        // Within each 2 x 2 block, across lanes t, t ^ 1.
+        const uint32_t r = __shfl_xor_sync(0xffffffffu, __byte_perm(A, B, odd ? 0x5410 : 0x7632), 1);
+        const uint2 out = make_uint2(__byte_perm(A, r, odd ? 0x3254 : 0x5410), __byte_perm(B, r, odd ? 0x3276 : 0x7610));
+        const int k = kq + t * 8;
+        if (m < M && k < p.K) *reinterpret_cast<uint2*>(y + static_cast<int64_t>(m) * p.out_ld + k) = out;
+      }
+  }
+}
+
+// quad_epilogue_i8 where it fits (kI8, at least four n-tiles per warp); whether it ran.
+template <int WM, int WN, bool kI8, typename Acc, int kMT, int kNT>
+__device__ __forceinline__ bool try_quad_epilogue(const ConvParams& p, const ConvArgs& a, int M, int block_m,
+                                                  int block_n, int warp_m, int warp_n, int lane,
+                                                  const Acc (&acc)[kMT][kNT][4]) {
+  if constexpr (!kI8 || kNT % 4 != 0) {
+    return false;
+  } else {
+    if (!quad_fits(p, a)) return false;
+    if (p.act == Act::kSilu) {
+      quad_epilogue_i8<WM, WN, static_cast<int>(Act::kSilu)>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+    } else {
+      quad_epilogue_i8<WM, WN, -1>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+    }
+    return true;
+  }
+}
+
 template <int BM, int BN, int WM, int WN, bool kI8, typename Acc, int kMT, int kNT>
 __device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvArgs& a, int M, int block_m, int block_n,
                                                int warp_m, int warp_n, int lane, const Acc (&acc)[kMT][kNT][4]) {
+  if (try_quad_epilogue<WM, WN, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc)) return;
   if (p.act == Act::kSilu) {
     igemm_epilogue_act<BM, BN, WM, WN, kI8, static_cast<int>(Act::kSilu)>(p, a, M, block_m, block_n, warp_m, warp_n,
                                                                           lane, acc);
@@ -625,6 +708,7 @@ template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, typename Acc, 
 __device__ __forceinline__ void tile_epilogue(const ConvParams& p, const ConvArgs& a, Staging st, int M, int block_m,
                                               int block_n, int warp_m, int warp_n, int lane,
                                               const Acc (&acc)[kMT][kNT][4], float* tile) {
+  if (try_quad_epilogue<WM, WN, kI8>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc)) return;
   if (st != Staging::kNone) tile_sync<kThreads>();  // every thread is done with the shared memory `tile` reuses
   constexpr int kSilu = static_cast<int>(Act::kSilu), kSigmoid = static_cast<int>(Act::kSigmoid);
   if (st == Staging::kNhwc && p.act == Act::kSilu) {
@@ -745,9 +829,11 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
 
   // The loads are issued by every thread for every K tile, so their address arithmetic is kept to additions and
   // compares (Nsight Compute: the kernels issue-bound, ~90 instructions per output element with divisions here).
-  // The im2col rows this thread loads, fixed for the K loop of one M tile: each row's input pixel at tap (0, 0) as an
-  // element offset, and its top-left input coordinates (a row past M gets coordinates that fail every bounds check).
-  int64_t a_off[kAIters];
+  // The im2col rows this thread loads, fixed for the K loop of one M tile: each row's input pixel at tap (0, 0), and
+  // its top-left input coordinates (a row past M gets coordinates that fail every bounds check). A copy whose bounds
+  // check fails reads nothing (cp.async's src-size 0 zero-fills), so its address, which may lie outside the tensor,
+  // is passed as it is rather than selected away (two instructions per copy).
+  const char* a_src[kAIters];
   int a_ih[kAIters], a_iw[kAIters];
   // This thread's next K element to load and its (filter row, filter column, channel); advanced one tile per load.
   int kn = 0, tr = 0, ts = 0, tc = 0;
@@ -761,14 +847,15 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
       if (pointwise) {
         a_ih[i] = m < M ? 0 : INT_MIN / 2;
         a_iw[i] = 0;
-        a_off[i] = static_cast<int64_t>(m) * p.in_ld;
+        a_src[i] = static_cast<const char*>(a.x) + static_cast<int64_t>(m) * p.in_ld * kElem;
         continue;
       }
       const int n = m / (p.OH * p.OW), pix = m - n * p.OH * p.OW;
       const int oh = pix / p.OW, ow = pix - oh * p.OW;
       a_ih[i] = m < M ? oh * p.stride_h - p.pad_h : INT_MIN / 2;
       a_iw[i] = ow * p.stride_w - p.pad_w;
-      a_off[i] = ((static_cast<int64_t>(n) * p.H + a_ih[i]) * p.W + a_iw[i]) * p.in_ld;
+      a_src[i] = static_cast<const char*>(a.x) +
+                 ((static_cast<int64_t>(n) * p.H + a_ih[i]) * p.W + a_iw[i]) * p.in_ld * kElem;
     }
     kn = kt0 * kTileK + kc * kChunk;  // the K loop starts over
     if (kn < p.C) {  // the first tap (always, without split-K, where C is at least a tile row)
@@ -795,9 +882,8 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
 #pragma unroll
     for (int i = 0; i < kBIters; ++i) {
       const int row = tid / kRowChunks + i * (kThreads / kRowChunks);
-      const bool ok = b_off[i] >= 0 && kb < p.Kp;
-      const char* src = static_cast<const char*>(a.w) + (ok ? static_cast<int64_t>(b_off[i] + kb) * kElem : 0);
-      cp_async16(sb + tile_offset<kRow>(row, kc), src, ok ? 16 : 0);
+      const bool ok = b_off[i] >= 0 && kb < p.Kp;  // else no read (an address a_src's comment explains)
+      cp_async16(sb + tile_offset<kRow>(row, kc), static_cast<const char*>(a.w) + (b_off[i] + kb) * kElem, ok ? 16 : 0);
     }
   };
   // Loads the next K tile of this M tile into pipeline stage `stage` (the K tiles in order, from set_rows); without
@@ -805,15 +891,14 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
   auto load_tile = [&](int stage, bool with_b) {
     const uint32_t sa = smem_base + stage * kStageBytes;
     const int dr = tr * p.dil_h, ds = ts * p.dil_w;
-    const int64_t tap = (static_cast<int64_t>(dr) * p.W + ds) * p.in_ld + tc;
+    const int64_t tap = ((static_cast<int64_t>(dr) * p.W + ds) * p.in_ld + tc) * kElem;  // bytes
     const bool k_ok = tr < p.R;  // past the filter: the weight row's zero padding
 #pragma unroll
     for (int i = 0; i < kAIters; ++i) {
       const int row = tid / kRowChunks + i * (kThreads / kRowChunks);
       const bool ok = k_ok && static_cast<unsigned>(a_ih[i] + dr) < static_cast<unsigned>(p.H) &&
                       static_cast<unsigned>(a_iw[i] + ds) < static_cast<unsigned>(p.W);
-      const char* src = static_cast<const char*>(a.x) + (ok ? (a_off[i] + tap) * kElem : 0);
-      cp_async16(sa + tile_offset<kRow>(row, kc), src, ok ? 16 : 0);
+      cp_async16(sa + tile_offset<kRow>(row, kc), a_src[i] + tap, ok ? 16 : 0);
     }
     if (with_b) load_b(stage, kn);
     kn += kTileK;
@@ -840,11 +925,15 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
 
   // One K tile from pipeline stage `stage`: two k16 (fp16) or k32 (int8) MMA steps per warp. kWg: issued and
   // committed as one group, left in flight.
+  // kWg: the descriptors of stage 0's tiles, whose address field (bits 0-13, the shared-memory address / 16) another
+  // stage's offset is added to (shared memory stays under 256 KB: no carry out of the field), rather than building
+  // each descriptor anew per K tile.
+  [[maybe_unused]] const uint64_t da0 = wgmma_desc<kRow>(smem_base + (warp >> 2) * 64 * kRow),
+                                  db0 = wgmma_desc<kRow>(smem_base + BM * kRow);
   auto compute = [&](int stage) {
-    const uint32_t sa = smem_base + stage * kStageBytes;
-    const uint32_t sb = sa + BM * kRow;
     if constexpr (kWg) {
-      const uint64_t da = wgmma_desc<kRow>(sa + (warp >> 2) * 64 * kRow), db = wgmma_desc<kRow>(sb);
+      const uint64_t off = static_cast<uint32_t>(stage * kStageBytes) >> 4;
+      const uint64_t da = da0 + off, db = db0 + off;
       wgmma_fence_acc(acc);
       wgmma_fence();
 #pragma unroll
@@ -852,6 +941,8 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
       wgmma_commit();
       wgmma_fence_acc(acc);
     } else {
+      const uint32_t sa = smem_base + stage * kStageBytes;
+      const uint32_t sb = sa + BM * kRow;
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
         uint32_t af[kMT][4];
@@ -911,11 +1002,18 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
   set_rows(block_m);
   prefetch_b(kAhead);
   pdl_wait();
+  // Persistent blocks whose epilogue runs from the registers alone (quad_epilogue_i8) issue the next M tile's first
+  // loads before it, so that they are in flight while it runs: a thin layer's block otherwise loads, multiplies and
+  // stores its tiles one after the other (its single K tile leaves no pipeline to overlap them).
+  [[maybe_unused]] const bool overlap = kPersist && kI8 && kNT % 4 == 0 && quad_fits(p, a);
+  bool issued = false;  // this M tile's first kAhead K tiles went out during the last tile's epilogue
   for (bool first = true;; first = false) {
+    if (!issued) {
 #pragma unroll
-    for (int s = 0; s < kAhead; ++s) {
-      if (s < ktiles) load_tile(s, !first);  // the first tile's weights: prefetch_b
-      cp_async_commit();
+      for (int s = 0; s < kAhead; ++s) {
+        if (s < ktiles) load_tile(s, !first);  // the first tile's weights: prefetch_b
+        cp_async_commit();
+      }
     }
     for (int kt = 0; kt < ktiles; ++kt) {
       cp_async_wait<kAhead - 1>();
@@ -937,12 +1035,27 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
     }
     const int next_m = kPersist ? block_m + gridDim.x * BM : M;
     if (next_m >= M) pdl_trigger();
+    issued = false;
+    if constexpr (kPersist) {
+      if (overlap && next_m < M) {
+        __syncthreads();  // every warp is done reading the stages the loads refill
+        set_rows(next_m);
+#pragma unroll
+        for (int s = 0; s < kAhead; ++s) {
+          if (s < ktiles) load_tile(s, true);
+          cp_async_commit();
+        }
+        issued = true;
+      }
+    }
     epilogue(block_m);
     if (next_m >= M) break;
     block_m = next_m;
-    __syncthreads();  // every warp is done with the shared memory (staged tile, last stages) the next loads refill
+    if (!issued) {
+      __syncthreads();  // every warp is done with the shared memory (staged tile, last stages) the next loads refill
+      set_rows(block_m);
+    }
     clear();
-    set_rows(block_m);
   }
 }
 
@@ -1599,6 +1712,7 @@ int g_blocks_per_sm[kNumConfigs] = {};  // resident blocks per SM (conv_igemm_in
 int64_t g_sms = 1;                      // the device's SMs (conv_igemm_init)
 bool g_wgmma = false;                   // the wgmma configurations can run (conv_igemm_init)
 bool g_direct_epilogue = false;         // QD_NO_STAGED_EPILOGUE: ConvParams::direct_epilogue
+bool g_no_quad_epilogue = false;        // QD_NO_QUAD_EPILOGUE: ConvParams::no_quad_epilogue
 
 // Whether this binary's code for the device has wgmma (sm_90a): written by the code the device runs.
 __global__ void wgmma_probe_kernel(int* out) { *out = QD_WGMMA_DEVICE; }
@@ -1667,6 +1781,7 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
   }
   ConvParams q = p;
   q.direct_epilogue = g_direct_epilogue;
+  q.no_quad_epilogue = p.no_quad_epilogue || g_no_quad_epilogue;
   const unsigned cluster = p.split_in_cluster ? static_cast<unsigned>(p.splits) : 1u;
   launch_pdl_cluster(c.kernel, grid, dim3(c.threads), config_smem(c), stream, cluster, q, a);
   QD_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), c.name));
@@ -1714,6 +1829,7 @@ Status conv_igemm_init() {
   QD_CUDA_TRY(err);
   g_wgmma = has != 0 && std::getenv("QD_NO_WGMMA") == nullptr;
   g_direct_epilogue = std::getenv("QD_NO_STAGED_EPILOGUE") != nullptr;
+  g_no_quad_epilogue = std::getenv("QD_NO_QUAD_EPILOGUE") != nullptr;
   int dev = 0, sms = 0;
   QD_CUDA_TRY(cudaGetDevice(&dev));
   QD_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
