@@ -38,12 +38,16 @@ Graph qdq_graph(float s_x, float s_x_dq, int zp, DType zp_type = DType::kInt8, i
   g.relink();
   return g;
 }
-// The node's input `at` dropped (a Q/DQ without its zero point).
-void drop_input(Graph& g, const char* node, size_t at) {
+
+// qdq_graph's, with the Q and DQ named (nullptr: none) stripped of their zero points, the Q given output_dtype (not 0).
+Graph without_zero_points(const char* q, const char* dq, int64_t output_dtype = 0) {
+  Graph g = qdq_graph(0.1f, 0.1f, 0);
   for (Node& n : g.nodes) {
-    if (n.name == node) n.inputs.resize(at);
+    if ((q && n.name == q) || (dq && n.name == dq)) n.inputs.resize(2);
+    if (q && n.name == q && output_dtype) n.attrs.set("output_dtype", output_dtype);
   }
   g.relink();
+  return g;
 }
 }  // namespace
 
@@ -93,32 +97,22 @@ TEST(Qdq, RejectsAsymmetricAndMismatchedScales) {
 // asymmetric uint8, such a weight is refused (qdeploy's weights are symmetric int8); opset 21's output_dtype can
 // make it int8. The DequantizeLinear of the pair takes the type of the Q's output.
 TEST(Qdq, MissingZeroPointMeansUint8AsOnnxSays) {
-  Graph g = qdq_graph(0.1f, 0.1f, 0);
-  drop_input(g, "qx", 2);
-  drop_input(g, "dqx", 2);
+  Graph g = without_zero_points("qx", "dqx");
   auto s = strip_qdq(g);
   ASSERT_TRUE(s) << s.status().to_string();
   EXPECT_EQ(s->act_zero_points, (std::map<std::string, int>{{"x", 0}}));
 
-  Graph mixed = qdq_graph(0.1f, 0.1f, 0);  // an int8 zero point on the Q alone: the DQ's input is int8 too
-  drop_input(mixed, "dqx", 2);
+  Graph mixed = without_zero_points(nullptr, "dqx");  // an int8 zero point on the Q alone: the DQ's input is int8 too
   auto m = strip_qdq(mixed);
   ASSERT_TRUE(m) << m.status().to_string();
   EXPECT_TRUE(m->act_zero_points.empty());
 
-  Graph i8 = qdq_graph(0.1f, 0.1f, 0);
-  drop_input(i8, "qx", 2);
-  drop_input(i8, "dqx", 2);
-  for (Node& n : i8.nodes) {
-    if (n.name == "qx") n.attrs.set("output_dtype", int64_t{3});  // TensorProto INT8
-  }
+  Graph i8 = without_zero_points("qx", "dqx", 3);  // output_dtype TensorProto INT8
   auto r8 = strip_qdq(i8);
   ASSERT_TRUE(r8) << r8.status().to_string();
   EXPECT_TRUE(r8->act_zero_points.empty());
 
-  Graph w = qdq_graph(0.1f, 0.1f, 0);
-  drop_input(w, "qw", 2);
-  drop_input(w, "dqw", 2);
+  Graph w = without_zero_points("qw", "dqw");
   auto rw = strip_qdq(w);
   ASSERT_FALSE(rw);
   EXPECT_NE(rw.status().to_string().find("uint8 weights"), std::string::npos) << rw.status().to_string();
