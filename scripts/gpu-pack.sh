@@ -66,11 +66,12 @@ if wants conformance; then
   tar -C /usr/share/libonnx-testdata/data -cf - node | xz -T2 -6 > .device/onnx-node-tests.tar.xz
 fi
 du -sh .device
-# The carry limit is 64 MiB for everything, the repository's files included: keep 2 MiB spare.
-size_kb=$(du -sk .device | cut -f1)
-repo_kb=$(git ls-files -z | xargs -0 du -ck 2>/dev/null | tail -1 | cut -f1)
-if [ $((size_kb + repo_kb)) -gt $((62 * 1024)) ]; then
-  echo "error: .device (${size_kb} KiB) + the repository (${repo_kb} KiB) is over the 62 MiB budget; pack fewer" \
+# The carry limit is 64 MiB for everything that travels: the repository's tracked and untracked (not ignored) files
+# and .device, in bytes (apparent sizes, not disk blocks); keep half a MiB spare.
+size_kb=$(du -sk --apparent-size .device | cut -f1)
+repo_kb=$(git ls-files -z --cached --others --exclude-standard | du -ck --apparent-size --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+if [ $((size_kb + repo_kb)) -gt $((63 * 1024 + 512)) ]; then
+  echo "error: .device (${size_kb} KiB) + the repository (${repo_kb} KiB) is over the 63.5 MiB budget; pack fewer" \
        "steps (scripts/gpu-pack.sh STEP...)" >&2
   exit 1
 fi

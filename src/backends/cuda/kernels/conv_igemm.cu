@@ -923,13 +923,13 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
   };
   clear();
 
-  // One K tile from pipeline stage `stage`: two k16 (fp16) or k32 (int8) MMA steps per warp. kWg: issued and
-  // committed as one group, left in flight.
   // kWg: the descriptors of stage 0's tiles, whose address field (bits 0-13, the shared-memory address / 16) another
   // stage's offset is added to (shared memory stays under 256 KB: no carry out of the field), rather than building
   // each descriptor anew per K tile.
   [[maybe_unused]] const uint64_t da0 = wgmma_desc<kRow>(smem_base + (warp >> 2) * 64 * kRow),
                                   db0 = wgmma_desc<kRow>(smem_base + BM * kRow);
+  // One K tile from pipeline stage `stage`: two k16 (fp16) or k32 (int8) MMA steps per warp. kWg: issued and
+  // committed as one group, left in flight.
   auto compute = [&](int stage) {
     if constexpr (kWg) {
       const uint64_t off = static_cast<uint32_t>(stage * kStageBytes) >> 4;
@@ -1002,18 +1002,11 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
   set_rows(block_m);
   prefetch_b(kAhead);
   pdl_wait();
-  // Persistent blocks whose epilogue runs from the registers alone (quad_epilogue_i8) issue the next M tile's first
-  // loads before it, so that they are in flight while it runs: a thin layer's block otherwise loads, multiplies and
-  // stores its tiles one after the other (its single K tile leaves no pipeline to overlap them).
-  [[maybe_unused]] const bool overlap = kPersist && kI8 && kNT % 4 == 0 && quad_fits(p, a);
-  bool issued = false;  // this M tile's first kAhead K tiles went out during the last tile's epilogue
   for (bool first = true;; first = false) {
-    if (!issued) {
 #pragma unroll
-      for (int s = 0; s < kAhead; ++s) {
-        if (s < ktiles) load_tile(s, !first);  // the first tile's weights: prefetch_b
-        cp_async_commit();
-      }
+    for (int s = 0; s < kAhead; ++s) {
+      if (s < ktiles) load_tile(s, !first);  // the first tile's weights: prefetch_b
+      cp_async_commit();
     }
     for (int kt = 0; kt < ktiles; ++kt) {
       cp_async_wait<kAhead - 1>();
@@ -1035,27 +1028,12 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
     }
     const int next_m = kPersist ? block_m + gridDim.x * BM : M;
     if (next_m >= M) pdl_trigger();
-    issued = false;
-    if constexpr (kPersist) {
-      if (overlap && next_m < M) {
-        __syncthreads();  // every warp is done reading the stages the loads refill
-        set_rows(next_m);
-#pragma unroll
-        for (int s = 0; s < kAhead; ++s) {
-          if (s < ktiles) load_tile(s, true);
-          cp_async_commit();
-        }
-        issued = true;
-      }
-    }
     epilogue(block_m);
     if (next_m >= M) break;
     block_m = next_m;
-    if (!issued) {
-      __syncthreads();  // every warp is done with the shared memory (staged tile, last stages) the next loads refill
-      set_rows(block_m);
-    }
+    __syncthreads();  // every warp is done with the shared memory (staged tile, last stages) the next loads refill
     clear();
+    set_rows(block_m);
   }
 }
 
