@@ -14,7 +14,11 @@ bool has_qdq(const Graph& g) {
 std::string asymmetric_summary(const std::map<std::string, int>& zero_points) {
   const auto& [name, zp] = *zero_points.begin();
   return std::to_string(zero_points.size()) + " activations are quantized asymmetrically (uint8 with a zero point, "
-         "e.g. tensor '" + name + "' with zero point " + std::to_string(zp) + ")";
+         "e.g. tensor '" + name + "' with zero point " + std::to_string(zp) +
+         (zp == 0 ? "; a QuantizeLinear without a zero point quantizes to uint8, as ONNX defines it: give it an int8 "
+                    "zero point of 0 for symmetric int8"
+                  : "") +
+         ")";
 }
 
 namespace {

@@ -101,6 +101,8 @@ TEST(Qdq, MissingZeroPointMeansUint8AsOnnxSays) {
   auto s = strip_qdq(g);
   ASSERT_TRUE(s) << s.status().to_string();
   EXPECT_EQ(s->act_zero_points, (std::map<std::string, int>{{"x", 0}}));
+  EXPECT_NE(asymmetric_summary(s->act_zero_points).find("without a zero point"), std::string::npos)
+      << asymmetric_summary(s->act_zero_points);  // what the symmetric-only builds (GPU, qat2ptq) say
 
   Graph mixed = without_zero_points(nullptr, "dqx");  // an int8 zero point on the Q alone: the DQ's input is int8 too
   auto m = strip_qdq(mixed);
