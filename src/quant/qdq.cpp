@@ -11,12 +11,16 @@ bool has_qdq(const Graph& g) {
   return false;
 }
 
+namespace {
+// Said by the errors that a Q/DQ pair without a zero point (uint8) can end in.
+constexpr char kNoZeroPointIsUint8[] = "a QuantizeLinear without a zero point quantizes to uint8, as ONNX defines it";
+}  // namespace
+
 std::string asymmetric_summary(const std::map<std::string, int>& zero_points) {
   const auto& [name, zp] = *zero_points.begin();
   return std::to_string(zero_points.size()) + " activations are quantized asymmetrically (uint8 with a zero point, "
          "e.g. tensor '" + name + "' with zero point " + std::to_string(zp) +
-         (zp == 0 ? "; a QuantizeLinear without a zero point quantizes to uint8, as ONNX defines it: give it an int8 "
-                    "zero point of 0 for symmetric int8"
+         (zp == 0 ? std::string("; ") + kNoZeroPointIsUint8 + ": give it an int8 zero point of 0 for symmetric int8"
                   : "") +
          ")";
 }
@@ -140,9 +144,9 @@ Expected<QdqScales> strip_qdq(Graph& g) {
                            "channel weight scales (axis 0)").at_node(q.name, "QuantizeLinear");
       }
       if (pq.uint8_zero_point >= 0) {
-        return unsupported("uint8 weights (a QuantizeLinear without a zero point quantizes to uint8, as ONNX "
-                           "defines it); qdeploy's weights are per-output-channel symmetric int8: give the weight "
-                           "quantizers an int8 zero point of 0").at_node(q.name, "QuantizeLinear");
+        return unsupported(std::string("uint8 weights (") + kNoZeroPointIsUint8 +
+                           "); qdeploy's weights are per-output-channel symmetric int8: give the weight quantizers an "
+                           "int8 zero point of 0").at_node(q.name, "QuantizeLinear");
       }
       const Tensor* w = g.constant(x);
       out.weight_scales[name] = sq.size() == 1 ? std::vector<float>(static_cast<size_t>(w->shape()[0]), sq[0]) : sq;

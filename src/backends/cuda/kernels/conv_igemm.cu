@@ -335,8 +335,12 @@ __device__ __forceinline__ void igemm_epilogue_act(const ConvParams& p, const Co
 // no barrier. The staged epilogue's second pass (each value reloaded as fp32, requantized and packed 8 at a time,
 // with its runtime checks) took 10 of the 35 instructions per output value of a 1x1 64 -> 64 conv at batch 32
 // (Nsight Compute, session 20). QD_NO_QUAD_EPILOGUE turns it off (A/B runs).
+// Whether ptr is a multiple of `bytes` (null is): what the epilogues' vector accesses need.
+__host__ __device__ __forceinline__ bool aligned(const void* ptr, int bytes) {
+  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
+}
+
 __device__ __forceinline__ bool quad_fits(const ConvParams& p, const ConvArgs& a) {
-  const auto aligned = [](const void* ptr, int bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
   return !p.no_quad_epilogue && p.out_format == OutFormat::kNhwcI8 && !a.y2 && !p.exact_silu &&
          (p.splits == 1 || p.split_in_cluster) && p.K % 8 == 0 && p.out_ld % 8 == 0 && p.out_coff % 8 == 0 &&
          aligned(a.y, 8) && (!has_residual(a) || p.res_ld % 2 == 0) && aligned(a.residual, 4) &&
@@ -426,7 +430,6 @@ __device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvAr
 // 8 pixels of a channel: OH * OW a multiple of 8; no second output), or not at all.
 enum class Staging { kNone, kNhwc, kNchw };
 __device__ __forceinline__ Staging staging(const ConvParams& p, const ConvArgs& a) {
-  const auto aligned = [](const void* ptr, int bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
   if ((p.splits != 1 && !p.split_in_cluster) || p.direct_epilogue) return Staging::kNone;
   if (p.out_format == OutFormat::kNchwF16 || p.out_format == OutFormat::kNchwF32) {
     return (p.OH * p.OW) % 8 == 0 && !a.y2 && aligned(a.y, 16) ? Staging::kNchw : Staging::kNone;
@@ -1780,9 +1783,9 @@ Status launch_conv_epilogue(const ConvParams& p, const ConvArgs& a, const __half
   const int64_t M = static_cast<int64_t>(p.N) * p.OH * p.OW;
   if (M == 0 || p.K == 0) return Status::ok();
   const int64_t groups = M * ((p.K + 7) / 8);
-  const bool vec_in = p.K % 8 == 0 && reinterpret_cast<uintptr_t>(acc) % 16 == 0;
+  const bool vec_in = p.K % 8 == 0 && aligned(acc, 16);
   const bool vec_out = vec_in && p.out_format == OutFormat::kNhwcF16 && p.out_ld % 8 == 0 && p.out_coff % 8 == 0 &&
-                       reinterpret_cast<uintptr_t>(a.y) % 16 == 0;
+                       aligned(a.y, 16);
   const int64_t blocks = std::min<int64_t>(ceil_div(groups, 256), 65535 * 16);
   conv_epilogue_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p, a, acc, groups, vec_in, vec_out);
   return cuda_status(cudaGetLastError(), "conv_epilogue");
