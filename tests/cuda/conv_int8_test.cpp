@@ -89,7 +89,7 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
         }
   };
   ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
-  int tested = 0, clusters_tested = 0;
+  int tested = 0, clusters_tested = 0, small_tested = 0;
   for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) {
     p.splits = 1;
     if (!cuda::conv_igemm_config_int8(cfg) || !cuda::conv_igemm_config_fits(cfg, p)) continue;
@@ -241,7 +241,8 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
     // K a multiple of 8): the integers of the epilogue it replaces (ConvParams::no_quad_epilogue), the staged one's
     // exactly (the same reciprocal rounding), the register one's within 1 LSB (an exact division), and within 1 LSB
     // of the reference's. Four variants: plain; SiLU and an int8 residual; an fp16 residual; SiLU and two output
-    // scales (merged sibling convs, ConvParams::out_split).
+    // scales (merged sibling convs, ConvParams::out_split). Where the weights allow (int8_acc_bound), the
+    // accumulators converted without I2F (ConvParams::small_acc): the same integers as with it.
     std::vector<uint16_t> rh(rq.size());
     for (size_t i = 0; i < rh.size(); ++i) rh[i] = float_to_half(static_cast<float>(static_cast<int>(i * 53 % 97) - 48) / 16);
     cuda::DeviceBuffer drh;
@@ -249,6 +250,8 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
     p.out_format = cuda::OutFormat::kNhwcI8;
     const float sy_hi = 0.0917f;
     const int split = cs.k / 2 / 8 * 8;
+    const bool small = cuda::int8_acc_bound(wq.data<int8_t>(), cs.k, cs.c * cs.r * cs.s) < cuda::kSmallAccLimit;
+    small_tested += small;
     for (int variant = 0; variant < 4; ++variant) {
       if (variant == 3 && split == 0) continue;
       p.act = variant % 2 ? cuda::Act::kSilu : cuda::Act::kNone;
@@ -257,14 +260,20 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
       p.out_split = variant == 3 ? split : INT_MAX;
       p.out_scale_hi = sy_hi;
       if (!cuda::conv_igemm_config_fits(cfg, p)) continue;  // the halo ones take one output scale
-      std::vector<int8_t> got[2];
-      for (const bool off : {false, true}) {
-        p.no_quad_epilogue = off;
+      std::vector<int8_t> got[3];  // quad epilogue, the other, and (small) the quad one with I2F
+      for (int run = 0; run < (small ? 3 : 2); ++run) {
+        p.no_quad_epilogue = run == 1;
+        p.small_acc = small && run < 2;
         ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
-        got[off].resize(m_total * cs.k);
-        ASSERT_EQ(cudaMemcpy(got[off].data(), dy.get(), got[off].size(), cudaMemcpyDeviceToHost), cudaSuccess);
+        got[run].resize(m_total * cs.k);
+        ASSERT_EQ(cudaMemcpy(got[run].data(), dy.get(), got[run].size(), cudaMemcpyDeviceToHost), cudaSuccess);
       }
       p.no_quad_epilogue = false;
+      p.small_acc = false;
+      if (small) {
+        EXPECT_EQ(got[0], got[2]) << cuda::conv_igemm_config_name(cfg) << " variant " << variant
+                                  << ": the accumulators' conversion without I2F changed the output";
+      }
       int64_t apart = 0, within = 0;
       for (int n = 0; n < cs.n; ++n)
         for (int k = 0; k < cs.k; ++k)
@@ -290,9 +299,27 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
     a.residual = nullptr;
   }
   EXPECT_GT(tested, 0);
+  // The shapes with up to 432 weights per output take the conversion without I2F; from 576 on (63.5 on average,
+  // times 128) they pass 2^22.
+  EXPECT_EQ(small_tested > 0, cs.c * cs.r * cs.s <= 432) << "int8_acc_bound " << cs.c << "x" << cs.r << "x" << cs.s;
   if (cuda::conv_igemm_wgmma()) {
     EXPECT_GT(clusters_tested, 0) << "no configuration split K in a cluster";
   }
+}
+
+// int8_acc_bound: 128 times the largest sum of |w| over an output channel's weights (the sign of each and the order
+// within the row do not matter), which decides ConvParams::small_acc.
+TEST(ConvInt8AccBound, LargestRowSumTimes128) {
+  const std::vector<int8_t> w = {1, -2, 3, 0,  //
+                                 -127, 127, -127, 0,
+                                 5, 5, -5, -5};
+  EXPECT_EQ(cuda::int8_acc_bound(w.data(), 3, 4), 128 * 381);
+  EXPECT_EQ(cuda::int8_acc_bound(w.data(), 1, 4), 128 * 6);
+  EXPECT_EQ(cuda::int8_acc_bound(w.data(), 0, 4), 0);
+  // The limit, 2^22 = 128 * 32768: 258 weights of magnitude 127 (32766) stay under it, 259 do not.
+  const std::vector<int8_t> full(258, -127), over(259, 127);
+  EXPECT_LT(cuda::int8_acc_bound(full.data(), 1, 258), cuda::kSmallAccLimit);
+  EXPECT_GE(cuda::int8_acc_bound(over.data(), 1, 259), cuda::kSmallAccLimit);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ConvInt8,
@@ -311,7 +338,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvInt8,
                                            // 18 K tiles, a partial M tile
                                            Case{1, 128, 10, 10, 128, 3, 3, 1, 1},
                                            // thin 3x3 layers: halo3x3_i8_c32 runs too (several strips of rows)
-                                           Case{4, 32, 40, 64, 32, 3, 3, 1, 1}, Case{1, 32, 5, 96, 24, 3, 3, 1, 1}));
+                                           Case{4, 32, 40, 64, 32, 3, 3, 1, 1}, Case{1, 32, 5, 96, 24, 3, 3, 1, 1},
+                                           // the TMA kernels' (channels whole K tiles of 64 or 128): strided and
+                                           // not square, so that the im2col map's corners and strides are checked
+                                           Case{2, 64, 9, 13, 64, 3, 3, 2, 1}, Case{3, 128, 7, 11, 64, 3, 3, 1, 1}));
 
 }  // namespace
 }  // namespace qd

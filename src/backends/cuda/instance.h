@@ -24,6 +24,7 @@ struct PackedConv {
   DeviceBuffer alpha;  // INT8: s_x * s_w[k]
   DeviceBuffer dense;  // fp16 [K][R][S][C] without the row padding, made when a cuDNN kernel needs it
   int K = 0, C = 0, R = 0, S = 0, Kp = 0;
+  int64_t acc_bound = INT64_MAX;  // INT8: int8_acc_bound of the weights (ConvParams::small_acc)
 };
 
 struct TensorRef {

@@ -54,6 +54,7 @@ class ConvLayer final : public Layer {
     const TensorRef& x = inst.tensors[in];
     const TensorRef& y = inst.tensors[out];
     q->in_ld = x.ld;
+    q->small_acc = int8 && w->acc_bound < kSmallAccLimit;
     ConvArgs a;
     a.x = static_cast<const char*>(inst.ptr(in, ptrs)) + x.coff * dtype_size(x.dtype);
     a.w = w->w.get();
@@ -332,6 +333,7 @@ Expected<std::shared_ptr<PackedConv>> merge_packed(const PackedConv& a, const Pa
   m->R = a.R;
   m->S = a.S;
   m->Kp = a.Kp;
+  m->acc_bound = std::max(a.acc_bound, b.acc_bound);
   const size_t wa = a.w.size(), wb = b.w.size(), ba = a.bias.size(), bb = b.bias.size();
   QD_RETURN_IF_ERROR(m->w.alloc(wa + wb));
   QD_RETURN_IF_ERROR(m->bias.alloc(ba + bb));
@@ -361,6 +363,7 @@ Expected<std::shared_ptr<PackedConv>> pack_conv_int8(const Tensor& w, const Tens
     alpha[k] = sx * wq.scales[k];
     b[k] = bias ? bias->data<float>()[k] : 0.f;
   }
+  pc->acc_bound = int8_acc_bound(wq.q.data<int8_t>(), pc->K, wq.q.numel() / pc->K);
   QD_RETURN_IF_ERROR(pc->w.upload(packed));
   QD_RETURN_IF_ERROR(pc->bias.upload(b));
   QD_RETURN_IF_ERROR(pc->alpha.upload(alpha));

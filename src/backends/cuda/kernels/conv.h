@@ -79,7 +79,26 @@ struct ConvParams {
   // +-1 LSB. Costs YOLOv5s INT8 6-10% (per-element tie checks in epilogues that bound the thin layers). The staged
   // epilogue then also rounds every int8 output as the division does (otherwise with a reciprocal, +-1 LSB).
   bool exact_silu = false;
+  // INT8: every accumulator of this layer lies in [-2^22, 2^22) (int8_acc_bound < kSmallAccLimit, set by the Lowerer
+  // from the weights): the register epilogues convert it to float with an integer add and a float subtract (full
+  // rate) instead of I2F, which runs at 16 per clock per SM, the rate of SiLU's exp2 and reciprocal. The same value.
+  // launch_conv_igemm clears it with QD_NO_SMALL_ACC (A/B runs).
+  bool small_acc = false;
 };
+
+// The largest |accumulator| an INT8 conv with these weights ([K][per_k] int8, any order within a row, padding zero)
+// can give over int8 inputs (|x| <= 128): 128 * max_k sum |w[k]|. ConvParams::small_acc where it is below
+// kSmallAccLimit.
+constexpr int64_t kSmallAccLimit = int64_t{1} << 22;
+inline int64_t int8_acc_bound(const int8_t* w, int64_t K, int64_t per_k) {
+  int64_t worst = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    int64_t sum = 0;
+    for (int64_t j = 0; j < per_k; ++j) sum += w[k * per_k + j] < 0 ? -w[k * per_k + j] : w[k * per_k + j];
+    worst = sum > worst ? sum : worst;
+  }
+  return 128 * worst;
+}
 
 struct ConvArgs {
   const void* x = nullptr;         // __half or int8_t, as the configuration

@@ -9,6 +9,8 @@
 #include <type_traits>
 
 #include <cooperative_groups.h>
+#include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/kernels/activation.cuh"
@@ -98,10 +100,27 @@ __device__ __forceinline__ float out_scale_at(const ConvParams& p, int k) {
   return k < p.out_split ? p.out_scale : p.out_scale_hi;
 }
 
+// Integers to float without I2F, which runs at 16 per clock per SM (the rate of SiLU's exp2 and reciprocal, which
+// the same epilogues issue: the conversions made a third to a half of an INT8 SiLU epilogue's work on that pipe).
+// The magic float 1.5 * 2^23 + i has i in its low mantissa bits for i in [-2^22, 2^22): an integer add puts it
+// there and a float subtract takes it out, both at full rate, exact. An accumulator where ConvParams::small_acc
+// says it fits (kSmall), else I2F.
+template <bool kSmall>
+__device__ __forceinline__ float acc_float(int v) {
+  if constexpr (kSmall) return __fsub_rn(__int_as_float(v + 0x4B400000), kRoundMagic);
+  return static_cast<float>(v);
+}
+// Byte b of `word` (int8 values) as a float: the byte, biased to q + 128 (XOR 0x80), moved into the magic float's low
+// byte by one byte permute.
+__device__ __forceinline__ float int8_float(uint32_t word, int b) {
+  return __fsub_rn(__uint_as_float(__byte_perm(word ^ 0x80808080u, 0x4B400000u, 0x7650 | b)), kRoundMagic + 128.f);
+}
+
 // The residual's value at (pixel m, channel k): fp16, or an int8 tensor's dequantized value in fp32.
 __device__ __forceinline__ float residual_at(const ConvParams& p, const ConvArgs& a, int m, int k) {
   const int64_t at = static_cast<int64_t>(m) * p.res_ld + k;
-  return a.residual_i8 ? __fmul_rn(static_cast<float>(a.residual_i8[at]), p.res_scale) : __half2float(a.residual[at]);
+  return a.residual_i8 ? __fmul_rn(int8_float(static_cast<uint8_t>(a.residual_i8[at]), 0), p.res_scale)
+                       : __half2float(a.residual[at]);
 }
 
 // Channels k and k + 1 (k even, res_ld even) with one load.
@@ -109,9 +128,9 @@ __device__ __forceinline__ void add_residual2(const ConvParams& p, const ConvArg
                                               float& v1) {
   const int64_t at = static_cast<int64_t>(m) * p.res_ld + k;
   if (a.residual_i8) {
-    const char2 r = *reinterpret_cast<const char2*>(a.residual_i8 + at);
-    v0 += __fmul_rn(static_cast<float>(r.x), p.res_scale);
-    v1 += __fmul_rn(static_cast<float>(r.y), p.res_scale);
+    const uint32_t r = *reinterpret_cast<const uint16_t*>(a.residual_i8 + at);
+    v0 += __fmul_rn(int8_float(r, 0), p.res_scale);
+    v1 += __fmul_rn(int8_float(r, 1), p.res_scale);
   } else {
     const __half2 r = *reinterpret_cast<const __half2*>(a.residual + at);
     v0 += __low2float(r);
@@ -198,16 +217,20 @@ struct ChannelPair {
         b1(k0 + 1 < p.K ? a.bias[k0 + 1] : 0.f),
         s0(kI8 && k0 < p.K ? a.alpha[k0] : 1.f),
         s1(kI8 && k0 + 1 < p.K ? a.alpha[k0 + 1] : 1.f) {}
-  // Rows h = 0 (g) and 1 (g + 8) of an m16n8 accumulator fragment, before the activation.
-  template <typename Acc>
+  // Rows h = 0 (g) and 1 (g + 8) of an m16n8 accumulator fragment, before the activation. kSmall: ConvParams::
+  // small_acc holds (acc_float).
+  template <bool kSmall = false, typename Acc>
   __device__ __forceinline__ float2 affine(const Acc (&f)[4], int h) const {
-    if constexpr (!kI8) return make_float2(__fadd_rn(f[2 * h], b0), __fadd_rn(f[2 * h + 1], b1));  // s = 1
-    return make_float2(__fadd_rn(__fmul_rn(static_cast<float>(f[2 * h]), s0), b0),
-                       __fadd_rn(__fmul_rn(static_cast<float>(f[2 * h + 1]), s1), b1));
+    if constexpr (!kI8) {
+      return make_float2(__fadd_rn(f[2 * h], b0), __fadd_rn(f[2 * h + 1], b1));  // s = 1
+    } else {
+      return make_float2(__fadd_rn(__fmul_rn(acc_float<kSmall>(f[2 * h]), s0), b0),
+                         __fadd_rn(__fmul_rn(acc_float<kSmall>(f[2 * h + 1]), s1), b1));
+    }
   }
-  template <typename Acc>
+  template <bool kSmall = false, typename Acc>
   __device__ __forceinline__ float2 activate(const ConvParams& p, const Acc (&f)[4], int h) const {
-    const float2 x = affine(f, h);
+    const float2 x = affine<kSmall>(f, h);
     return make_float2(epi_act<kAct>(p, x.x), epi_act<kAct>(p, x.y));
   }
 };
@@ -347,7 +370,7 @@ __device__ __forceinline__ bool quad_fits(const ConvParams& p, const ConvArgs& a
          aligned(a.residual_i8, 2);
 }
 
-template <int WM, int WN, int kAct, typename Acc, int kMT, int kNT>
+template <int WM, int WN, int kAct, bool kSmall, typename Acc, int kMT, int kNT>
 __device__ __forceinline__ void quad_epilogue_i8(const ConvParams& p, const ConvArgs& a, int M, int block_m,
                                                  int block_n, int warp_m, int warp_n, int lane,
                                                  const Acc (&acc)[kMT][kNT][4]) {
@@ -371,7 +394,7 @@ __device__ __forceinline__ void quad_epilogue_i8(const ConvParams& p, const Conv
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int k0 = kq + j * 8 + t * 2;
-          const float2 v = ch[j].activate(p, acc[i][jg + j], h);
+          const float2 v = ch[j].template activate<kSmall>(p, acc[i][jg + j], h);
           float v0 = v.x, v1 = v.y;
           if (has_residual(a) && m < M && k0 < p.K) add_residual2(p, a, m, k0, v0, v1);
           const float rcp = k0 < p.out_split ? rcp_lo : rcp_hi;  // out_split a multiple of 8: the pair's
@@ -404,10 +427,13 @@ __device__ __forceinline__ bool try_quad_epilogue(const ConvParams& p, const Con
     return false;
   } else {
     if (!quad_fits(p, a)) return false;
-    if (p.act == Act::kSilu) {
-      quad_epilogue_i8<WM, WN, static_cast<int>(Act::kSilu)>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+    constexpr int kSilu = static_cast<int>(Act::kSilu);
+    if (p.act == Act::kSilu && p.small_acc) {  // the usual INT8 layer: its own code without I2F
+      quad_epilogue_i8<WM, WN, kSilu, true>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+    } else if (p.act == Act::kSilu) {
+      quad_epilogue_i8<WM, WN, kSilu, false>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
     } else {
-      quad_epilogue_i8<WM, WN, -1>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+      quad_epilogue_i8<WM, WN, -1, false>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
     }
     return true;
   }
@@ -607,9 +633,8 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
       }
     } else if (kI8 && a.residual_i8) {
       const uint2 raw = *reinterpret_cast<const uint2*>(a.residual_i8 + res_at);
-      const int8_t* q = reinterpret_cast<const int8_t*>(&raw);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] += __fmul_rn(static_cast<float>(q[j]), p.res_scale);
+      for (int j = 0; j < 8; ++j) v[j] += __fmul_rn(int8_float(j < 4 ? raw.x : raw.y, j & 3), p.res_scale);
     }
     float q[8];
     uint2 raw = {};  // y's int8 values
@@ -1527,8 +1552,9 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
     // residual's kind (none, fp16, int8: kRes 0, 1, 2) picked once per row, not per value: the compiler predicates
     // short branches, and the INT8 stem issued the residual loads and conversions it never used (a tenth of its
     // instructions).
-    const auto store_row = [&](auto res) {
+    const auto store_row = [&](auto res, auto small) {
       constexpr int kRes = decltype(res)::value;
+      constexpr bool kSmall = decltype(small)::value;  // ConvParams::small_acc
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         if (8 * j >= p.K) break;  // K is a multiple of 8 (staging)
@@ -1536,7 +1562,7 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
         for (int i = 0; i < 2; ++i)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            float2 v = ch[j].activate(p, acc[i][j], h);
+            float2 v = ch[j].template activate<kSmall>(p, acc[i][j], h);
             const int m = m0 + i * 16 + (lane >> 2) + 8 * h, k = 8 * j + kq;
             const int64_t r_at = static_cast<int64_t>(m) * p.res_ld + k;
             if constexpr (kRes == 1) {
@@ -1544,9 +1570,9 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
               v.x += __low2float(r);
               v.y += __high2float(r);
             } else if constexpr (kRes == 2) {
-              const char2 r = *reinterpret_cast<const char2*>(a.residual_i8 + r_at);
-              v.x += __fmul_rn(static_cast<float>(r.x), p.res_scale);
-              v.y += __fmul_rn(static_cast<float>(r.y), p.res_scale);
+              const uint32_t r = *reinterpret_cast<const uint16_t*>(a.residual_i8 + r_at);
+              v.x += __fmul_rn(int8_float(r, 0), p.res_scale);
+              v.y += __fmul_rn(int8_float(r, 1), p.res_scale);
             }
             const int64_t at = static_cast<int64_t>(m) * p.out_ld + p.out_coff + k;
             if constexpr (kI8) {
@@ -1559,12 +1585,19 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
           }
       }
     };
-    if (a.residual) {
-      store_row(std::integral_constant<int, 1>());
-    } else if (kI8 && a.residual_i8) {
-      store_row(std::integral_constant<int, 2>());
+    const auto with_res = [&](auto small) {
+      if (a.residual) {
+        store_row(std::integral_constant<int, 1>(), small);
+      } else if (kI8 && a.residual_i8) {
+        store_row(std::integral_constant<int, 2>(), small);
+      } else {
+        store_row(std::integral_constant<int, 0>(), small);
+      }
+    };
+    if (kI8 && p.small_acc) {
+      with_res(std::true_type());
     } else {
-      store_row(std::integral_constant<int, 0>());
+      with_res(std::false_type());
     }
   }
   if constexpr (!kImage) cp_async_wait<0>();  // the strip's last loads (rows past it, zeros) land before the exit
@@ -1582,6 +1615,187 @@ bool warp_halo_fits(const ConvParams& p, bool i8) {
          p.Kp >= 9 * 32;
 }
 
+// ---- Warp-specialized INT8 implicit GEMM with the tensor memory accelerator (sm_90a) ----
+// The cp.async kernels issue each K tile's loads from every thread (address arithmetic and bounds checks for each
+// 16-byte copy, then a block barrier): in the deep 3x3 layers that was about one instruction per tensor-core cycle
+// (Nsight Compute, session 20: 79 of ~130 instructions per warp and K tile). Here one thread of a producer warp
+// issues a whole K tile as two TMA copies: the A tile through an im2col tensor map (BM consecutive output pixels,
+// one filter tap, kRow channels each; the hardware walks the pixels across rows and images, applies the stride, and
+// fills the padding with zeros) and the B tile through a tiled map of the weights, into kStages stages in the wgmma
+// swizzle. mbarriers hand the stages over: `full` (the copies' bytes arrived) and `empty` (every consumer warp's
+// MMAs on it completed). Two consumer warpgroups run wgmma on their 64 rows and then the usual register epilogue.
+// For layers whose channels are whole multiples of kRow (each K tile one tap), unsplit.
+struct TmaMaps {
+  CUtensorMap a, b;
+};
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+#if QD_WGMMA_DEVICE
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#if QD_WGMMA_DEVICE
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+#if QD_WGMMA_DEVICE
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+// Waits until the barrier's phase `parity` has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if QD_WGMMA_DEVICE
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "wait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#endif
+}
+// One im2col column into `dst`: the map's pixels from window corner (w, h) of image n on, channels from c, each
+// pixel shifted by the tap (dw, dh).
+__device__ __forceinline__ void tma_im2col(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c, int w, int h,
+                                           int n, uint16_t dw, uint16_t dh) {
+#if QD_WGMMA_DEVICE
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
+      "[%2], {%7, %8};\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c), "r"(w), "r"(h), "r"(n), "h"(dw), "h"(dh)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void tma_tile2d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int x, int y) {
+#if QD_WGMMA_DEVICE
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::
+          "r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(x), "r"(y)
+      : "memory");
+#endif
+}
+
+constexpr int kTmaBM = 128, kTmaConsumers = 256, kTmaThreads = kTmaConsumers + 32;
+__host__ __device__ constexpr int tma_stage_bytes(int bn, int row) { return (kTmaBM + bn) * row; }
+
+template <int BN, int kStages, int kRow>
+__global__ void __launch_bounds__(kTmaThreads, 2)
+    conv_tma_kernel(const ConvParams p, const ConvArgs a, const __grid_constant__ TmaMaps maps) {
+  constexpr int BM = kTmaBM, kABytes = BM * kRow, kStageBytes = tma_stage_bytes(BN, kRow);
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const uint32_t base = smem_addr(smem);
+  const uint32_t full0 = base + kStages * kStageBytes, empty0 = full0 + 8 * kStages;  // 8-byte mbarriers
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int M = p.N * p.OH * p.OW, block_m = blockIdx.x * BM, block_n = blockIdx.y * BN;
+  const int cblocks = p.C / kRow, ktiles = p.R * p.S * cblocks;
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, kTmaConsumers / 32);
+    }
+#if QD_WGMMA_DEVICE
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+  }
+  __syncthreads();
+  pdl_wait();
+  if (warp == kTmaConsumers / 32) {  // the producer
+    if (lane != 0) return;
+    const int hw = p.OH * p.OW, n0 = block_m / hw, pix = block_m - n0 * hw, oh = pix / p.OW, ow = pix - oh * p.OW;
+    const int w0 = ow * p.stride_w - p.pad_w, h0 = oh * p.stride_h - p.pad_h;
+    int tr = 0, ts = 0, cb = 0;  // K tile kt's filter row, column and channel block
+    for (int kt = 0; kt < ktiles; ++kt) {
+      const int s = kt % kStages;
+      if (kt >= kStages) mbar_wait(empty0 + 8 * s, (kt / kStages - 1) & 1);
+      const uint32_t bar = full0 + 8 * s, dst = base + s * kStageBytes;
+      mbar_expect_tx(bar, kStageBytes);
+      tma_im2col(dst, &maps.a, bar, cb * kRow, w0, h0, n0, static_cast<uint16_t>(ts * p.dil_w),
+                 static_cast<uint16_t>(tr * p.dil_h));
+      tma_tile2d(dst + kABytes, &maps.b, bar, kt * kRow, block_n);
+      if (++cb == cblocks) {
+        cb = 0;
+        if (++ts == p.S) {
+          ts = 0;
+          ++tr;
+        }
+      }
+    }
+    return;
+  }
+  int acc[1][BN / 8][4];
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[0][j][e] = 0;
+  const uint64_t da0 = wgmma_desc<kRow>(base + (warp >> 2) * 64 * kRow), db0 = wgmma_desc<kRow>(base + kABytes);
+  for (int kt = 0; kt < ktiles; ++kt) {
+    const int s = kt % kStages;
+    mbar_wait(full0 + 8 * s, (kt / kStages) & 1);
+    const uint64_t off = static_cast<uint32_t>(s * kStageBytes) >> 4;
+    wgmma_fence_acc(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kRow / 32; ++kk) wgmma_async<BN, true>(acc, da0 + off + 2 * kk, db0 + off + 2 * kk);
+    wgmma_commit();
+    wgmma_fence_acc(acc);
+    wgmma_wait<1>();  // the MMAs of K tile kt - 1 are done: its stage goes back to the producer
+    if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((kt - 1) % kStages));
+  }
+  wgmma_wait<0>();
+  wgmma_fence_acc(acc);
+  pdl_trigger();
+  igemm_epilogue<BM, BN, 16, BN, true>(p, a, M, block_m, block_n, warp, 0, lane, acc);
+}
+
+// Whether conv_tma_kernel with kRow-byte K tiles can run p: NHWC int8 activations whose channels are whole K tiles
+// (padding and taps inside the im2col map's limits), weight rows exactly R x S x C, no split-K.
+bool tma_fits(const ConvParams& p, int row) {
+  const int upper_w = (p.OW - 1) * p.stride_w - p.pad_w - (p.W - 1), upper_h = (p.OH - 1) * p.stride_h - p.pad_h - (p.H - 1);
+  const auto corner = [](int v) { return v >= -128 && v <= 127; };
+  return p.in_format == InFormat::kNhwc && p.C % row == 0 && p.in_ld % 16 == 0 && p.Kp == p.R * p.S * p.C &&
+         p.splits == 1 && !p.split_in_cluster && corner(-p.pad_w) && corner(-p.pad_h) && corner(upper_w) &&
+         corner(upper_h) && p.stride_w <= 8 && p.stride_h <= 8 && (p.S - 1) * p.dil_w < 65536 &&
+         (p.R - 1) * p.dil_h < 65536 && p.OH > 0 && p.OW > 0;
+}
+
+// The driver's tensor-map encoders (through the runtime: no link to libcuda), looked up once.
+PFN_cuTensorMapEncodeIm2col_v12000 g_encode_im2col = nullptr;
+PFN_cuTensorMapEncodeTiled_v12000 g_encode_tiled = nullptr;
+
+// conv_tma_kernel's tensor maps for p and a: the input as a 4-D im2col map (C, W, H, N; pixels in_ld bytes apart) read
+// in columns of kTmaBM pixels x `row` channels, the weights as a 2-D map (Kp, K) read in `row` x bn boxes.
+Status encode_tma_maps(const ConvParams& p, const ConvArgs& a, int bn, int row, TmaMaps* maps) {
+  if (!g_encode_im2col || !g_encode_tiled) return internal("conv_tma: no tensor-map encoder in this driver");
+  if (!aligned(a.x, 16) || !aligned(a.w, 16)) return internal("conv_tma: input or weights not 16-byte aligned");
+  const CUtensorMapSwizzle swizzle = row == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.C), static_cast<cuuint64_t>(p.W),
+                              static_cast<cuuint64_t>(p.H), static_cast<cuuint64_t>(p.N)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(p.in_ld), static_cast<cuuint64_t>(p.in_ld) * p.W,
+                                 static_cast<cuuint64_t>(p.in_ld) * p.W * p.H};
+  // The box of the filter window's top-left corners (W, H): from -pad to the last output pixel's.
+  const int lower[2] = {-p.pad_w, -p.pad_h};
+  const int upper[2] = {(p.OW - 1) * p.stride_w - p.pad_w - (p.W - 1), (p.OH - 1) * p.stride_h - p.pad_h - (p.H - 1)};
+  const cuuint32_t estrides[4] = {1, static_cast<cuuint32_t>(p.stride_w), static_cast<cuuint32_t>(p.stride_h), 1};
+  CUresult r = g_encode_im2col(&maps->a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void*>(a.x), dims, strides,
+                               lower, upper, static_cast<cuuint32_t>(row), kTmaBM, estrides,
+                               CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return internal("conv_tma: cuTensorMapEncodeIm2col failed (" + std::to_string(r) + ")");
+  const cuuint64_t wdims[2] = {static_cast<cuuint64_t>(p.Kp), static_cast<cuuint64_t>(p.K)};
+  const cuuint64_t wstrides[1] = {static_cast<cuuint64_t>(p.Kp)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(row), static_cast<cuuint32_t>(bn)}, ones[2] = {1, 1};
+  r = g_encode_tiled(&maps->b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(a.w), wdims, wstrides, box, ones,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return internal("conv_tma: cuTensorMapEncodeTiled failed (" + std::to_string(r) + ")");
+  return Status::ok();
+}
+
 struct Config {
   const char* name;
   int bm, bn, threads, stages;
@@ -1594,12 +1808,19 @@ struct Config {
   InFormat in = InFormat::kNhwc;  // the input it reads (ConvParams::in_format)
   bool nchw = false;              // an image's layout (ConvParams::in_nchw)
   bool warp_halo = false;         // conv_warp_halo_kernel: a warp per 32 columns of a strip of rows
+  void (*tma)(ConvParams, ConvArgs, TmaMaps) = nullptr;  // conv_tma_kernel (then `kernel` is null): where g_tma
 };
 
 // The dynamic shared memory a configuration's kernel takes.
 int config_smem(const Config& c) {
+  if (c.tma) return c.stages * (tma_stage_bytes(c.bn, c.row) + 16);  // the stages, then two mbarriers per stage
   return c.warp_halo ? WarpHaloLayout(c.int8, c.in != InFormat::kNhwc).bytes() : c.stages * (c.bm + c.bn) * c.row;
 }
+
+// The TMA configurations: two consumer warpgroups and a producer warp.
+#define QD_TMA_CONFIG(BN, S, ROW, NAME)                                                                    \
+  {NAME, kTmaBM, BN, kTmaThreads, S, nullptr, true, false, false, true, ROW, InFormat::kNhwc, false, false, \
+   conv_tma_kernel<BN, S, ROW>}
 
 // The wgmma configurations: BM / 64 warpgroups of 128 threads.
 #define QD_WG_CONFIG(BM, BN, S, I8, ROW, NAME) \
@@ -1686,14 +1907,21 @@ const Config kConfigs[] = {
     QD_WG_CONFIG(128, 64, 4, true, 128, "wgmma_i8_128x64_k128_s4"),
     QD_WG_CONFIG(64, 128, 4, true, 128, "wgmma_i8_64x128_k128_s4"),
     QD_WG_CONFIG(64, 64, 4, true, 128, "wgmma_i8_64x64_k128_s4"),
+    QD_TMA_CONFIG(128, 3, 128, "tma_i8_128x128_k128_s3"),
+    QD_TMA_CONFIG(64, 4, 128, "tma_i8_128x64_k128_s4"),
+    QD_TMA_CONFIG(128, 4, 64, "tma_i8_128x128_k64_s4"),
+    QD_TMA_CONFIG(64, 6, 64, "tma_i8_128x64_k64_s6"),
 };
+#undef QD_TMA_CONFIG
 #undef QD_WG_CONFIG
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 int g_blocks_per_sm[kNumConfigs] = {};  // resident blocks per SM (conv_igemm_init), for the persistent grids
 int64_t g_sms = 1;                      // the device's SMs (conv_igemm_init)
 bool g_wgmma = false;                   // the wgmma configurations can run (conv_igemm_init)
+bool g_tma = false;                     // the TMA configurations can run: wgmma and the encoders (unless QD_NO_TMA)
 bool g_direct_epilogue = false;         // QD_NO_STAGED_EPILOGUE: ConvParams::direct_epilogue
 bool g_no_quad_epilogue = false;        // QD_NO_QUAD_EPILOGUE: ConvParams::no_quad_epilogue
+bool g_no_small_acc = false;            // QD_NO_SMALL_ACC: ConvParams::small_acc off
 
 // Whether this binary's code for the device has wgmma (sm_90a): written by the code the device runs.
 __global__ void wgmma_probe_kernel(int* out) { *out = QD_WGMMA_DEVICE; }
@@ -1705,6 +1933,7 @@ bool conv_igemm_config_int8(int config) { return config >= 0 && config < kNumCon
 bool conv_igemm_config_staged(int config) {
   if (config < 0 || config >= kNumConfigs) return false;
   const Config& c = kConfigs[config];
+  if (c.tma) return false;                           // the register epilogue
   if (c.warp_halo) return c.in != InFormat::kNhwc;  // over activations: the register epilogue where not lean
   return c.halo || tile_stages(c.bm, c.bn, c.stages, c.row);
 }
@@ -1719,6 +1948,7 @@ bool conv_igemm_config_fits(int config, const ConvParams& p) {
                              !tile_stages(c.bm, c.bn, c.stages, c.row))) {
     return false;  // a cluster of at most 8 blocks (sm_90), whose tile fits the shared memory
   }
+  if (c.tma) return g_tma && tma_fits(p, c.row);
   if (c.warp_halo) return c.in == InFormat::kNhwc ? warp_halo_fits(p, c.int8) : stem_image_fits(p);
   return !c.halo || stem_halo_fits(p);
 }
@@ -1763,8 +1993,15 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
   ConvParams q = p;
   q.direct_epilogue = g_direct_epilogue;
   q.no_quad_epilogue = p.no_quad_epilogue || g_no_quad_epilogue;
+  q.small_acc = p.small_acc && c.int8 && !g_no_small_acc;
   const unsigned cluster = p.split_in_cluster ? static_cast<unsigned>(p.splits) : 1u;
-  launch_pdl_cluster(c.kernel, grid, dim3(c.threads), config_smem(c), stream, cluster, q, a);
+  if (c.tma) {
+    TmaMaps maps;
+    QD_RETURN_IF_ERROR(encode_tma_maps(q, a, c.bn, c.row, &maps));
+    launch_pdl(c.tma, grid, dim3(c.threads), config_smem(c), stream, q, a, maps);
+  } else {
+    launch_pdl_cluster(c.kernel, grid, dim3(c.threads), config_smem(c), stream, cluster, q, a);
+  }
   QD_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), c.name));
   if (p.splits > 1 && !p.split_in_cluster) {
     const int64_t total = M * p.K;
@@ -1811,6 +2048,20 @@ Status conv_igemm_init() {
   g_wgmma = has != 0 && std::getenv("QD_NO_WGMMA") == nullptr;
   g_direct_epilogue = std::getenv("QD_NO_STAGED_EPILOGUE") != nullptr;
   g_no_quad_epilogue = std::getenv("QD_NO_QUAD_EPILOGUE") != nullptr;
+  g_no_small_acc = std::getenv("QD_NO_SMALL_ACC") != nullptr;
+  void* im2col = nullptr;
+  void* tiled = nullptr;
+  cudaDriverEntryPointQueryResult found1 = cudaDriverEntryPointSymbolNotFound, found2 = found1;
+  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeIm2col", &im2col, 12000, cudaEnableDefault, &found1) ==
+          cudaSuccess &&
+      cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &tiled, 12000, cudaEnableDefault, &found2) ==
+          cudaSuccess &&
+      found1 == cudaDriverEntryPointSuccess && found2 == cudaDriverEntryPointSuccess) {
+    g_encode_im2col = reinterpret_cast<PFN_cuTensorMapEncodeIm2col_v12000>(im2col);
+    g_encode_tiled = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(tiled);
+  }
+  (void)cudaGetLastError();  // a missing entry point is not an error of the next launch
+  g_tma = g_wgmma && g_encode_im2col && g_encode_tiled && std::getenv("QD_NO_TMA") == nullptr;
   int dev = 0, sms = 0;
   QD_CUDA_TRY(cudaGetDevice(&dev));
   QD_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -1818,9 +2069,10 @@ Status conv_igemm_init() {
   for (int i = 0; i < kNumConfigs; ++i) {
     const Config& c = kConfigs[i];
     const int smem = config_smem(c);
-    QD_CUDA_TRY(cudaFuncSetAttribute(c.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const void* fn = c.tma ? reinterpret_cast<const void*>(c.tma) : reinterpret_cast<const void*>(c.kernel);
+    QD_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     int per_sm = 0;
-    QD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, c.kernel, c.threads, smem));
+    QD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, c.threads, smem));
     g_blocks_per_sm[i] = std::max(per_sm, 1);
   }
   return Status::ok();
