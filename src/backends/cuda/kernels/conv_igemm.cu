@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include <cooperative_groups.h>
@@ -1683,8 +1684,12 @@ __device__ __forceinline__ void tma_tile2d(uint32_t dst, const CUtensorMap* map,
 constexpr int kTmaBM = 128, kTmaConsumers = 256, kTmaThreads = kTmaConsumers + 32;
 __host__ __device__ constexpr int tma_stage_bytes(int bn, int row) { return (kTmaBM + bn) * row; }
 
-template <int BN, int kStages, int kRow>
-__global__ void __launch_bounds__(kTmaThreads, 2)
+// kMinBlocks: the blocks per SM the register budget is set for: 2 (overlapping one block's epilogue with the
+// other's MMAs) or 1 (no register cap short of the accumulators' needs; Nsight Compute saw a looping variant of this
+// kernel with an N tile of 128 capped at 96 registers spill, the DRAM traffic of a deep 3x3 layer seven times its
+// input's).
+template <int BN, int kStages, int kRow, int kMinBlocks>
+__global__ void __launch_bounds__(kTmaThreads, kMinBlocks)
     conv_tma_kernel(const ConvParams p, const ConvArgs a, const __grid_constant__ TmaMaps maps) {
   constexpr int BM = kTmaBM, kABytes = BM * kRow, kStageBytes = tma_stage_bytes(BN, kRow);
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -1818,9 +1823,9 @@ int config_smem(const Config& c) {
 }
 
 // The TMA configurations: two consumer warpgroups and a producer warp.
-#define QD_TMA_CONFIG(BN, S, ROW, NAME)                                                                    \
+#define QD_TMA_CONFIG(BN, S, ROW, MIN_BLOCKS, NAME)                                                        \
   {NAME, kTmaBM, BN, kTmaThreads, S, nullptr, true, false, false, true, ROW, InFormat::kNhwc, false, false, \
-   conv_tma_kernel<BN, S, ROW>}
+   conv_tma_kernel<BN, S, ROW, MIN_BLOCKS>}
 
 // The wgmma configurations: BM / 64 warpgroups of 128 threads.
 #define QD_WG_CONFIG(BM, BN, S, I8, ROW, NAME) \
@@ -1907,10 +1912,11 @@ const Config kConfigs[] = {
     QD_WG_CONFIG(128, 64, 4, true, 128, "wgmma_i8_128x64_k128_s4"),
     QD_WG_CONFIG(64, 128, 4, true, 128, "wgmma_i8_64x128_k128_s4"),
     QD_WG_CONFIG(64, 64, 4, true, 128, "wgmma_i8_64x64_k128_s4"),
-    QD_TMA_CONFIG(128, 3, 128, "tma_i8_128x128_k128_s3"),
-    QD_TMA_CONFIG(64, 4, 128, "tma_i8_128x64_k128_s4"),
-    QD_TMA_CONFIG(128, 4, 64, "tma_i8_128x128_k64_s4"),
-    QD_TMA_CONFIG(64, 6, 64, "tma_i8_128x64_k64_s6"),
+    QD_TMA_CONFIG(128, 3, 128, 2, "tma_i8_128x128_k128_s3"),
+    QD_TMA_CONFIG(64, 4, 128, 2, "tma_i8_128x64_k128_s4"),
+    QD_TMA_CONFIG(128, 4, 64, 2, "tma_i8_128x128_k64_s4"),
+    QD_TMA_CONFIG(64, 6, 64, 2, "tma_i8_128x64_k64_s6"),
+    QD_TMA_CONFIG(128, 6, 128, 1, "tma_i8_128x128_k128_s6_b1"),
 };
 #undef QD_TMA_CONFIG
 #undef QD_WG_CONFIG
@@ -1919,6 +1925,7 @@ int g_blocks_per_sm[kNumConfigs] = {};  // resident blocks per SM (conv_igemm_in
 int64_t g_sms = 1;                      // the device's SMs (conv_igemm_init)
 bool g_wgmma = false;                   // the wgmma configurations can run (conv_igemm_init)
 bool g_tma = false;                     // the TMA configurations can run: wgmma and the encoders (unless QD_NO_TMA)
+const char* g_only_config = nullptr;    // QD_ONLY_CONFIG: only the configurations whose name contains it (profiling)
 bool g_direct_epilogue = false;         // QD_NO_STAGED_EPILOGUE: ConvParams::direct_epilogue
 bool g_no_quad_epilogue = false;        // QD_NO_QUAD_EPILOGUE: ConvParams::no_quad_epilogue
 bool g_no_small_acc = false;            // QD_NO_SMALL_ACC: ConvParams::small_acc off
@@ -1948,6 +1955,7 @@ bool conv_igemm_config_fits(int config, const ConvParams& p) {
                              !tile_stages(c.bm, c.bn, c.stages, c.row))) {
     return false;  // a cluster of at most 8 blocks (sm_90), whose tile fits the shared memory
   }
+  if (g_only_config && !std::strstr(c.name, g_only_config)) return false;
   if (c.tma) return g_tma && tma_fits(p, c.row);
   if (c.warp_halo) return c.in == InFormat::kNhwc ? warp_halo_fits(p, c.int8) : stem_image_fits(p);
   return !c.halo || stem_halo_fits(p);
@@ -2062,6 +2070,7 @@ Status conv_igemm_init() {
   }
   (void)cudaGetLastError();  // a missing entry point is not an error of the next launch
   g_tma = g_wgmma && g_encode_im2col && g_encode_tiled && std::getenv("QD_NO_TMA") == nullptr;
+  g_only_config = std::getenv("QD_ONLY_CONFIG");
   int dev = 0, sms = 0;
   QD_CUDA_TRY(cudaGetDevice(&dev));
   QD_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
