@@ -1618,8 +1618,9 @@ bool warp_halo_fits(const ConvParams& p, bool i8) {
 
 // ---- Warp-specialized INT8 implicit GEMM with the tensor memory accelerator (sm_90a) ----
 // The cp.async kernels issue each K tile's loads from every thread (address arithmetic and bounds checks for each
-// 16-byte copy, then a block barrier): in the deep 3x3 layers that was about one instruction per tensor-core cycle
-// (Nsight Compute, session 20: 79 of ~130 instructions per warp and K tile). Here one thread of a producer warp
+// 16-byte copy, then a block barrier): in the deep 3x3 layers 79 of ~130 instructions per warp and K tile (Nsight
+// Compute, session 20), yet without them these layers ran only 0-20% faster (docs/benchmarks.md, session 21): those
+// instructions were not what bounds them. Here one thread of a producer warp
 // issues a whole K tile as two TMA copies: the A tile through an im2col tensor map (BM consecutive output pixels,
 // one filter tap, kRow channels each; the hardware walks the pixels across rows and images, applies the stride, and
 // fills the padding with zeros) and the B tile through a tiled map of the weights, into kStages stages in the wgmma
@@ -1757,14 +1758,23 @@ __global__ void __launch_bounds__(kTmaThreads, kMinBlocks)
   igemm_epilogue<BM, BN, 16, BN, true>(p, a, M, block_m, block_n, warp, 0, lane, acc);
 }
 
+// The im2col map's box of filter-window top-left corners along W and H: from -pad to the last output pixel's,
+// as offsets from the tensor's first and last pixel.
+struct TmaCorners {
+  int lower[2], upper[2];  // W, H
+  explicit TmaCorners(const ConvParams& p)
+      : lower{-p.pad_w, -p.pad_h},
+        upper{(p.OW - 1) * p.stride_w - p.pad_w - (p.W - 1), (p.OH - 1) * p.stride_h - p.pad_h - (p.H - 1)} {}
+};
+
 // Whether conv_tma_kernel with kRow-byte K tiles can run p: NHWC int8 activations whose channels are whole K tiles
 // (padding and taps inside the im2col map's limits), weight rows exactly R x S x C, no split-K.
 bool tma_fits(const ConvParams& p, int row) {
-  const int upper_w = (p.OW - 1) * p.stride_w - p.pad_w - (p.W - 1), upper_h = (p.OH - 1) * p.stride_h - p.pad_h - (p.H - 1);
-  const auto corner = [](int v) { return v >= -128 && v <= 127; };
+  const TmaCorners c(p);
+  const auto corner = [](int v) { return v >= -128 && v <= 127; };  // a 4-D map's limits
   return p.in_format == InFormat::kNhwc && p.C % row == 0 && p.in_ld % 16 == 0 && p.Kp == p.R * p.S * p.C &&
-         p.splits == 1 && !p.split_in_cluster && corner(-p.pad_w) && corner(-p.pad_h) && corner(upper_w) &&
-         corner(upper_h) && p.stride_w <= 8 && p.stride_h <= 8 && (p.S - 1) * p.dil_w < 65536 &&
+         p.splits == 1 && !p.split_in_cluster && corner(c.lower[0]) && corner(c.lower[1]) && corner(c.upper[0]) &&
+         corner(c.upper[1]) && p.stride_w <= 8 && p.stride_h <= 8 && (p.S - 1) * p.dil_w < 65536 &&
          (p.R - 1) * p.dil_h < 65536 && p.OH > 0 && p.OW > 0;
 }
 
@@ -1782,12 +1792,10 @@ Status encode_tma_maps(const ConvParams& p, const ConvArgs& a, int bn, int row, 
                               static_cast<cuuint64_t>(p.H), static_cast<cuuint64_t>(p.N)};
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(p.in_ld), static_cast<cuuint64_t>(p.in_ld) * p.W,
                                  static_cast<cuuint64_t>(p.in_ld) * p.W * p.H};
-  // The box of the filter window's top-left corners (W, H): from -pad to the last output pixel's.
-  const int lower[2] = {-p.pad_w, -p.pad_h};
-  const int upper[2] = {(p.OW - 1) * p.stride_w - p.pad_w - (p.W - 1), (p.OH - 1) * p.stride_h - p.pad_h - (p.H - 1)};
+  const TmaCorners corners(p);
   const cuuint32_t estrides[4] = {1, static_cast<cuuint32_t>(p.stride_w), static_cast<cuuint32_t>(p.stride_h), 1};
   CUresult r = g_encode_im2col(&maps->a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void*>(a.x), dims, strides,
-                               lower, upper, static_cast<cuuint32_t>(row), kTmaBM, estrides,
+                               corners.lower, corners.upper, static_cast<cuuint32_t>(row), kTmaBM, estrides,
                                CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return internal("conv_tma: cuTensorMapEncodeIm2col failed (" + std::to_string(r) + ")");
