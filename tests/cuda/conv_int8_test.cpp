@@ -76,17 +76,23 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
   const float sy = 0.05f;
   // Counts the int8 NHWC outputs yq within 1 LSB of, and equal to, the reference's: act(y) quantized with sy, act
   // computed as the reference does (SiLU: its Sigmoid in double, then the Mul in float).
-  auto compare_int8 = [&](const std::vector<int8_t>& yq, auto act, int64_t* within, int64_t* same) {
+  // f(k, i, j, y) for every output: its channel k, NCHW index i and NHWC index j, and y = acc * alpha + bias as the
+  // builder computes it.
+  auto for_each_output = [&](auto f) {
     for (int n = 0; n < cs.n; ++n)
       for (int k = 0; k < cs.k; ++k)
         for (int pix = 0; pix < oh * ow; ++pix) {
           const int64_t i = (static_cast<int64_t>(n) * cs.k + k) * oh * ow + pix;
-          const float y = static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
-          const int want = ops::quantize_value(act(y), sy, 0, -128, 127);
-          const int got = yq[(static_cast<int64_t>(n) * oh * ow + pix) * cs.k + k];
-          *within += std::abs(got - want) <= 1;
-          *same += got == want;
+          const int64_t j = (static_cast<int64_t>(n) * oh * ow + pix) * cs.k + k;
+          f(k, i, j, static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k]);
         }
+  };
+  auto compare_int8 = [&](const std::vector<int8_t>& yq, auto act, int64_t* within, int64_t* same) {
+    for_each_output([&](int, int64_t, int64_t j, float y) {
+      const int want = ops::quantize_value(act(y), sy, 0, -128, 127);
+      *within += std::abs(yq[j] - want) <= 1;
+      *same += yq[j] == want;
+    });
   };
   ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
   int tested = 0, clusters_tested = 0, small_tested = 0;
@@ -213,21 +219,16 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
                 cudaSuccess);
       const auto* y2q = reinterpret_cast<const int8_t*>(y2.data());
       int64_t exact = 0, within = 0;
-      for (int n = 0; n < cs.n; ++n)
-        for (int k = 0; k < cs.k; ++k)
-          for (int pix = 0; pix < oh * ow; ++pix) {
-            const int64_t i = (static_cast<int64_t>(n) * cs.k + k) * oh * ow + pix;
-            const int64_t j = (static_cast<int64_t>(n) * oh * ow + pix) * cs.k + k;
-            const float y = static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
-            const float v = y + static_cast<float>(rq[j]) * sr;
-            if (nhwc_i8) {
-              exact += y2[j] == float_to_half(v);
-              within += std::abs(yq8[j] - ops::quantize_value(v, sy, 0, -128, 127)) <= 1;
-            } else {
-              exact += yf[i] == v;
-              within += std::abs(y2q[j] - ops::quantize_value(v, sy2, 0, -128, 127)) <= 1;
-            }
-          }
+      for_each_output([&](int, int64_t i, int64_t j, float y) {
+        const float v = y + static_cast<float>(rq[j]) * sr;
+        if (nhwc_i8) {
+          exact += y2[j] == float_to_half(v);
+          within += std::abs(yq8[j] - ops::quantize_value(v, sy, 0, -128, 127)) <= 1;
+        } else {
+          exact += yf[i] == v;
+          within += std::abs(y2q[j] - ops::quantize_value(v, sy2, 0, -128, 127)) <= 1;
+        }
+      });
       EXPECT_EQ(exact, acc.numel()) << cuda::conv_igemm_config_name(cfg) << " int8 residual, "
                                     << (nhwc_i8 ? "fp16 second output" : "fp32 output") << " not exact";
       EXPECT_EQ(within, acc.numel()) << cuda::conv_igemm_config_name(cfg) << " int8 residual, "
@@ -275,19 +276,14 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
                                   << ": the accumulators' conversion without I2F changed the output";
       }
       int64_t apart = 0, within = 0;
-      for (int n = 0; n < cs.n; ++n)
-        for (int k = 0; k < cs.k; ++k)
-          for (int pix = 0; pix < oh * ow; ++pix) {
-            const int64_t i = (static_cast<int64_t>(n) * cs.k + k) * oh * ow + pix;
-            const int64_t j = (static_cast<int64_t>(n) * oh * ow + pix) * cs.k + k;
-            float v = static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
-            if (p.act == cuda::Act::kSilu) v *= static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(v))));
-            if (variant == 1) v += static_cast<float>(rq[j]) * sr;
-            if (variant == 2) v += half_to_float(rh[j]);
-            const int want = ops::quantize_value(v, k < p.out_split ? sy : sy_hi, 0, -128, 127);
-            within += std::abs(got[0][j] - want) <= 1;
-            apart += cuda::conv_igemm_config_staged(cfg) ? got[0][j] != got[1][j] : std::abs(got[0][j] - got[1][j]) > 1;
-          }
+      for_each_output([&](int k, int64_t, int64_t j, float v) {
+        if (p.act == cuda::Act::kSilu) v *= static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(v))));
+        if (variant == 1) v += static_cast<float>(rq[j]) * sr;
+        if (variant == 2) v += half_to_float(rh[j]);
+        const int want = ops::quantize_value(v, k < p.out_split ? sy : sy_hi, 0, -128, 127);
+        within += std::abs(got[0][j] - want) <= 1;
+        apart += cuda::conv_igemm_config_staged(cfg) ? got[0][j] != got[1][j] : std::abs(got[0][j] - got[1][j]) > 1;
+      });
       EXPECT_EQ(apart, 0) << cuda::conv_igemm_config_name(cfg) << " variant " << variant
                           << ": the quad epilogue's integers differ from the other epilogue's";
       EXPECT_EQ(within, acc.numel()) << cuda::conv_igemm_config_name(cfg) << " variant " << variant
