@@ -74,8 +74,6 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
   a.bias = static_cast<const float*>(db.get());
   a.y = dy.get();
   const float sy = 0.05f;
-  // Counts the int8 NHWC outputs yq within 1 LSB of, and equal to, the reference's: act(y) quantized with sy, act
-  // computed as the reference does (SiLU: its Sigmoid in double, then the Mul in float).
   // f(k, i, j, y) for every output: its channel k, NCHW index i and NHWC index j, and y = acc * alpha + bias as the
   // builder computes it.
   auto for_each_output = [&](auto f) {
@@ -87,6 +85,8 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
           f(k, i, j, static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k]);
         }
   };
+  // Counts the int8 NHWC outputs yq within 1 LSB of, and equal to, the reference's: act(y) quantized with sy, act
+  // computed as the reference does (SiLU: its Sigmoid in double, then the Mul in float).
   auto compare_int8 = [&](const std::vector<int8_t>& yq, auto act, int64_t* within, int64_t* same) {
     for_each_output([&](int, int64_t, int64_t j, float y) {
       const int want = ops::quantize_value(act(y), sy, 0, -128, 127);

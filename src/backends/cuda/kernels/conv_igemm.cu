@@ -1620,13 +1620,13 @@ bool warp_halo_fits(const ConvParams& p, bool i8) {
 // The cp.async kernels issue each K tile's loads from every thread (address arithmetic and bounds checks for each
 // 16-byte copy, then a block barrier): in the deep 3x3 layers 79 of ~130 instructions per warp and K tile (Nsight
 // Compute, session 20), yet without them these layers ran only 0-20% faster (docs/benchmarks.md, session 21): those
-// instructions were not what bounds them. Here one thread of a producer warp
-// issues a whole K tile as two TMA copies: the A tile through an im2col tensor map (BM consecutive output pixels,
-// one filter tap, kRow channels each; the hardware walks the pixels across rows and images, applies the stride, and
-// fills the padding with zeros) and the B tile through a tiled map of the weights, into kStages stages in the wgmma
-// swizzle. mbarriers hand the stages over: `full` (the copies' bytes arrived) and `empty` (every consumer warp's
-// MMAs on it completed). Two consumer warpgroups run wgmma on their 64 rows and then the usual register epilogue.
-// For layers whose channels are whole multiples of kRow (each K tile one tap), unsplit.
+// instructions were not what bounds them. Here one thread of a producer warp issues a whole K tile as two TMA copies:
+// the A tile through an im2col tensor map (BM consecutive output pixels, one filter tap, kRow channels each; the
+// hardware walks the pixels across rows and images, applies the stride, and fills the padding with zeros) and the B
+// tile through a tiled map of the weights, into kStages stages in the wgmma swizzle. mbarriers hand the stages over:
+// `full` (the copies' bytes arrived) and `empty` (every consumer warp's MMAs on it completed). Two consumer warpgroups
+// run wgmma on their 64 rows and then the usual register epilogue. For layers whose channels are whole multiples of
+// kRow (each K tile one tap), unsplit.
 struct TmaMaps {
   CUtensorMap a, b;
 };
