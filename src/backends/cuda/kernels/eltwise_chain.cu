@@ -89,14 +89,16 @@ __global__ void slice_concat_rows_kernel(const float* x, TY* y, const SliceConca
 
 // Transposed x (src_hw > 0): a block takes kTilePixels pixels of one (n, a). It copies their C columns along the
 // pixels (coalesced, cp.async 16 bytes at a time where the planes allow) into a tile in shared memory as they are;
-// then each warp takes output columns (a segment's column: its program is warp-uniform), each lane two neighbouring
-// pixels, and writes the tile's output rows, contiguous in y, into shared memory in y's type; the rows then go out
-// 16 bytes per thread. x and y are fp32 or fp16 (a head conv's fp16 result for an fp16 output binding). A copied
-// column costs one shared-memory load and two stores per two values (no conversion from fp16 to fp16); only the
-// columns with a program (YOLO's box) convert and compute. Issue slots bound the kernel (ncu, H100, YOLOv5s' P3 level
-// at batch 32: ~0.9 warp instructions issued per cycle and scheduler), so its loops are kept short: the first
-// version (a lane per column, per-value index arithmetic, values staged as floats) issued ~2.5 warp instructions per
-// output value and ran at 1.3 TB/s.
+// then the tile's output rows, contiguous in y, are written into shared memory in y's type: the columns with a program
+// (YOLO's box) by a thread per value, spread over all the warps, the others by a warp per column, each lane two
+// neighbouring pixels; the rows then go out 16 bytes per thread. x and y are fp32 or fp16 (a head conv's fp16 result
+// for an fp16 output binding). A copied column costs one shared-memory load and two stores per two values (no
+// conversion from fp16 to fp16); only the columns with a program convert and compute. Issue slots bound the kernel
+// (ncu, H100, YOLOv5s' P3 level at batch 32: ~0.9 warp instructions issued per cycle and scheduler), so its loops are
+// kept short: the first version (a lane per column, per-value index arithmetic, values staged as floats) issued ~2.5
+// warp instructions per output value and ran at 1.3 TB/s; the box columns taken a warp per column, like the copies,
+// left the first two warps 4 programs per lane and the P3 level 15% slower (0.092 against 0.080 ms at batch 32,
+// H100).
 constexpr int kTilePixels = 64;
 template <typename T>
 __host__ __device__ constexpr int tile_stride() {  // a tile row: kTilePixels values and a 16-byte pad
@@ -166,27 +168,34 @@ __global__ void slice_concat_tiled_kernel(const TX* x, TY* y, const SliceConcatP
   const I b = r0 / static_cast<I>(p.rows_per_batch);
   TY* yo = y + b * static_cast<I>(p.out_batch_stride) + static_cast<I>(p.out_offset) +
            (r0 - b * static_cast<I>(p.rows_per_batch)) * oc;
+  // The columns with a program: a thread per column and pixel, over all the warps.
+  int prog_cols = 0;
+  for (int k = 0; k < p.segments; ++k) prog_cols += p.seg[k].prog.steps ? p.seg[k].len : 0;
+  for (int e = threadIdx.x; e < prog_cols * npix; e += blockDim.x) {
+    int c = e / npix, k = 0;  // the c-th column with a program: segment k's column c
+    const int px = e - c * npix;
+    while (p.seg[k].prog.steps == 0 || c >= p.seg[k].len) {
+      if (p.seg[k].prog.steps != 0) c -= p.seg[k].len;
+      ++k;
+    }
+    const SliceSegment& sg = p.seg[k];
+    rows[px * oc + sg.out_start + c] =
+        from_float<TY>(run_program(sg.prog, to_float(tile[(sg.src_start + c) * kStride + px]), (r0 + px) * sg.len + c));
+  }
+  // The others copied, a warp per column (output column j to warp j % warps), each lane two neighbouring pixels.
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   const int px = 2 * lane;  // this lane's pixels: px, px + 1
   if (px < npix) {
     const bool two = px + 1 < npix;
     for (int k = 0; k < p.segments; ++k) {
       const SliceSegment& sg = p.seg[k];
-      const int len = sg.len;
+      if (sg.prog.steps != 0) continue;
       const TX* src = tile + sg.src_start * kStride + px;
       TY* dst = rows + px * oc + sg.out_start;
-      if (sg.prog.steps == 0) {
-        for (int c = warp; c < len; c += warps) {
-          const TX* t = src + c * kStride;
-          dst[c] = convert<TY>(t[0]);
-          if (two) dst[oc + c] = convert<TY>(t[1]);
-        }
-      } else {
-        for (int c = warp; c < len; c += warps) {
-          const TX* t = src + c * kStride;
-          dst[c] = from_float<TY>(run_program(sg.prog, to_float(t[0]), (r0 + px) * len + c));
-          if (two) dst[oc + c] = from_float<TY>(run_program(sg.prog, to_float(t[1]), (r0 + px + 1) * len + c));
-        }
+      for (int c = ((warp - sg.out_start) % warps + warps) % warps; c < sg.len; c += warps) {
+        const TX* t = src + c * kStride;
+        dst[c] = convert<TY>(t[0]);
+        if (two) dst[oc + c] = convert<TY>(t[1]);
       }
     }
   }
