@@ -79,4 +79,21 @@ Status write_minmax_cache(const std::string& model, const std::string& input, co
   return write_calib_cache(path, cal.result());
 }
 
+Graph with_dynamic_batch(Graph g) {
+  for (int v : g.inputs) {
+    Value& x = g.values[v];
+    x.shape[0] = -1;
+    x.dim_names.assign(x.shape.size(), "");
+    x.dim_names[0] = "batch";
+  }
+  for (const Node& n : g.nodes) {
+    if (n.op != OpType::Reshape || n.inputs.size() < 2 || !g.is_constant(n.inputs[1])) continue;
+    Tensor& shape = g.constants[n.inputs[1]];
+    if (shape.dtype() != DType::kInt64 || shape.numel() == 0 || shape.get_i64(0) != 1) continue;
+    shape = shape.clone();  // copies share buffers
+    shape.data<int64_t>()[0] = 0;
+  }
+  return g;
+}
+
 }  // namespace qd::test

@@ -5,6 +5,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "ir/graph.h"
 #include "tasks/image_io.h"
 
 namespace qd::test {
@@ -23,5 +24,8 @@ double max_abs_diff(const Tensor& a, const Tensor& b);
 // (the model is prepared for its shape), written to `path`.
 Status write_minmax_cache(const std::string& model, const std::string& input, const Tensor& feed,
                           const std::string& path);
+// An exported model of batch 1 made dynamic: its inputs' first dim becomes "batch", and each Reshape whose constant
+// target shape starts with 1 copies that dim from its input (0) instead. The shipped models at any batch.
+Graph with_dynamic_batch(Graph g);
 
 }  // namespace qd::test

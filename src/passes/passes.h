@@ -20,6 +20,12 @@ Status infer_shapes(Graph& g);
 // max_bytes stay as nodes.
 Expected<int> fold_constants(Graph& g, size_t max_bytes = size_t{64} << 20);
 
+// Whether a prepared (shape-bound) graph computes each item of its batch from that item alone, so that the batch may
+// run as separate parts: every input has the batch as its first dim, every op keeps items apart along it (no
+// reduction, normalization, concatenation, slice or gather across the batch, no parameter per batch index), and
+// every output has the batch first. Conservative: an op it does not know is an `unsupported` error naming it.
+Status check_batch_split(const Graph& g);
+
 struct PrepareOptions {
   std::map<std::string, Shape> input_shapes;
 };

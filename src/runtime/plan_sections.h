@@ -34,7 +34,7 @@ std::string encode_int8_options(const Int8Options& opt);
 Expected<Int8Options> decode_int8_options(const std::string& data);
 
 // A CUDA plan's sections (target "cuda"): "graph", "build_options", "cuda.kernels" (JSON: conv signature -> kernel
-// the build chose) and, for INT8 plans, "int8"; decoded and checked without a GPU, for load_cuda_engine and the plan
+// the build chose; "split:..." keys: how a batch runs, CudaEngine::split_choice) and, for INT8 plans, "int8"; decoded and checked without a GPU, for load_cuda_engine and the plan
 // fuzzer.
 struct CudaPlanParts {
   Graph graph;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -619,10 +620,16 @@ TEST(CudaEngine, TimingCacheIsReadBack) {
   };
   nlohmann::json j = read();
   ASSERT_EQ(j.value("device", ""), device);
-  ASSERT_EQ(j["kernels"].size(), first.size()) << "one entry per conv signature";
+  // One entry per conv signature, and the batch's split (whole or lanes, timed at build).
+  size_t convs = 0, splits = 0;
+  for (auto& [sig, kernel] : j["kernels"].items()) (sig.rfind("split:", 0) == 0 ? splits : convs) += 1;
+  ASSERT_EQ(convs, first.size());
+  EXPECT_EQ(splits, 1u);
   // Every conv here fits igemm_f16_64x32_w32x32_s3, which the timing rarely picks for all of them.
   const std::string forced = "igemm_f16_64x32_w32x32_s3";
-  for (auto& [sig, kernel] : j["kernels"].items()) kernel = forced;
+  for (auto& [sig, kernel] : j["kernels"].items()) {
+    if (sig.rfind("split:", 0) != 0) kernel = forced;
+  }
   ASSERT_TRUE(write_file_atomic(cache, j.dump()).is_ok());
   for (const auto& [layer, kernel] : build(cache)) EXPECT_EQ(kernel, forced) << layer;
   j["device"] = "another GPU";
@@ -1200,6 +1207,129 @@ TEST(CudaContext, CallersDeviceBuffers) {
   cudaFree(x);
   cudaFree(y[0]);
   cudaFree(y[1]);
+}
+
+// A batch run as two halves on two streams (CudaContext's lanes, free or held in step; QD_SPLIT forces what the
+// build would time): the dynamic-batch detector gives the same outputs as the whole batch (INT8: the same integers;
+// fp16: half-batch kernels, close), run directly and as a CUDA graph, into the caller's buffers too, and a saved plan
+// keeps the build's choice; per-layer profiling still runs (the whole batch). A model that mixes batch items stays
+// whole.
+TEST(CudaContext, BatchSplitLanesMatchTheWholeBatch) {
+  SKIP_WITHOUT_GPU();
+  auto g = import_onnx_file(test::source_dir() + "/models/yolov5n_fmnist_det.onnx");
+  ASSERT_TRUE(g);
+  const std::string dir = test::temp_dir("batch_split");
+  const std::string model = dir + "/yolov5n_dynamic.onnx";
+  ASSERT_TRUE(export_onnx_file(test::with_dynamic_batch(*g), model).is_ok());
+  const std::map<std::string, Shape> shapes = {{"images", {4, 3, 640, 640}}};
+  const std::map<std::string, Tensor> in{{"images", test::random_f32({4, 3, 640, 640}, 8, 0.f, 1.f)}};
+  for (const std::string precision : {"int8", "fp16"}) {
+    SCOPED_TRACE(precision);
+    BuildOptions opt;
+    opt.device = "cuda";
+    opt.precision = precision;
+    if (precision == "int8") opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
+    opt.min_shapes = opt.opt_shapes = opt.max_shapes = shapes;
+    auto built = build_engine(model, opt);
+    ASSERT_TRUE(built) << built.status().to_string();
+    auto* e = dynamic_cast<cuda::CudaEngine*>(built->get());
+    ASSERT_TRUE(e);
+    const std::string chosen = *e->split_choice(shapes);
+    std::cout << precision << " batch 4: the build chose " << chosen << "\n";
+    auto run = [&](const char* split, bool graph, std::vector<Tensor>* out, std::string* used) {
+      auto ctx = e->create_context();
+      ctx->use_cuda_graph(graph);
+      setenv("QD_SPLIT", split, 1);
+      const Status set = ctx->set_input_shapes(shapes);
+      unsetenv("QD_SPLIT");
+      ASSERT_TRUE(set.is_ok()) << set.to_string();
+      *used = ctx->split();
+      for (int rep = 0; rep < 2; ++rep) {  // a graph: captured, then replayed
+        ASSERT_TRUE(ctx->upload(in, nullptr).is_ok());
+        ASSERT_TRUE(ctx->enqueue(nullptr).is_ok());
+        auto o = ctx->download(nullptr);
+        ASSERT_TRUE(o) << o.status().to_string();
+        *out = std::move(*o);
+      }
+      auto prof = ctx->profile(1, nullptr);
+      ASSERT_TRUE(prof) << prof.status().to_string();
+      EXPECT_EQ(prof->size(), e->layer_info(shapes)->size());
+    };
+    std::vector<Tensor> whole;
+    std::string used;
+    ASSERT_NO_FATAL_FAILURE(run(cuda::kSplitWhole, false, &whole, &used));
+    EXPECT_EQ(used, cuda::kSplitWhole);
+    for (const char* split : {cuda::kSplitLanes, cuda::kSplitLanesInStep}) {
+      for (const bool graph : {false, true}) {
+        SCOPED_TRACE(std::string(split) + (graph ? ", graph" : ""));
+        std::vector<Tensor> got;
+        ASSERT_NO_FATAL_FAILURE(run(split, graph, &got, &used));
+        EXPECT_EQ(used, split);
+        ASSERT_EQ(got.size(), whole.size());
+        ASSERT_EQ(got[0].shape(), whole[0].shape());
+        if (precision == "int8") {
+          EXPECT_EQ(test::max_abs_diff(whole[0], got[0]), 0.0);
+        } else {
+          EXPECT_GT(snr_db(whole[0], got[0]), 50.0);
+        }
+        // Each half differs from the other (the lanes did not both compute one half).
+        const int64_t half = got[0].numel() / 2;
+        Tensor a = got[0].clone();
+        EXPECT_NE(std::memcmp(a.data<float>(), a.data<float>() + half, half * sizeof(float)), 0);
+      }
+    }
+    // Into the caller's output buffer, bound after the split was made.
+    auto ctx = e->create_context();
+    setenv("QD_SPLIT", cuda::kSplitLanesInStep, 1);
+    ASSERT_TRUE(ctx->set_input_shapes(shapes).is_ok());
+    unsetenv("QD_SPLIT");
+    EXPECT_EQ(ctx->split(), cuda::kSplitLanesInStep);
+    const size_t bytes = whole[0].nbytes();
+    void* y = nullptr;
+    ASSERT_EQ(cudaMalloc(&y, bytes), cudaSuccess);
+    ASSERT_EQ(cudaMemset(y, 0, bytes), cudaSuccess);
+    ASSERT_TRUE(ctx->bind(e->outputs()[0].name, y).is_ok());
+    ASSERT_TRUE(ctx->upload(in, nullptr).is_ok());
+    ASSERT_TRUE(ctx->enqueue(nullptr).is_ok());
+    Tensor got = whole[0].clone();
+    ASSERT_EQ(cudaMemcpy(got.raw(), y, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    cudaFree(y);
+    if (precision == "int8") EXPECT_EQ(test::max_abs_diff(whole[0], got), 0.0);
+    if (precision == "fp16") EXPECT_GT(snr_db(whole[0], got), 50.0);
+    // A plan keeps the choice.
+    const std::string plan = dir + "/" + precision + ".plan";
+    ASSERT_TRUE(e->save(plan).is_ok());
+    auto loaded = load_engine(plan);
+    ASSERT_TRUE(loaded) << loaded.status().to_string();
+    EXPECT_EQ(*dynamic_cast<cuda::CudaEngine&>(**loaded).split_choice(shapes), chosen);
+  }
+  // ReduceMean over the batch: forced lanes stay whole, and the output is the reference's.
+  GraphBuilder b;
+  const int x = b.input("x", {-1, 16, 8, 8});
+  b.g.values[x].dim_names = {"batch", "", "", ""};
+  AttrMap ca;
+  ca.set("kernel_shape", std::vector<int64_t>{3, 3});
+  ca.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  const int c = b.node(OpType::Conv, "conv", {x, b.constant("w", round_to_fp16(test::random_f32({16, 16, 3, 3}, 3, -0.1f, 0.1f)))}, ca);
+  AttrMap ra;
+  ra.set("axes", std::vector<int64_t>{0});
+  const int mean = b.node(OpType::ReduceMean, "batch_mean", {c}, ra);
+  Graph mixing = b.finish({b.node(OpType::Sub, "centred", {c, mean})});
+  std::map<std::string, Tensor> mix_in{{"x", round_to_fp16(test::random_f32({4, 16, 8, 8}, 4))}};
+  std::vector<Tensor> ref;
+  ASSERT_NO_FATAL_FAILURE(reference_outputs(mixing, mix_in, &ref));
+  auto engine = make_engine(mixing, "fp16");
+  ASSERT_TRUE(engine);
+  setenv("QD_SPLIT", cuda::kSplitLanes, 1);
+  auto ctx = engine->create_context();
+  ASSERT_TRUE(ctx->set_input_shapes(shapes_of(mix_in)).is_ok());
+  unsetenv("QD_SPLIT");
+  EXPECT_EQ(ctx->split(), cuda::kSplitWhole);
+  ASSERT_TRUE(ctx->upload(mix_in, nullptr).is_ok());
+  ASSERT_TRUE(ctx->enqueue(nullptr).is_ok());
+  auto out = ctx->download(nullptr);
+  ASSERT_TRUE(out);
+  EXPECT_LT(test::max_abs_diff(ref[0], (*out)[0]), 0.05);
 }
 
 // A saved plan runs with the kernels chosen at build time (no timing) and gives the same bits; a plan for another

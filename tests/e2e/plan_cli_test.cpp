@@ -159,7 +159,7 @@ TEST_F(PlanCli, ShapeProfileFlags) {
 
 // qdeploy bench on the CPU (the GPU's summary adds GPU compute and copy times, checked on the GPU machine): a
 // summary per batch size with throughput and latency percentiles, the same in --json, from a model or its plan;
-// bad values and the CUDA-only exports are usage errors.
+// bad values and the CUDA-only exports and --streams are usage errors.
 TEST_F(PlanCli, Bench) {
   build();
   const std::string js = dir_ + "/bench.json";
@@ -182,7 +182,8 @@ TEST_F(PlanCli, Bench) {
   }
   const std::vector<std::string> bad_flags = {"--iterations 0", "--iterations 1 --batch 0",
                                               "--iterations 1 --export-profile " + quote(dir_ + "/p.json"),
-                                              "--iterations 1 --export-layer-info " + quote(dir_ + "/l.json")};
+                                              "--iterations 1 --export-layer-info " + quote(dir_ + "/l.json"),
+                                              "--iterations 1 --streams 2", "--iterations 1 --streams 0"};
   for (const std::string& bad : bad_flags) {
     const CliResult r = cli("bench " + quote(model_) + " --warmup 0 " + bad);
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.out << r.err;

@@ -1,5 +1,5 @@
-// qdeploy bench MODEL|PLAN [--batch 1,8,32] [--warmup N] [--iterations N] [--cuda-graph] [--export-profile F.json]
-// [--export-layer-info F.json] [--json]: a trtexec-style speed summary per batch size.
+// qdeploy bench MODEL|PLAN [--batch 1,8,32] [--warmup N] [--iterations N] [--cuda-graph] [--streams N]
+// [--export-profile F.json] [--export-layer-info F.json] [--json]: a trtexec-style speed summary per batch size.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,6 +29,7 @@ struct BenchArgs {
   BuildFlags flags;
   std::vector<int> batches;
   int warmup = 20, iterations = 200;
+  int streams = 1;  // contexts enqueueing concurrently for the throughput figure (trtexec's --streams)
   bool cuda_graph = false;
   std::string profile_path, layer_info_path, json_path;
 };
@@ -107,6 +108,11 @@ Expected<nlohmann::json> bench_host(Engine& e, const BenchArgs& a, int batch) {
 #ifdef QD_HAVE_CUDA
 #define QD_BENCH_CUDA(expr) QD_RETURN_IF_ERROR(::qd::cuda::cuda_status((expr), #expr))
 
+const char* split_words(const std::string& split) {
+  return split == cuda::kSplitLanesInStep ? "two halves on two streams, held in step"
+                                          : "two halves on two streams";
+}
+
 // A layer as --export-layer-info and --export-profile describe it (docs/benchmarks.md#per-layer-json).
 nlohmann::json layer_json(const cuda::LayerInfo& l) {
   return {{"name", l.name},          {"kind", l.kind},
@@ -124,6 +130,7 @@ Expected<nlohmann::json> bench_cuda(cuda::CudaEngine& e, const BenchArgs& a, int
   auto ctx = e.create_context();
   ctx->use_cuda_graph(a.cuda_graph);
   QD_RETURN_IF_ERROR(ctx->set_input_shapes(shapes));
+  if (ctx->split() != cuda::kSplitWhole) std::printf("batch %d runs as %s\n", batch, split_words(ctx->split()));
   cudaStream_t s;
   QD_BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   struct Copy {
@@ -180,25 +187,55 @@ Expected<nlohmann::json> bench_cuda(cuda::CudaEngine& e, const BenchArgs& a, int
     d2h_ms.push_back(t[2]);
     lat.push_back(t[0] + t[1] + t[2]);
   }
-  // Throughput: the model back to back, no copies, one synchronisation at the end.
+  // Throughput: the model back to back, no copies, one synchronisation at the end; with --streams N, N contexts
+  // (the first is ctx) each on its own stream, started together, the time until the last one ends.
+  std::vector<std::unique_ptr<cuda::CudaContext>> extra;
+  std::vector<cudaStream_t> extra_s;
+  std::vector<cudaEvent_t> done;
+  for (int k = 1; k < a.streams; ++k) {
+    cudaStream_t t;
+    QD_BENCH_CUDA(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));
+    extra_s.push_back(t);
+    extra.push_back(e.create_context());
+    extra.back()->use_cuda_graph(a.cuda_graph);
+    QD_RETURN_IF_ERROR(extra.back()->set_input_shapes(shapes));
+    QD_RETURN_IF_ERROR(extra.back()->upload(feeds, t));
+    for (int i = 0; i < a.warmup; ++i) QD_RETURN_IF_ERROR(extra.back()->enqueue(t));
+    QD_BENCH_CUDA(cudaStreamSynchronize(t));
+    cudaEvent_t d;
+    QD_BENCH_CUDA(cudaEventCreateWithFlags(&d, cudaEventDisableTiming));
+    done.push_back(d);
+  }
   QD_BENCH_CUDA(cudaEventRecord(ev[0], s));
-  for (int i = 0; i < a.iterations; ++i) QD_RETURN_IF_ERROR(ctx->enqueue(s));
+  for (size_t k = 0; k < extra.size(); ++k) QD_BENCH_CUDA(cudaStreamWaitEvent(extra_s[k], ev[0], 0));
+  for (int i = 0; i < a.iterations; ++i) {
+    QD_RETURN_IF_ERROR(ctx->enqueue(s));
+    for (size_t k = 0; k < extra.size(); ++k) QD_RETURN_IF_ERROR(extra[k]->enqueue(extra_s[k]));
+  }
+  for (size_t k = 0; k < extra.size(); ++k) {
+    QD_BENCH_CUDA(cudaEventRecord(done[k], extra_s[k]));
+    QD_BENCH_CUDA(cudaStreamWaitEvent(s, done[k], 0));
+  }
   QD_BENCH_CUDA(cudaEventRecord(ev[3], s));
   QD_BENCH_CUDA(cudaEventSynchronize(ev[3]));
   float total = 0;
   cudaEventElapsedTime(&total, ev[0], ev[3]);
-  const double ips = batch * a.iterations * 1000.0 / total;
+  const double ips = static_cast<double>(batch) * a.streams * a.iterations * 1000.0 / total;
+  extra.clear();
+  for (auto t : extra_s) cudaStreamDestroy(t);
+  for (auto d : done) cudaEventDestroy(d);
 
   const Stats sl = stats_of(lat), sc = stats_of(compute), sh = stats_of(h2d_ms), sd = stats_of(d2h_ms),
               sw = stats_of(host);
-  std::printf("batch %d (%s%s): throughput %.1f images/s (%.1f queries/s)\n", batch, e.device_name().c_str(),
-              a.cuda_graph ? ", CUDA graph" : "", ips, ips / batch);
+  const std::string streams = a.streams > 1 ? ", " + std::to_string(a.streams) + " streams" : "";
+  std::printf("batch %d (%s%s%s): throughput %.1f images/s (%.1f queries/s)\n", batch, e.device_name().c_str(),
+              a.cuda_graph ? ", CUDA graph" : "", streams.c_str(), ips, ips / batch);
   print_stats("latency", sl);
   print_stats("GPU compute", sc);
   print_stats("host-to-device", sh);
   print_stats("device-to-host", sd);
   print_stats("host wall", sw);
-  nlohmann::json r = {{"batch", batch},           {"throughput_ips", ips},         {"latency_ms", stats_json(sl)},
+  nlohmann::json r = {{"batch", batch},           {"streams", a.streams}, {"split", ctx->split()}, {"throughput_ips", ips},         {"latency_ms", stats_json(sl)},
                       {"gpu_compute_ms", stats_json(sc)}, {"h2d_ms", stats_json(sh)}, {"d2h_ms", stats_json(sd)},
                       {"host_wall_ms", stats_json(sw)}};
   if (auto mem = e.memory_report(shapes)) {
@@ -237,6 +274,7 @@ Expected<nlohmann::json> bench_cuda(cuda::CudaEngine& e, const BenchArgs& a, int
 
 Status bench(const BenchArgs& a) {
   if (a.iterations < 1 || a.warmup < 0) return invalid("--iterations must be >= 1 and --warmup >= 0");
+  if (a.streams < 1 || a.streams > 16) return invalid("--streams must be in 1..16");
   auto engine = QD_TRY(build_from_flags(a.model, a.flags));
   std::printf("engine: %s\n", engine->describe().c_str());
   const bool dynamic = !engine->inputs().empty() && !engine->inputs()[0].shape.empty() &&
@@ -258,9 +296,11 @@ Status bench(const BenchArgs& a) {
       r = QD_TRY(bench_cuda(*ce, a, b, a.profile_path.empty() ? nullptr : &profile,
                             a.layer_info_path.empty() ? nullptr : &layers));
     } else {
+      if (a.streams > 1) return invalid("--streams needs a CUDA engine (--device cuda)");
       r = QD_TRY(bench_host(*engine, a, b));
     }
 #else
+    if (a.streams > 1) return invalid("--streams needs a CUDA engine (--device cuda)");
     r = QD_TRY(bench_host(*engine, a, b));
 #endif
     results.push_back(r);
@@ -290,6 +330,9 @@ RunFn add_bench(CLI::App& app) {
   sub->add_option("--warmup", a->warmup, "Warm-up iterations per batch size")->capture_default_str();
   sub->add_option("--iterations", a->iterations, "Timed iterations per batch size")->capture_default_str();
   sub->add_flag("--cuda-graph", a->cuda_graph, "Replay the model as one captured CUDA graph");
+  sub->add_option("--streams", a->streams,
+                  "Throughput from this many contexts enqueueing concurrently, each on its own stream (GPU)")
+      ->capture_default_str();
   sub->add_option("--export-profile", a->profile_path, "Per-layer times (JSON)");
   sub->add_option("--export-layer-info", a->layer_info_path, "Per-layer kernels, precisions and formats (JSON)");
   sub->add_option("--json", a->json_path, "Write the summary as JSON");

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -141,17 +142,22 @@ Status CudaEngine::init() {
   auto inst = instance(build_shapes_, true);
   if (!inst) return inst.status();
   // A shape profile's smallest and largest shapes are timed too; other shapes in the profile take the nearest timed
-  // batch's kernels (lower.cpp) rather than timing at run time.
+  // batch's kernels (lower.cpp) rather than timing at run time. Each timed batch's split (whole or two lanes) too,
+  // once the outputs are known (contexts bind them).
+  std::vector<std::map<std::string, Shape>> timed = {build_shapes_};
   for (const auto* bound : {&opt_.min_shapes, &opt_.max_shapes}) {
     std::map<std::string, Shape> shapes = build_shapes_;
     for (const auto& [name, s] : *bound) shapes[name] = s;
-    if (shapes != build_shapes_) QD_RETURN_IF_ERROR(instance(shapes, true).status());
+    if (std::find(timed.begin(), timed.end(), shapes) != timed.end()) continue;
+    QD_RETURN_IF_ERROR(instance(shapes, true).status());
+    timed.push_back(shapes);
   }
   for (const TensorDesc& o : (*inst)->outputs) {
     TensorDesc d = o;
     if (!d.shape.empty() && !inputs_.empty() && !inputs_[0].shape.empty() && inputs_[0].shape[0] < 0) d.shape[0] = -1;
     outputs_.push_back(d);
   }
+  for (const auto& shapes : timed) QD_RETURN_IF_ERROR(split_choice(shapes, true).status());
   return write_timing_cache(opt_.timing_cache, device_name_, kernel_choice_);
 }
 
@@ -165,6 +171,98 @@ Expected<std::shared_ptr<const Instance>> CudaEngine::instance(const std::map<st
   std::shared_ptr<Instance> inst = QD_TRY(lower(in));
   instances_[shapes] = inst;
   return std::shared_ptr<const Instance>(inst);
+}
+
+namespace {
+
+// The timing cache's key for a batch's split: "split:n<batch>:" and the input shapes.
+std::string split_key(const std::map<std::string, Shape>& shapes) {
+  std::string key = "split:n" + std::to_string(shapes.empty() || shapes.begin()->second.empty()
+                                                   ? 0
+                                                   : shapes.begin()->second[0]) + ":";
+  for (const auto& [name, shape] : shapes) key += name + "=" + shape_str(shape) + ";";
+  return key;
+}
+
+}  // namespace
+
+Expected<std::string> CudaEngine::split_choice(const std::map<std::string, Shape>& shapes, bool tune) const {
+  if (const char* env = std::getenv("QD_SPLIT")) {  // A/B runs: whole | lanes2 | lanes2_step
+    const std::string v = env;
+    if (v == kSplitWhole || v == kSplitLanes || v == kSplitLanesInStep) return v;
+    return invalid("QD_SPLIT=" + v + ": use " + kSplitWhole + ", " + kSplitLanes + " or " + kSplitLanesInStep);
+  }
+  const std::string key = split_key(shapes);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = kernel_choice_.find(key); it != kernel_choice_.end()) {
+      const std::string& v = it->second;
+      if (v == kSplitWhole || v == kSplitLanes || v == kSplitLanesInStep) return v;
+      return invalid("the plan or timing cache says '" + v + "' for " + key + " (known: " + kSplitWhole + ", " +
+                     kSplitLanes + ", " + kSplitLanesInStep + "); rebuild the plan or delete the timing cache");
+    }
+  }
+  // As for kernels: timed at build, and at run time only outside a shape profile.
+  if (!tune && !opt_.max_shapes.empty()) return std::string(kSplitWhole);
+  auto inst = QD_TRY(instance(shapes));
+  std::string pick = kSplitWhole;
+  const int64_t batch = shapes.empty() || shapes.begin()->second.empty() ? 0 : shapes.begin()->second[0];
+  if (inst->split_refusal.empty() && batch >= 2 && batch % 2 == 0) {
+    std::map<std::string, Shape> half = shapes;
+    for (auto& [name, s] : half) {
+      if (!s.empty()) s[0] /= 2;
+    }
+    // The halves' kernels timed too (a plan keeps them); a model that cannot take the half batch stays whole.
+    if (instance(half, true)) pick = QD_TRY(time_splits(shapes));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  kernel_choice_[key] = pick;
+  return pick;
+}
+
+// Times the batch whole and as two lanes (free, and held in step), each replayed as a CUDA graph on contexts of
+// its own, in alternating rounds; lanes win only when at least 1% faster than the whole batch.
+Expected<std::string> CudaEngine::time_splits(const std::map<std::string, Shape>& shapes) const {
+  const std::vector<std::string> modes = {kSplitWhole, kSplitLanes, kSplitLanesInStep};
+  std::vector<std::unique_ptr<CudaContext>> ctx;
+  for (const std::string& m : modes) {
+    ctx.push_back(create_context());
+    ctx.back()->forced_split_ = m;
+    ctx.back()->use_cuda_graph(true);
+    QD_RETURN_IF_ERROR(ctx.back()->set_input_shapes(shapes));
+    if (m != kSplitWhole && ctx.back()->lanes_.empty()) return std::string(kSplitWhole);  // no valid parts
+  }
+  cudaStream_t s = nullptr;
+  QD_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t ev[2];
+  for (auto& e : ev) QD_CUDA_TRY(cudaEventCreate(&e));
+  constexpr int kRounds = 5, kReplays = 8;
+  std::vector<std::vector<float>> ms(modes.size());
+  Status st;
+  for (int r = 0; r < kRounds + 1 && st.is_ok(); ++r) {
+    for (size_t m = 0; m < modes.size() && st.is_ok(); ++m) {
+      st = cuda_status(cudaEventRecord(ev[0], s), "cudaEventRecord");
+      for (int i = 0; i < kReplays && st.is_ok(); ++i) st = ctx[m]->enqueue(s);
+      if (st.is_ok()) st = cuda_status(cudaEventRecord(ev[1], s), "cudaEventRecord");
+      if (st.is_ok()) st = cuda_status(cudaEventSynchronize(ev[1]), "cudaEventSynchronize");
+      float t = 0;
+      if (st.is_ok() && r > 0) {  // round 0 captures the graphs and warms up
+        cudaEventElapsedTime(&t, ev[0], ev[1]);
+        ms[m].push_back(t);
+      }
+    }
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  cudaStreamDestroy(s);
+  QD_RETURN_IF_ERROR(st);
+  size_t best = 0;
+  std::vector<float> med(modes.size());
+  for (size_t m = 0; m < modes.size(); ++m) {
+    std::sort(ms[m].begin(), ms[m].end());
+    med[m] = ms[m][ms[m].size() / 2];
+    if (med[m] < med[best]) best = m;
+  }
+  return best != 0 && med[best] < 0.99f * med[0] ? modes[best] : std::string(kSplitWhole);
 }
 
 std::string CudaEngine::describe() const {
@@ -241,6 +339,9 @@ CudaContext::CudaContext(const CudaEngine& engine) : engine_(engine) {}
 
 CudaContext::~CudaContext() {
   reset_graph();
+  lanes_.clear();
+  for (auto s : lane_streams_) cudaStreamDestroy(s);
+  for (auto e : lane_events_) cudaEventDestroy(e);
   if (side_event_) cudaEventDestroy(side_event_);
   if (side_stream_) cudaStreamDestroy(side_stream_);
   if (arena_) cudaFree(arena_);
@@ -254,6 +355,33 @@ void CudaContext::reset_graph() {
 }
 
 Status CudaContext::set_input_shapes(const std::map<std::string, Shape>& shapes) {
+  // A lane's half batch is the engine's own shape, checked by lowering it (it may lie outside the profile).
+  if (!lane_) QD_RETURN_IF_ERROR(check_shapes(shapes));
+  inst_ = QD_TRY(engine_.instance(shapes));
+  out_descs_ = inst_->outputs;
+  io_ptrs_.assign(inst_->slot_names.size(), nullptr);
+  for (size_t s = 0; s < inst_->slot_names.size(); ++s) {
+    const std::string& name = inst_->slot_names[s];
+    if (auto b = bound_.find(name); b != bound_.end()) {
+      io_ptrs_[s] = b->second;
+      continue;
+    }
+    const size_t need = std::max<size_t>(inst_->slot_bytes(s), 1);
+    if (own_io_bytes_[name] < need) {
+      if (own_io_[name]) cudaFree(own_io_[name]);
+      own_io_[name] = nullptr;
+      QD_CUDA_TRY(cudaMalloc(&own_io_[name], need));
+      own_io_bytes_[name] = need;
+    }
+    io_ptrs_[s] = own_io_[name];
+  }
+  const std::string split = forced_split_.empty() ? QD_TRY(engine_.split_choice(shapes)) : forced_split_;
+  QD_RETURN_IF_ERROR(make_lanes(shapes, split));
+  // With lanes, the whole batch's activations are needed only to run it layer by layer (profile, INT8 probes).
+  return lanes_.empty() ? ensure_arena() : Status::ok();
+}
+
+Status CudaContext::check_shapes(const std::map<std::string, Shape>& shapes) const {
   for (const TensorDesc& d : engine_.inputs()) {
     auto it = shapes.find(d.name);
     if (it == shapes.end()) return invalid("missing input '" + d.name + "'");
@@ -272,33 +400,96 @@ Status CudaContext::set_input_shapes(const std::map<std::string, Shape>& shapes)
     }
   }
   if (shapes.size() != engine_.inputs().size()) return invalid("unknown input name among the given inputs");
-  QD_RETURN_IF_ERROR(check_in_profile(engine_.options(), shapes));
-  inst_ = QD_TRY(engine_.instance(shapes));
-  out_descs_ = inst_->outputs;
-  if (inst_->arena_bytes > arena_bytes_) {
-    if (arena_) cudaFree(arena_);
-    arena_ = nullptr;
-    arena_bytes_ = 0;
-    QD_CUDA_TRY(cudaMalloc(&arena_, inst_->arena_bytes));
-    arena_bytes_ = inst_->arena_bytes;
+  return check_in_profile(engine_.options(), shapes);
+}
+
+Status CudaContext::ensure_arena() {
+  if (inst_->arena_bytes <= arena_bytes_) return Status::ok();
+  if (arena_) cudaFree(arena_);
+  arena_ = nullptr;
+  arena_bytes_ = 0;
+  QD_CUDA_TRY(cudaMalloc(&arena_, inst_->arena_bytes));
+  arena_bytes_ = inst_->arena_bytes;
+  return Status::ok();
+}
+
+Status CudaContext::make_lanes(const std::map<std::string, Shape>& shapes, const std::string& split) {
+  lanes_.clear();
+  reset_graph();
+  const int parts = split == kSplitWhole ? 1 : 2;
+  lane_slack_ = split == kSplitLanesInStep ? 2 : 0;
+  if (parts < 2 || !inst_->split_refusal.empty()) return Status::ok();
+  // The batch a multiple of the parts, and the part lowered (a model whose batch dim is fixed is not; the batch then
+  // runs whole). The part need not be inside the plan's profile: it is the engine's own shape.
+  std::map<std::string, Shape> part_shapes = shapes;
+  for (auto& [name, sh] : part_shapes) {
+    if (sh.empty() || sh[0] % parts != 0) return Status::ok();
+    sh[0] /= parts;
   }
-  io_ptrs_.assign(inst_->slot_names.size(), nullptr);
+  auto lowered = engine_.instance(part_shapes);
+  if (!lowered) return Status::ok();
+  const std::shared_ptr<const Instance>& part = *lowered;
+  // Every binding must be the batch's slice: the same slots, each of the same shape but its first dim.
+  if (!part->split_refusal.empty() || part->slot_names != inst_->slot_names) return Status::ok();
   for (size_t s = 0; s < inst_->slot_names.size(); ++s) {
-    const std::string& name = inst_->slot_names[s];
-    if (auto b = bound_.find(name); b != bound_.end()) {
-      io_ptrs_[s] = b->second;
-      continue;
+    Shape whole = part->tensors[part->slot_tensor[s]].shape;
+    whole[0] *= parts;
+    if (part->slot_bytes(s) * parts != inst_->slot_bytes(s) || whole != inst_->tensors[inst_->slot_tensor[s]].shape) {
+      return Status::ok();
     }
-    const size_t need = std::max<size_t>(inst_->slot_bytes(s), 1);
-    if (own_io_bytes_[name] < need) {
-      if (own_io_[name]) cudaFree(own_io_[name]);
-      own_io_[name] = nullptr;
-      QD_CUDA_TRY(cudaMalloc(&own_io_[name], need));
-      own_io_bytes_[name] = need;
+  }
+  while (lane_streams_.size() < static_cast<size_t>(parts)) {
+    cudaStream_t st;
+    QD_CUDA_TRY(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    lane_streams_.push_back(st);
+  }
+  const size_t events = parts + 1 + parts * part->layers.size();
+  while (lane_events_.size() < events) {
+    cudaEvent_t ev;
+    QD_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    lane_events_.push_back(ev);
+  }
+  layer_events_ = lane_events_.data() + parts + 1;
+  for (int k = 0; k < parts; ++k) {
+    auto lane = std::make_unique<CudaContext>(engine_);
+    lane->forced_split_ = kSplitWhole;
+    lane->lane_ = true;
+    for (size_t s = 0; s < inst_->slot_names.size(); ++s) {
+      QD_RETURN_IF_ERROR(lane->bind(inst_->slot_names[s], static_cast<char*>(io_ptrs_[s]) + k * part->slot_bytes(s)));
     }
-    io_ptrs_[s] = own_io_[name];
+    QD_RETURN_IF_ERROR(lane->set_input_shapes(part_shapes));
+    lanes_.push_back(std::move(lane));
   }
   return Status::ok();
+}
+
+Status CudaContext::enqueue_lanes(cudaStream_t stream) {
+  const int slack = lane_slack_;
+  const size_t n = lanes_[0]->inst_->layers.size();
+  const bool two = lanes_[0]->inst_->any_side();
+  QD_CUDA_TRY(cudaEventRecord(lane_events_[0], stream));
+  for (size_t k = 0; k < lanes_.size(); ++k) {
+    QD_CUDA_TRY(cudaStreamWaitEvent(lane_streams_[k], lane_events_[0], 0));
+    QD_RETURN_IF_ERROR(lanes_[k]->begin_layers(two));
+  }
+  // Layer by layer, each lane's layer l after the other lanes' layer l - slack: the lanes stay in step, so that
+  // one lane's blocks fill the SMs that the other's layer leaves idle (its last wave, a small layer).
+  Status st;
+  for (size_t l = 0; l < n && st.is_ok(); ++l) {
+    for (size_t k = 0; k < lanes_.size() && st.is_ok(); ++k) {
+      cudaEvent_t wait = nullptr;
+      if (slack > 0 && l >= static_cast<size_t>(slack)) wait = layer_events_[((k + 1) % lanes_.size()) * n + l - slack];
+      st = lanes_[k]->enqueue_layer(l, lane_streams_[k], two, wait, slack > 0 ? layer_events_[k * n + l] : nullptr);
+    }
+  }
+  // Joined after an error too (a capture ends only once joined).
+  for (size_t k = 0; k < lanes_.size(); ++k) {
+    const Status joined = lanes_[k]->end_layers(lane_streams_[k]);
+    if (st.is_ok()) st = joined;
+    QD_CUDA_TRY(cudaEventRecord(lane_events_[k + 1], lane_streams_[k]));
+    QD_CUDA_TRY(cudaStreamWaitEvent(stream, lane_events_[k + 1], 0));
+  }
+  return st;
 }
 
 Status CudaContext::bind(const std::string& name, void* device_ptr) {
@@ -314,7 +505,11 @@ Status CudaContext::bind(const std::string& name, void* device_ptr) {
   bound_[name] = device_ptr;
   if (inst_) {
     for (size_t s = 0; s < inst_->slot_names.size(); ++s) {
-      if (inst_->slot_names[s] == name) io_ptrs_[s] = device_ptr;
+      if (inst_->slot_names[s] != name) continue;
+      io_ptrs_[s] = device_ptr;
+      for (size_t k = 0; k < lanes_.size(); ++k) {
+        QD_RETURN_IF_ERROR(lanes_[k]->bind(name, static_cast<char*>(device_ptr) + k * lanes_[k]->inst_->slot_bytes(s)));
+      }
     }
   }
   return Status::ok();
@@ -368,55 +563,70 @@ Expected<std::vector<Tensor>> CudaContext::download(cudaStream_t stream) {
   return out;
 }
 
-Status CudaContext::enqueue_layers(cudaStream_t stream, std::vector<cudaEvent_t>* marks,
-                                   const std::function<Status(size_t l)>& before_layer) {
-  Pointers ptrs{static_cast<char*>(arena_), &io_ptrs_, &inst_->buffer_offsets};
-  // Side-stream layers run beside the main chain in real runs; profiling and probing run every layer on the one
-  // stream (the sequence is valid in order).
-  const bool two = !marks && !before_layer &&
-                   std::any_of(inst_->layers.begin(), inst_->layers.end(), [](const auto& l) { return l->side; });
+Status CudaContext::begin_layers(bool two) {
   if (two && !side_stream_) {
     QD_CUDA_TRY(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
     QD_CUDA_TRY(cudaEventCreateWithFlags(&side_event_, cudaEventDisableTiming));
   }
+  forked_ = false;
+  return Status::ok();
+}
+
+Status CudaContext::enqueue_layer(size_t l, cudaStream_t stream, bool two, cudaEvent_t wait, cudaEvent_t done) {
+  const Layer& L = *inst_->layers[l];
   // `to` waits for what was enqueued on `from` so far.
   auto order = [&](cudaStream_t from, cudaStream_t to) -> Status {
     QD_CUDA_TRY(cudaEventRecord(side_event_, from));
     QD_CUDA_TRY(cudaStreamWaitEvent(to, side_event_, 0));
     return Status::ok();
   };
-  bool forked = false;
+  cudaStream_t s = stream;
+  if (two) {
+    s = L.side ? side_stream_ : stream;
+    if (L.wait) QD_RETURN_IF_ERROR(order(L.side ? stream : side_stream_, s));
+    forked_ = forked_ || L.side;
+  }
+  if (wait) QD_CUDA_TRY(cudaStreamWaitEvent(s, wait, 0));
+  Pointers ptrs{static_cast<char*>(arena_), &io_ptrs_, &inst_->buffer_offsets};
+  const bool ranges = !use_graph_;
+  if (ranges) nvtxRangePushA(L.info.name.c_str());
+  Status st = L.enqueue(*inst_, ptrs, s);
+  if (ranges) nvtxRangePop();
+  if (st.is_ok() && done) st = cuda_status(cudaEventRecord(done, s), "cudaEventRecord");
+  return st.is_ok() ? st : st.prefix("layer '" + L.info.name + "'");
+}
+
+Status CudaContext::end_layers(cudaStream_t stream) {
+  if (!forked_) return Status::ok();
+  forked_ = false;
+  QD_CUDA_TRY(cudaEventRecord(side_event_, side_stream_));
+  QD_CUDA_TRY(cudaStreamWaitEvent(stream, side_event_, 0));
+  return Status::ok();
+}
+
+Status CudaContext::enqueue_layers(cudaStream_t stream, std::vector<cudaEvent_t>* marks,
+                                   const std::function<Status(size_t l)>& before_layer) {
+  // Side-stream layers run beside the main chain in real runs; profiling and probing run every layer on the one
+  // stream (the sequence is valid in order).
+  const bool two = !marks && !before_layer && inst_->any_side();
+  QD_RETURN_IF_ERROR(begin_layers(two));
   Status st;
   for (size_t l = 0; l < inst_->layers.size() && st.is_ok(); ++l) {
-    const Layer& L = *inst_->layers[l];
-    cudaStream_t s = stream;
-    if (two) {
-      s = L.side ? side_stream_ : stream;
-      if (L.wait) st = order(L.side ? stream : side_stream_, s);
-      forked = forked || L.side;
-      if (!st.is_ok()) break;
-    }
     if (before_layer) st = before_layer(l);
     if (st.is_ok() && marks) st = cuda_status(cudaEventRecord((*marks)[l], stream), "cudaEventRecord");
-    if (!st.is_ok()) break;
-    const bool ranges = !use_graph_;
-    if (ranges) nvtxRangePushA(L.info.name.c_str());
-    st = L.enqueue(*inst_, ptrs, s);
-    if (ranges) nvtxRangePop();
-    if (!st.is_ok()) st = st.prefix("layer '" + L.info.name + "'");
+    if (st.is_ok()) st = enqueue_layer(l, stream, two, nullptr, nullptr);
   }
   // The side stream joins the main one at the end, after an error too (a capture ends only once joined).
-  if (forked) {
-    const Status joined = order(side_stream_, stream);
-    if (st.is_ok()) st = joined;
-  }
+  const Status joined = end_layers(stream);
+  if (st.is_ok()) st = joined;
   if (st.is_ok() && marks) st = cuda_status(cudaEventRecord(marks->back(), stream), "cudaEventRecord");
   return st;
 }
 
 Status CudaContext::enqueue(cudaStream_t stream) {
   if (!inst_) return internal("CudaContext: set_input_shapes first");
-  if (!use_graph_) return enqueue_layers(stream, nullptr);
+  const auto run = [&](cudaStream_t s) { return lanes_.empty() ? enqueue_layers(s, nullptr) : enqueue_lanes(s); };
+  if (!use_graph_) return run(stream);
   // The captured graph bakes in the instance, arena and I/O pointers: recapture when any of them changed.
   std::vector<void*> key = io_ptrs_;
   key.push_back(arena_);
@@ -431,7 +641,7 @@ Status CudaContext::enqueue(cudaStream_t stream) {
       cap = own;
     }
     QD_CUDA_TRY(cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal));
-    Status st = enqueue_layers(cap, nullptr);
+    Status st = run(cap);
     cudaGraph_t graph = nullptr;
     cudaError_t e = cudaStreamEndCapture(cap, &graph);
     if (own) cudaStreamDestroy(own);
@@ -448,6 +658,7 @@ Status CudaContext::enqueue(cudaStream_t stream) {
 
 Expected<std::vector<LayerTime>> CudaContext::profile(int iterations, cudaStream_t stream) {
   if (!inst_) return internal("CudaContext: set_input_shapes first");
+  QD_RETURN_IF_ERROR(ensure_arena());
   const size_t n = inst_->layers.size();
   std::vector<cudaEvent_t> marks(n + 1);
   for (auto& e : marks) QD_CUDA_TRY(cudaEventCreate(&e));
@@ -479,6 +690,7 @@ Expected<std::map<std::string, Tensor>> CudaContext::read_int8_tensors(const std
   const std::map<std::string, Shape> shapes = engine_.input_shapes(inputs);
   QD_RETURN_IF_ERROR(set_input_shapes(shapes));
   QD_RETURN_IF_ERROR(upload(inputs, nullptr));
+  QD_RETURN_IF_ERROR(ensure_arena());
   QD_CUDA_TRY(cudaDeviceSynchronize());
   const Instance& inst = *inst_;
   Pointers ptrs{static_cast<char*>(arena_), &io_ptrs_, &inst.buffer_offsets};

@@ -49,6 +49,12 @@ struct MemoryReport {
 
 class Instance;
 class CudaContext;
+
+// How a batch runs (CudaEngine::split_choice): whole, or as two halves on two streams (lanes) that overlap, free or
+// held in step (each lane's layer l after the other's layer l - 2).
+inline constexpr const char* kSplitWhole = "whole";
+inline constexpr const char* kSplitLanes = "lanes2";
+inline constexpr const char* kSplitLanesInStep = "lanes2_step";
 struct PackedConv;
 
 class CudaEngine final : public Engine {
@@ -82,10 +88,15 @@ class CudaEngine final : public Engine {
   // timed one's kernels (LowerInput::tune).
   Expected<std::shared_ptr<const Instance>> instance(const std::map<std::string, Shape>& shapes,
                                                      bool tune = false) const;
+  // Internal: kSplitWhole, kSplitLanes or kSplitLanesInStep for a batch of these shapes: recorded (plan, timing
+  // cache), else timed (tune, or outside a shape profile), else whole. Lanes need a model that keeps batch items
+  // apart (passes.h check_batch_split) and an even batch. QD_SPLIT overrides it (A/B runs).
+  Expected<std::string> split_choice(const std::map<std::string, Shape>& shapes, bool tune = false) const;
 
  private:
   CudaEngine(Graph g, BuildOptions opt) : graph_(std::move(g)), opt_(std::move(opt)) {}
   Status init();
+  Expected<std::string> time_splits(const std::map<std::string, Shape>& shapes) const;
 
   Graph graph_;
   BuildOptions opt_;
@@ -107,6 +118,8 @@ class CudaEngine final : public Engine {
 
 // Per-stream execution state. Not thread-safe: one context per thread/stream; many may share one engine.
 class CudaContext {
+  friend class CudaEngine;  // time_splits forces a split
+
  public:
   explicit CudaContext(const CudaEngine& engine);
   ~CudaContext();
@@ -121,6 +134,8 @@ class CudaContext {
   void* device_buffer(const std::string& name) const;
   // Replays the layers as one CUDA graph captured on first use (recaptured when shapes or bindings change).
   void use_cuda_graph(bool on) { use_graph_ = on; }
+  // How the batch runs: kSplitWhole, or the lanes' split.
+  std::string split() const { return lanes_.empty() ? kSplitWhole : lane_slack_ ? kSplitLanesInStep : kSplitLanes; }
 
   Status upload(const std::map<std::string, Tensor>& inputs, cudaStream_t stream);
   Status enqueue(cudaStream_t stream);
@@ -136,6 +151,13 @@ class CudaContext {
   // before_layer (optional): called before layer l is enqueued.
   Status enqueue_layers(cudaStream_t stream, std::vector<cudaEvent_t>* marks,
                         const std::function<Status(size_t l)>& before_layer = nullptr);
+  // enqueue_layers in steps: begin_layers, enqueue_layer for each layer in order, end_layers (which joins the side
+  // stream into `stream`). two: side layers on the side stream; wait (optional): an event the layer's stream waits
+  // for first; done (optional): recorded after it.
+  Status begin_layers(bool two);
+  Status enqueue_layer(size_t l, cudaStream_t stream, bool two, cudaEvent_t wait, cudaEvent_t done);
+  Status end_layers(cudaStream_t stream);
+  bool forked_ = false;  // a layer ran on the side stream since begin_layers
   void reset_graph();
 
   const CudaEngine& engine_;
@@ -152,6 +174,23 @@ class CudaContext {
   cudaStream_t side_stream_ = nullptr;     // for the layers of Layer::side (made on first use)
   cudaEvent_t side_event_ = nullptr;       // orders the two streams
   std::vector<void*> graph_key_;           // the pointers the captured graph baked in
+  // Batch split (CudaEngine::split_choice): the batch runs as lanes_.size() equal parts, each a context of its own
+  // over its slice of this context's I/O buffers, enqueued concurrently (lane k on lane_streams_[k]); lane k's layer
+  // l waits for the other lane's layer l - lane_slack_ (0: free).
+  std::string forced_split_;  // a lane's, or a timing context's: the split instead of the engine's choice
+  bool lane_ = false;         // a lane of another context (its shapes are not the caller's)
+  Status check_shapes(const std::map<std::string, Shape>& shapes) const;  // against the inputs and the profile
+  int lane_slack_ = 0;
+  int priority_ = 0;
+  int mark_layer_ = -1;
+  cudaEvent_t mark_event_ = nullptr;  // of the streams this context makes (a lane's)
+  std::vector<std::unique_ptr<CudaContext>> lanes_;
+  std::vector<cudaStream_t> lane_streams_;
+  std::vector<cudaEvent_t> lane_events_;  // [0]: the fork; [k + 1]: lane k's end; then layer_events_
+  cudaEvent_t* layer_events_ = nullptr;   // [k * layers + l]: lane k's layer l done
+  Status make_lanes(const std::map<std::string, Shape>& shapes, const std::string& split);
+  Status ensure_arena();  // the whole batch's activation memory
+  Status enqueue_lanes(cudaStream_t stream);
 };
 
 }  // namespace qd::cuda

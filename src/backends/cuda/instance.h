@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,8 @@ class Instance {
   // Arena offsets of the conv workspace (split-K partial sums, cuDNN's scratch) that the main stream's layers share
   // (they run in order), and of the side stream's.
   size_t splitk_offset = 0, side_splitk_offset = 0;
+  // Why the batch may not run as parts (CudaContext's lanes; passes.h check_batch_split); empty where it may.
+  std::string split_refusal;
   bool uses_cudnn = false;   // some conv runs through cuDNN (a thread needs its handle before capturing a graph)
   std::vector<std::string> slot_names;  // inputs then outputs
   std::vector<int> slot_tensor;
@@ -95,6 +98,9 @@ class Instance {
     return {ptr(t, p), r.dtype, r.nhwc, r.ld, r.coff, r.scale};
   }
   size_t slot_bytes(size_t slot) const { return tensors[slot_tensor[slot]].bytes; }
+  bool any_side() const {
+    return std::any_of(layers.begin(), layers.end(), [](const auto& l) { return l->side; });
+  }
 };
 
 // Lowers `graph` (imported, not shape-bound) for the input shapes; times kernel candidates for signatures missing

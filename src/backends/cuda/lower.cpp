@@ -2536,8 +2536,11 @@ Expected<std::shared_ptr<Instance>> lower(const LowerInput& in) {
   PrepareOptions p;
   p.input_shapes = in.shapes;
   QD_RETURN_IF_ERROR(prepare_graph(g, p));
+  const Status apart = check_batch_split(g);
   Lowerer l(std::move(g), in);
-  return l.run();
+  auto inst = QD_TRY(l.run());
+  inst->split_refusal = apart.is_ok() ? "" : apart.message();
+  return inst;
 }
 
 }  // namespace qd::cuda
