@@ -105,6 +105,7 @@ class BatchCheck {
   }
 
   Status check(const Node& n) const {
+    if (n.outputs.empty() || n.outputs[0] < 0) return no("no first output");
     const int x = in(n, 0);
     const int r = x >= 0 ? rank(x) : 0;
     switch (n.op) {
