@@ -235,8 +235,14 @@ Expected<nlohmann::json> bench_cuda(cuda::CudaEngine& e, const BenchArgs& a, int
   print_stats("host-to-device", sh);
   print_stats("device-to-host", sd);
   print_stats("host wall", sw);
-  nlohmann::json r = {{"batch", batch},           {"streams", a.streams}, {"split", ctx->split()}, {"throughput_ips", ips},         {"latency_ms", stats_json(sl)},
-                      {"gpu_compute_ms", stats_json(sc)}, {"h2d_ms", stats_json(sh)}, {"d2h_ms", stats_json(sd)},
+  nlohmann::json r = {{"batch", batch},
+                      {"streams", a.streams},
+                      {"split", ctx->split()},
+                      {"throughput_ips", ips},
+                      {"latency_ms", stats_json(sl)},
+                      {"gpu_compute_ms", stats_json(sc)},
+                      {"h2d_ms", stats_json(sh)},
+                      {"d2h_ms", stats_json(sd)},
                       {"host_wall_ms", stats_json(sw)}};
   if (auto mem = e.memory_report(shapes)) {
     r["activation_arena_bytes"] = mem->arena_bytes;

@@ -184,6 +184,16 @@ std::string split_key(const std::map<std::string, Shape>& shapes) {
   return key;
 }
 
+// The shapes of one of `parts` equal parts of the batch; empty where the batch does not divide so.
+std::map<std::string, Shape> batch_part(const std::map<std::string, Shape>& shapes, int parts) {
+  std::map<std::string, Shape> part = shapes;
+  for (auto& [name, s] : part) {
+    if (s.empty() || s[0] % parts != 0) return {};
+    s[0] /= parts;
+  }
+  return part;
+}
+
 }  // namespace
 
 Expected<std::string> CudaEngine::split_choice(const std::map<std::string, Shape>& shapes, bool tune) const {
@@ -207,13 +217,10 @@ Expected<std::string> CudaEngine::split_choice(const std::map<std::string, Shape
   auto inst = QD_TRY(instance(shapes));
   std::string pick = kSplitWhole;
   const int64_t batch = shapes.empty() || shapes.begin()->second.empty() ? 0 : shapes.begin()->second[0];
-  if (inst->split_refusal.empty() && batch >= 2 && batch % 2 == 0) {
-    std::map<std::string, Shape> half = shapes;
-    for (auto& [name, s] : half) {
-      if (!s.empty()) s[0] /= 2;
-    }
-    // The halves' kernels timed too (a plan keeps them); a model that cannot take the half batch stays whole.
-    if (instance(half, true)) pick = QD_TRY(time_splits(shapes));
+  const auto half = batch_part(shapes, 2);
+  // The halves' kernels timed too (a plan keeps them); a model that cannot take the half batch stays whole.
+  if (inst->split_refusal.empty() && batch >= 2 && !half.empty() && instance(half, true)) {
+    pick = QD_TRY(time_splits(shapes));
   }
   std::lock_guard<std::mutex> lock(mu_);
   kernel_choice_[key] = pick;
@@ -229,7 +236,8 @@ Expected<std::string> CudaEngine::time_splits(const std::map<std::string, Shape>
     ctx.push_back(create_context());
     ctx.back()->forced_split_ = m;
     ctx.back()->use_cuda_graph(true);
-    QD_RETURN_IF_ERROR(ctx.back()->set_input_shapes(shapes));
+    // Three contexts at once: where their memory does not fit, the batch runs whole.
+    if (!ctx.back()->set_input_shapes(shapes).is_ok()) return std::string(kSplitWhole);
     if (m != kSplitWhole && ctx.back()->lanes_.empty()) return std::string(kSplitWhole);  // no valid parts
   }
   cudaStream_t s = nullptr;
@@ -330,6 +338,11 @@ Expected<MemoryReport> CudaEngine::memory_report(const std::map<std::string, Sha
   r.activation_bytes = inst->activation_bytes;
   r.weight_bytes = inst->weight_bytes;
   for (const auto& c : inst->constants) r.weight_bytes += c->size();
+  // A batch run as two lanes holds two half batches' activations instead (the whole batch's only once profiled).
+  const auto half = batch_part(shapes, 2);
+  if (inst->split_refusal.empty() && !half.empty() && QD_TRY(split_choice(shapes)) != kSplitWhole) {
+    if (auto h = instance(half)) r.arena_bytes = 2 * (*h)->arena_bytes;
+  }
   return r;
 }
 
@@ -421,11 +434,8 @@ Status CudaContext::make_lanes(const std::map<std::string, Shape>& shapes, const
   if (parts < 2 || !inst_->split_refusal.empty()) return Status::ok();
   // The batch a multiple of the parts, and the part lowered (a model whose batch dim is fixed is not; the batch then
   // runs whole). The part need not be inside the plan's profile: it is the engine's own shape.
-  std::map<std::string, Shape> part_shapes = shapes;
-  for (auto& [name, sh] : part_shapes) {
-    if (sh.empty() || sh[0] % parts != 0) return Status::ok();
-    sh[0] /= parts;
-  }
+  const std::map<std::string, Shape> part_shapes = batch_part(shapes, parts);
+  if (part_shapes.empty()) return Status::ok();
   auto lowered = engine_.instance(part_shapes);
   if (!lowered) return Status::ok();
   const std::shared_ptr<const Instance>& part = *lowered;

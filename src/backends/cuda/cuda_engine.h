@@ -42,7 +42,7 @@ struct LayerTime {
 };
 
 struct MemoryReport {
-  size_t arena_bytes = 0;        // planned activation memory
+  size_t arena_bytes = 0;        // planned activation memory (a batch run as two lanes: both halves')
   size_t activation_bytes = 0;   // the sum of all activation tensors (without reuse)
   size_t weight_bytes = 0;
 };
@@ -179,17 +179,14 @@ class CudaContext {
   // l waits for the other lane's layer l - lane_slack_ (0: free).
   std::string forced_split_;  // a lane's, or a timing context's: the split instead of the engine's choice
   bool lane_ = false;         // a lane of another context (its shapes are not the caller's)
-  Status check_shapes(const std::map<std::string, Shape>& shapes) const;  // against the inputs and the profile
   int lane_slack_ = 0;
-  int priority_ = 0;
-  int mark_layer_ = -1;
-  cudaEvent_t mark_event_ = nullptr;  // of the streams this context makes (a lane's)
   std::vector<std::unique_ptr<CudaContext>> lanes_;
   std::vector<cudaStream_t> lane_streams_;
   std::vector<cudaEvent_t> lane_events_;  // [0]: the fork; [k + 1]: lane k's end; then layer_events_
   cudaEvent_t* layer_events_ = nullptr;   // [k * layers + l]: lane k's layer l done
   Status make_lanes(const std::map<std::string, Shape>& shapes, const std::string& split);
   Status ensure_arena();  // the whole batch's activation memory
+  Status check_shapes(const std::map<std::string, Shape>& shapes) const;  // against the inputs and the profile
   Status enqueue_lanes(cudaStream_t stream);
 };
 
