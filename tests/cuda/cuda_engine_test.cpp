@@ -1235,7 +1235,11 @@ TEST(CudaContext, BatchSplitLanesMatchTheWholeBatch) {
     auto* e = dynamic_cast<cuda::CudaEngine*>(built->get());
     ASSERT_TRUE(e);
     const std::string chosen = *e->split_choice(shapes);
-    std::cout << precision << " batch 4: the build chose " << chosen << "\n";
+    auto mem = e->memory_report(shapes);
+    ASSERT_TRUE(mem) << mem.status().to_string();
+    EXPECT_GT(mem->arena_bytes, 0u);
+    std::cout << precision << " batch 4: the build chose " << chosen << ", activations " << mem->arena_bytes
+              << " bytes\n";
     auto run = [&](const char* split, bool graph, std::vector<Tensor>* out, std::string* used) {
       auto ctx = e->create_context();
       ctx->use_cuda_graph(graph);
