@@ -89,7 +89,7 @@ class BatchCheck {
     const int r = rank(n.outputs[0]);
     for (int v : n.inputs) {
       if (v < 0) continue;
-      if (batched(v) ? rank(v) != r : rank(v) == r && shape(v)[0] != 1) {
+      if (batched(v) ? rank(v) != r : r > 0 && rank(v) == r && shape(v)[0] != 1) {
         return no("operand '" + g_.values[v].name + "' does not broadcast along the batch");
       }
     }
