@@ -3,7 +3,8 @@
 // accepts an op only where each output item provably depends on the same input item alone.
 #include <algorithm>
 #include <optional>
-#include <set>
+#include <string>
+#include <vector>
 
 #include "passes/passes.h"
 
@@ -17,11 +18,18 @@ class BatchCheck {
 
   Status run() {
     if (g_.inputs.empty()) return no("the model has no inputs");
+    const auto dim0_name = [&](int v) {
+      const Value& x = g_.values[v];
+      return x.dim_names.empty() ? std::string() : x.dim_names[0];
+    };
     for (int v : g_.inputs) {
       const Value& x = g_.values[v];
       if (x.shape.empty()) return no("input '" + x.name + "' has no batch dim (a scalar)");
       if (n_ < 0) n_ = x.shape[0];
-      if (x.shape[0] != n_) return no("the inputs' first dims differ ('" + x.name + "')");
+      // Every input's first dim is the batch: the same size, and the same symbol where the model names it.
+      if (x.shape[0] != n_ || dim0_name(v) != dim0_name(g_.inputs[0])) {
+        return no("input '" + x.name + "' does not have the batch as its first dim");
+      }
       batched_[v] = true;
     }
     if (n_ < 1) return no("the batch is empty");

@@ -139,6 +139,33 @@ TEST(BatchSplit, OpsAcrossTheBatchAreRefused) {
   }
 }
 
+// A second input whose first dim is another symbol (here as large as the batch) is not split with it.
+TEST(BatchSplit, InputsShareTheBatchSymbol) {
+  for (const char* symbol : {"batch", "rows"}) {
+    SCOPED_TRACE(symbol);
+    Net n;
+    const int t = n.value("t");
+    n.g.values[t].dtype = DType::kFloat32;
+    n.g.values[t].shape = {-1, 8, 1, 1};
+    n.g.values[t].dim_names = {symbol, "", "", ""};
+    n.g.values[t].has_shape = true;
+    n.g.inputs.push_back(t);
+    n.g.outputs = {n.node(OpType::Mul, {n.y, t})};
+    n.g.relink();
+    PrepareOptions p;
+    p.input_shapes["x"] = {4, 4, 6, 6};
+    p.input_shapes["t"] = {4, 8, 1, 1};
+    ASSERT_TRUE(prepare_graph(n.g, p).is_ok());
+    const Status s = check_batch_split(n.g);
+    if (std::string(symbol) == "batch") {
+      EXPECT_TRUE(s.is_ok()) << s.to_string();
+    } else {
+      ASSERT_FALSE(s.is_ok());
+      EXPECT_NE(s.message().find("input 't'"), std::string::npos) << s.to_string();
+    }
+  }
+}
+
 // Squeezing every dim of 1 takes the batch away when it is 1: refused at that batch, fine at another.
 TEST(BatchSplit, SqueezeOfABatchOfOne) {
   {
