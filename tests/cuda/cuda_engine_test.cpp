@@ -1064,19 +1064,11 @@ TEST(CudaEngine, Int8TensorsWithinOneLsbOfTheReference) {
   }
 }
 
-// g with its input's batch symbolic ("batch", -1).
-Graph dynamic_batch(Graph g) {
-  Value& x = g.values[g.inputs[0]];
-  x.shape[0] = -1;
-  x.dim_names = {"batch", "", "", ""};
-  return g;
-}
-
 // With a shape profile the build times the kernels at --min and --max (and --opt); a batch size in between takes the
 // nearest timed batch's kernels (the larger on a tie) instead of timing at run time.
 TEST(CudaEngine, ProfileBatchesBetweenTheTimedOnesTakeTheNearestKernels) {
   SKIP_WITHOUT_GPU();
-  Graph g = dynamic_batch(conv_graph({1, 64, 20, 20, 64, 3, 3, 1, 1, 1, "silu", false, true}, 6));
+  Graph g = test::with_dynamic_batch(conv_graph({1, 64, 20, 20, 64, 3, 3, 1, 1, 1, "silu", false, true}, 6));
   BuildOptions opt;
   opt.device = "cuda";
   opt.precision = "fp16";
@@ -1115,7 +1107,7 @@ TEST_P(DynamicBatch, GraphsAndContexts) {
   SKIP_WITHOUT_GPU();
   const std::string source = GetParam();
   if (source == "cudnn" && !cuda::cudnn_available()) GTEST_SKIP() << cuda::cudnn_unavailable_reason();
-  Graph g = dynamic_batch(conv_graph({1, 16, 12, 12, 32, 3, 3, 1, 1, 1, "silu", false, true}, 4));
+  Graph g = test::with_dynamic_batch(conv_graph({1, 16, 12, 12, 32, 3, 3, 1, 1, 1, "silu", false, true}, 4));
   auto engine = make_engine(g, "fp16", {source});
   ASSERT_TRUE(engine);
   const std::string name = "x";
@@ -1314,7 +1306,8 @@ TEST(CudaContext, BatchSplitLanesMatchTheWholeBatch) {
   AttrMap ca;
   ca.set("kernel_shape", std::vector<int64_t>{3, 3});
   ca.set("pads", std::vector<int64_t>{1, 1, 1, 1});
-  const int c = b.node(OpType::Conv, "conv", {x, b.constant("w", round_to_fp16(test::random_f32({16, 16, 3, 3}, 3, -0.1f, 0.1f)))}, ca);
+  const int w = b.constant("w", round_to_fp16(test::random_f32({16, 16, 3, 3}, 3, -0.1f, 0.1f)));
+  const int c = b.node(OpType::Conv, "conv", {x, w}, ca);
   AttrMap ra;
   ra.set("axes", std::vector<int64_t>{0});
   const int mean = b.node(OpType::ReduceMean, "batch_mean", {c}, ra);

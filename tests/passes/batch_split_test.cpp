@@ -81,8 +81,8 @@ TEST(BatchSplit, PerItemOpsKeepTheBatchApart) {
   y = n.node(OpType::Transpose, {y}, ints("perm", {0, 2, 3, 1}));  // [b, 3, 3, 8]
   y = n.node(OpType::Reshape, {y, n.constant("shape", Tensor::from_i64({0, 9, 8}))});
   y = n.node(OpType::Softmax, {y}, axis(-1));
-  const int a = n.node(OpType::Slice, {y, n.constant("s0", Tensor::from_i64({0})), n.constant("s1", Tensor::from_i64({4})),
-                                       n.constant("s2", Tensor::from_i64({2}))});
+  const int a = n.node(OpType::Slice, {y, n.constant("s0", Tensor::from_i64({0})),
+                                       n.constant("s1", Tensor::from_i64({4})), n.constant("s2", Tensor::from_i64({2}))});
   const int b = n.node(OpType::ReduceMax, {y}, ints("axes", {2}));
   y = n.node(OpType::Concat, {a, b}, axis(2));  // [b, 9, 5]
   y = n.node(OpType::MatMul, {y, n.constant("m", test::random_f32({5, 3}, 3))});

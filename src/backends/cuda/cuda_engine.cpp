@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -175,11 +176,20 @@ Expected<std::shared_ptr<const Instance>> CudaEngine::instance(const std::map<st
 
 namespace {
 
+const char* const kSplits[] = {kSplitWhole, kSplitLanes, kSplitLanesInStep};
+
+bool is_split(const std::string& v) {
+  return std::find(std::begin(kSplits), std::end(kSplits), v) != std::end(kSplits);
+}
+
+// The batch: the first input's first dim (0 for a scalar or no input).
+int64_t batch_of(const std::map<std::string, Shape>& shapes) {
+  return shapes.empty() || shapes.begin()->second.empty() ? 0 : shapes.begin()->second[0];
+}
+
 // The timing cache's key for a batch's split: "split:n<batch>:" and the input shapes.
 std::string split_key(const std::map<std::string, Shape>& shapes) {
-  std::string key = "split:n" + std::to_string(shapes.empty() || shapes.begin()->second.empty()
-                                                   ? 0
-                                                   : shapes.begin()->second[0]) + ":";
+  std::string key = "split:n" + std::to_string(batch_of(shapes)) + ":";
   for (const auto& [name, shape] : shapes) key += name + "=" + shape_str(shape) + ";";
   return key;
 }
@@ -199,7 +209,7 @@ std::map<std::string, Shape> batch_part(const std::map<std::string, Shape>& shap
 Expected<std::string> CudaEngine::split_choice(const std::map<std::string, Shape>& shapes, bool tune) const {
   if (const char* env = std::getenv("QD_SPLIT")) {  // A/B runs: whole | lanes2 | lanes2_step
     const std::string v = env;
-    if (v == kSplitWhole || v == kSplitLanes || v == kSplitLanesInStep) return v;
+    if (is_split(v)) return v;
     return invalid("QD_SPLIT=" + v + ": use " + kSplitWhole + ", " + kSplitLanes + " or " + kSplitLanesInStep);
   }
   const std::string key = split_key(shapes);
@@ -207,7 +217,7 @@ Expected<std::string> CudaEngine::split_choice(const std::map<std::string, Shape
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = kernel_choice_.find(key); it != kernel_choice_.end()) {
       const std::string& v = it->second;
-      if (v == kSplitWhole || v == kSplitLanes || v == kSplitLanesInStep) return v;
+      if (is_split(v)) return v;
       return invalid("the plan or timing cache says '" + v + "' for " + key + " (known: " + kSplitWhole + ", " +
                      kSplitLanes + ", " + kSplitLanesInStep + "); rebuild the plan or delete the timing cache");
     }
@@ -216,10 +226,9 @@ Expected<std::string> CudaEngine::split_choice(const std::map<std::string, Shape
   if (!tune && !opt_.max_shapes.empty()) return std::string(kSplitWhole);
   auto inst = QD_TRY(instance(shapes));
   std::string pick = kSplitWhole;
-  const int64_t batch = shapes.empty() || shapes.begin()->second.empty() ? 0 : shapes.begin()->second[0];
   const auto half = batch_part(shapes, 2);
   // The halves' kernels timed too (a plan keeps them); a model that cannot take the half batch stays whole.
-  if (inst->split_refusal.empty() && batch >= 2 && !half.empty() && instance(half, true)) {
+  if (inst->split_refusal.empty() && batch_of(shapes) >= 2 && !half.empty() && instance(half, true)) {
     pick = QD_TRY(time_splits(shapes));
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -230,7 +239,7 @@ Expected<std::string> CudaEngine::split_choice(const std::map<std::string, Shape
 // Times the batch whole and as two lanes (free, and held in step), each replayed as a CUDA graph on contexts of
 // its own, in alternating rounds; lanes win only when at least 1% faster than the whole batch.
 Expected<std::string> CudaEngine::time_splits(const std::map<std::string, Shape>& shapes) const {
-  const std::vector<std::string> modes = {kSplitWhole, kSplitLanes, kSplitLanesInStep};
+  const std::vector<std::string> modes(std::begin(kSplits), std::end(kSplits));
   std::vector<std::unique_ptr<CudaContext>> ctx;
   for (const std::string& m : modes) {
     ctx.push_back(create_context());
@@ -459,7 +468,6 @@ Status CudaContext::make_lanes(const std::map<std::string, Shape>& shapes, const
     QD_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     lane_events_.push_back(ev);
   }
-  layer_events_ = lane_events_.data() + parts + 1;
   for (int k = 0; k < parts; ++k) {
     auto lane = std::make_unique<CudaContext>(engine_);
     lane->forced_split_ = kSplitWhole;
@@ -477,6 +485,7 @@ Status CudaContext::enqueue_lanes(cudaStream_t stream) {
   const int slack = lane_slack_;
   const size_t n = lanes_[0]->inst_->layers.size();
   const bool two = lanes_[0]->inst_->any_side();
+  cudaEvent_t* const layer_events = lane_events_.data() + lanes_.size() + 1;  // [k * n + l]: lane k's layer l done
   QD_CUDA_TRY(cudaEventRecord(lane_events_[0], stream));
   for (size_t k = 0; k < lanes_.size(); ++k) {
     QD_CUDA_TRY(cudaStreamWaitEvent(lane_streams_[k], lane_events_[0], 0));
@@ -488,8 +497,8 @@ Status CudaContext::enqueue_lanes(cudaStream_t stream) {
   for (size_t l = 0; l < n && st.is_ok(); ++l) {
     for (size_t k = 0; k < lanes_.size() && st.is_ok(); ++k) {
       cudaEvent_t wait = nullptr;
-      if (slack > 0 && l >= static_cast<size_t>(slack)) wait = layer_events_[((k + 1) % lanes_.size()) * n + l - slack];
-      st = lanes_[k]->enqueue_layer(l, lane_streams_[k], two, wait, slack > 0 ? layer_events_[k * n + l] : nullptr);
+      if (slack > 0 && l >= static_cast<size_t>(slack)) wait = layer_events[((k + 1) % lanes_.size()) * n + l - slack];
+      st = lanes_[k]->enqueue_layer(l, lane_streams_[k], two, wait, slack > 0 ? layer_events[k * n + l] : nullptr);
     }
   }
   // Joined after an error too (a capture ends only once joined).

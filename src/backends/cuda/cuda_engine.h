@@ -182,8 +182,7 @@ class CudaContext {
   int lane_slack_ = 0;
   std::vector<std::unique_ptr<CudaContext>> lanes_;
   std::vector<cudaStream_t> lane_streams_;
-  std::vector<cudaEvent_t> lane_events_;  // [0]: the fork; [k + 1]: lane k's end; then layer_events_
-  cudaEvent_t* layer_events_ = nullptr;   // [k * layers + l]: lane k's layer l done
+  std::vector<cudaEvent_t> lane_events_;  // [0]: the fork; [k + 1]: lane k's end; then each lane's layers' ends
   Status make_lanes(const std::map<std::string, Shape>& shapes, const std::string& split);
   Status ensure_arena();  // the whole batch's activation memory
   Status check_shapes(const std::map<std::string, Shape>& shapes) const;  // against the inputs and the profile
