@@ -1,9 +1,11 @@
 // Loading plans: load_engine / is_plan_file, and the codecs of the CPU plan's option sections.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
 
+#include "core/shape.h"
 #include "plan/byte_io.h"
 #include "plan/graph_codec.h"
 #include "plan/plan_file.h"
@@ -153,6 +155,56 @@ bool is_plan_file(const std::string& path) {
   return looks_like_plan(magic, n);
 }
 
+Expected<std::map<std::string, std::string>> decode_cuda_kernels(const std::string& data) {
+  nlohmann::json j = nlohmann::json::parse(data, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return invalid("CUDA plan: section cuda.kernels is not a JSON object");
+  std::map<std::string, std::string> kernels;
+  for (const auto& [k, v] : j.items()) {
+    if (!v.is_string()) return invalid("CUDA plan: cuda.kernels['" + k + "'] is not a string");
+    kernels[k] = v.get<std::string>();
+  }
+  return kernels;
+}
+
+const char* split_words(const std::string& split) {
+  if (split == kSplitWhole) return "the whole batch at once";
+  if (split == kSplitLanes) return "two halves on two streams";
+  if (split == kSplitLanesInStep) return "two halves on two streams, held in step";
+  return nullptr;
+}
+
+static const std::string kSplitPrefix = "split:n";
+
+std::string batch_split_key(int64_t batch, const std::map<std::string, Shape>& shapes) {
+  std::string key = kSplitPrefix + std::to_string(batch) + ":";
+  for (const auto& [name, shape] : shapes) key += name + "=" + shape_str(shape) + ";";
+  return key;
+}
+
+std::vector<BatchSplit> batch_splits(const std::map<std::string, std::string>& kernels) {
+  std::vector<BatchSplit> out;
+  for (const auto& [key, value] : kernels) {
+    if (key.compare(0, kSplitPrefix.size(), kSplitPrefix) != 0) continue;
+    const size_t colon = key.find(':', kSplitPrefix.size());
+    if (colon == std::string::npos) continue;
+    BatchSplit b;
+    // The batch as digits (at most 18: no overflow); a key of another form is not listed.
+    const std::string digits = key.substr(kSplitPrefix.size(), colon - kSplitPrefix.size());
+    if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    b.batch = std::stoll(digits);
+    for (size_t i = colon + 1; i < key.size();) {  // "name=dims;" entries
+      size_t end = key.find(';', i);
+      if (end == std::string::npos) end = key.size();
+      b.inputs += (b.inputs.empty() ? "" : ", ") + key.substr(i, end - i);
+      i = end + 1;
+    }
+    b.split = value;
+    out.push_back(std::move(b));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const BatchSplit& x, const BatchSplit& y) { return x.batch < y.batch; });
+  return out;
+}
+
 Expected<CudaPlanParts> decode_cuda_plan(const PlanFile& plan) {
   const PlanSection* graph = plan.find("graph");
   const PlanSection* options = plan.find("build_options");
@@ -162,12 +214,7 @@ Expected<CudaPlanParts> decode_cuda_plan(const PlanFile& plan) {
   parts.graph = QD_TRY(decode_graph(graph->data));
   parts.options = QD_TRY(decode_build_options(options->data));
   parts.options.timing_cache.clear();  // a plan never writes files where it was built
-  nlohmann::json j = nlohmann::json::parse(kernels->data, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return invalid("CUDA plan: section cuda.kernels is not a JSON object");
-  for (const auto& [k, v] : j.items()) {
-    if (!v.is_string()) return invalid("CUDA plan: cuda.kernels['" + k + "'] is not a string");
-    parts.kernels[k] = v.get<std::string>();
-  }
+  parts.kernels = QD_TRY(decode_cuda_kernels(kernels->data));
   if (parts.options.precision == "int8") {
     const PlanSection* sec = plan.find("int8");
     if (!sec) return invalid("INT8 CUDA plan without its int8 section");

@@ -2,6 +2,7 @@
 // within 1e-4 of the output range, fp16 by SNR), dynamic batch, CUDA graphs, and several contexts at once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -1290,14 +1291,28 @@ TEST(CudaContext, BatchSplitLanesMatchTheWholeBatch) {
     Tensor got = whole[0].clone();
     ASSERT_EQ(cudaMemcpy(got.raw(), y, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
     cudaFree(y);
-    if (precision == "int8") EXPECT_EQ(test::max_abs_diff(whole[0], got), 0.0);
-    if (precision == "fp16") EXPECT_GT(snr_db(whole[0], got), 50.0);
+    if (precision == "int8") {
+      EXPECT_EQ(test::max_abs_diff(whole[0], got), 0.0);
+    } else {
+      EXPECT_GT(snr_db(whole[0], got), 50.0);
+    }
     // A plan keeps the choice.
     const std::string plan = dir + "/" + precision + ".plan";
     ASSERT_TRUE(e->save(plan).is_ok());
     auto loaded = load_engine(plan);
     ASSERT_TRUE(loaded) << loaded.status().to_string();
     EXPECT_EQ(*dynamic_cast<cuda::CudaEngine&>(**loaded).split_choice(shapes), chosen);
+    // ... and lists it where `qdeploy inspect` reads it.
+    auto file = read_plan(plan);
+    ASSERT_TRUE(file) << file.status().to_string();
+    const PlanSection* sec = file->find("cuda.kernels");
+    ASSERT_NE(sec, nullptr);
+    auto kernels = decode_cuda_kernels(sec->data);
+    ASSERT_TRUE(kernels) << kernels.status().to_string();
+    const std::vector<BatchSplit> splits = batch_splits(*kernels);
+    const auto at4 = std::find_if(splits.begin(), splits.end(), [](const BatchSplit& s) { return s.batch == 4; });
+    ASSERT_NE(at4, splits.end()) << sec->data;
+    EXPECT_EQ(at4->split, chosen);
   }
   // ReduceMean over the batch: forced lanes stay whole, and the output is the reference's.
   GraphBuilder b;

@@ -238,5 +238,47 @@ TEST_F(PlanCli, CudaPlanWithoutAGpu) {
   EXPECT_NE(r.err.find("error:"), std::string::npos) << r.err;
 }
 
+// How a CUDA plan runs each batch it timed (cuda.kernels' "split:" entries), listed by batch; a damaged section is an
+// error, not a crash.
+TEST_F(PlanCli, CudaPlanBatchSplits) {
+  PlanFile p;
+  p.header.qdeploy_version = "0.1.0";
+  p.header.target = "cuda";
+  p.header.sm = 90;
+  p.add("cuda.kernels", R"({"conv:n32:c64:k128": "tma_i8_128x128_k128_s3",
+                            "split:n32:images=32x3x640x640;": "lanes2_step",
+                            "split:n8:images=8x3x640x640;mask=8x1;": "lanes2",
+                            "split:n1:images=1x3x640x640;": "whole",
+                            "split:n4:images=4x3x640x640;": "sideways",
+                            "split:nX:images=4x3;": "whole"})");
+  ASSERT_TRUE(write_plan(plan_, p).is_ok());
+  const CliResult i = cli("inspect " + quote(plan_));
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  const size_t b1 = i.out.find("batch 1     images=1x3x640x640: the whole batch at once");
+  const size_t b4 = i.out.find("batch 4     images=4x3x640x640: 'sideways', unknown to this qdeploy: rebuild the plan");
+  const size_t b8 = i.out.find("batch 8     images=8x3x640x640, mask=8x1: two halves on two streams\n");
+  const size_t b32 = i.out.find("batch 32    images=32x3x640x640: two halves on two streams, held in step");
+  ASSERT_NE(b1, std::string::npos) << i.out;
+  ASSERT_NE(b4, std::string::npos) << i.out;
+  ASSERT_NE(b8, std::string::npos) << i.out;
+  ASSERT_NE(b32, std::string::npos) << i.out;
+  EXPECT_TRUE(b1 < b4 && b4 < b8 && b8 < b32) << "by batch:\n" << i.out;
+  EXPECT_EQ(i.out.find("nX"), std::string::npos) << i.out;
+
+  const CliResult j = cli("inspect " + quote(plan_) + " --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto js = nlohmann::json::parse(j.out);
+  ASSERT_EQ(js["batch_splits"].size(), 4u) << j.out;
+  EXPECT_EQ(js["batch_splits"][3]["batch"], 32);
+  EXPECT_EQ(js["batch_splits"][3]["inputs"], "images=32x3x640x640");
+  EXPECT_EQ(js["batch_splits"][3]["split"], "lanes2_step");
+
+  PlanFile bad = p;
+  bad.sections.clear();
+  bad.add("cuda.kernels", R"({"split:n2:x=2x3;": 7})");
+  ASSERT_TRUE(write_plan(plan_, bad).is_ok());
+  expect_usage_error(cli("inspect " + quote(plan_)), "cuda.kernels['split:n2:x=2x3;'] is not a string");
+}
+
 }  // namespace
 }  // namespace qd

@@ -57,6 +57,7 @@ inline Status plan_one_input(const std::string& raw, bool* ran = nullptr) {
     // and the graph prepared at the shapes it was built for (the rest is lowering on the device).
     auto parts = decode_cuda_plan(*plan);
     if (!parts) return parts.status();
+    (void)batch_splits(parts->kernels);  // what `qdeploy inspect` lists
     std::map<std::string, Shape> shapes;
     auto inputs = engine_inputs(parts->graph, parts->options, &shapes);
     if (!inputs) return inputs.status();

@@ -91,6 +91,28 @@ class PlanEngine : public ::testing::Test {
   PlanHeader header_;
 };
 
+// A batch split's key (what CudaEngine records in the plan and the timing cache) reads back as the batch, its inputs
+// and the split; other kernel choices and keys of another form are not splits.
+TEST(BatchSplits, KeyReadsBack) {
+  const std::string key = batch_split_key(32, {{"images", Shape{32, 3, 640, 640}}, {"mask", Shape{32, 1}}});
+  EXPECT_EQ(key, "split:n32:images=32x3x640x640;mask=32x1;");
+  const auto splits = batch_splits({{key, kSplitLanesInStep},
+                                    {batch_split_key(2, {{"x", Shape{2, 3}}}), kSplitWhole},
+                                    {"conv:n32:c64", "wgmma_i8_128x64_s4"},
+                                    {"split:n:x=2;", kSplitLanes},
+                                    {"split:n99999999999999999999:x=1;", kSplitLanes},
+                                    {"split:n-4:x=1;", kSplitLanes}});
+  ASSERT_EQ(splits.size(), 2u);
+  EXPECT_EQ(splits[0].batch, 2);
+  EXPECT_EQ(splits[0].inputs, "x=2x3");
+  EXPECT_EQ(splits[0].split, kSplitWhole);
+  EXPECT_EQ(splits[1].batch, 32);
+  EXPECT_EQ(splits[1].inputs, "images=32x3x640x640, mask=32x1");
+  EXPECT_EQ(splits[1].split, kSplitLanesInStep);
+  EXPECT_STREQ(split_words(kSplitLanes), "two halves on two streams");
+  EXPECT_EQ(split_words("lanes4"), nullptr);
+}
+
 TEST_F(PlanEngine, Fp32DynamicBatch) {
   BuildOptions opt;
   auto e = check_same(dynamic_model(), opt, {{1, 3, 8, 8}, {3, 3, 8, 8}});

@@ -108,11 +108,6 @@ Expected<nlohmann::json> bench_host(Engine& e, const BenchArgs& a, int batch) {
 #ifdef QD_HAVE_CUDA
 #define QD_BENCH_CUDA(expr) QD_RETURN_IF_ERROR(::qd::cuda::cuda_status((expr), #expr))
 
-const char* split_words(const std::string& split) {
-  return split == cuda::kSplitLanesInStep ? "two halves on two streams, held in step"
-                                          : "two halves on two streams";
-}
-
 // A layer as --export-layer-info and --export-profile describe it (docs/benchmarks.md#per-layer-json).
 nlohmann::json layer_json(const cuda::LayerInfo& l) {
   return {{"name", l.name},          {"kind", l.kind},

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "plan/plan_file.h"
 #include "precision_table.h"
+#include "runtime/plan_sections.h"
 
 namespace qd::cli {
 
@@ -50,6 +51,13 @@ int inspect_plan(const std::string& path, const BuildFlags& flags, bool json) {
     layers = std::move(*decoded);
   }
   const Int8Report rep = as_report(layers);
+  // A CUDA plan's batch splits: how it runs each batch size it timed.
+  std::vector<BatchSplit> splits;
+  if (const PlanSection* s = plan->find("cuda.kernels")) {
+    auto kernels = decode_cuda_kernels(s->data);
+    if (!kernels) return report(Status(kernels.status()).prefix(path));
+    splits = batch_splits(*kernels);
+  }
 
   if (json) {
     nlohmann::json j;
@@ -77,6 +85,8 @@ int inspect_plan(const std::string& path, const BuildFlags& flags, bool json) {
     j["outputs"] = tensors(io.outputs);
     j["sections"] = nlohmann::json::array();
     for (const auto& s : plan->sections) j["sections"].push_back({{"name", s.name}, {"bytes", s.data.size()}});
+    j["batch_splits"] = nlohmann::json::array();
+    for (const auto& b : splits) j["batch_splits"].push_back({{"batch", b.batch}, {"inputs", b.inputs}, {"split", b.split}});
     j["layers"] = precision_json(rep)["layers"];
     j["int8_macs"] = rep.int8_macs;
     j["total_macs"] = rep.total_macs;
@@ -104,6 +114,14 @@ int inspect_plan(const std::string& path, const BuildFlags& flags, bool json) {
   for (const auto& t : io.outputs) std::printf("  %s\n", plan_tensor_line(t).c_str());
   std::printf("sections:\n");
   for (const auto& s : plan->sections) std::printf("  %-16s %12zu bytes\n", s.name.c_str(), s.data.size());
+  if (!splits.empty()) {
+    std::printf("batch splits (how the plan runs each batch it timed):\n");
+    for (const auto& b : splits) {
+      const char* words = split_words(b.split);
+      std::printf("  batch %-5lld %s: %s\n", static_cast<long long>(b.batch), b.inputs.c_str(),
+                  words ? words : ("'" + b.split + "', unknown to this qdeploy: rebuild the plan").c_str());
+    }
+  }
   if (!layers.empty()) print_precision_table(rep);
   return 0;
 }

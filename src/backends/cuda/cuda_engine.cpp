@@ -187,13 +187,6 @@ int64_t batch_of(const std::map<std::string, Shape>& shapes) {
   return shapes.empty() || shapes.begin()->second.empty() ? 0 : shapes.begin()->second[0];
 }
 
-// The timing cache's key for a batch's split: "split:n<batch>:" and the input shapes.
-std::string split_key(const std::map<std::string, Shape>& shapes) {
-  std::string key = "split:n" + std::to_string(batch_of(shapes)) + ":";
-  for (const auto& [name, shape] : shapes) key += name + "=" + shape_str(shape) + ";";
-  return key;
-}
-
 // The shapes of one of `parts` equal parts of the batch; empty where the batch does not divide so.
 std::map<std::string, Shape> batch_part(const std::map<std::string, Shape>& shapes, int parts) {
   std::map<std::string, Shape> part = shapes;
@@ -212,7 +205,7 @@ Expected<std::string> CudaEngine::split_choice(const std::map<std::string, Shape
     if (is_split(v)) return v;
     return invalid("QD_SPLIT=" + v + ": use " + kSplitWhole + ", " + kSplitLanes + " or " + kSplitLanesInStep);
   }
-  const std::string key = split_key(shapes);
+  const std::string key = batch_split_key(batch_of(shapes), shapes);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = kernel_choice_.find(key); it != kernel_choice_.end()) {

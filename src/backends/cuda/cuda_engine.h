@@ -23,6 +23,7 @@
 #include "ir/graph.h"
 #include "quant/int8.h"
 #include "runtime/engine.h"
+#include "runtime/plan_sections.h"
 
 namespace qd::cuda {
 
@@ -50,11 +51,10 @@ struct MemoryReport {
 class Instance;
 class CudaContext;
 
-// How a batch runs (CudaEngine::split_choice): whole, or as two halves on two streams (lanes) that overlap, free or
-// held in step (each lane's layer l after the other's layer l - 2).
-inline constexpr const char* kSplitWhole = "whole";
-inline constexpr const char* kSplitLanes = "lanes2";
-inline constexpr const char* kSplitLanesInStep = "lanes2_step";
+// How a batch runs (CudaEngine::split_choice; runtime/plan_sections.h names them).
+using ::qd::kSplitLanes;
+using ::qd::kSplitLanesInStep;
+using ::qd::kSplitWhole;
 struct PackedConv;
 
 class CudaEngine final : public Engine {
