@@ -209,7 +209,9 @@ Expected<CudaPlanParts> decode_cuda_plan(const PlanFile& plan) {
   const PlanSection* graph = plan.find("graph");
   const PlanSection* options = plan.find("build_options");
   const PlanSection* kernels = plan.find("cuda.kernels");
-  if (!graph || !options || !kernels) return invalid("CUDA plan is missing a section (graph, build_options, cuda.kernels)");
+  if (!graph || !options || !kernels) {
+    return invalid("CUDA plan is missing a section (graph, build_options, cuda.kernels)");
+  }
   CudaPlanParts parts;
   parts.graph = QD_TRY(decode_graph(graph->data));
   parts.options = QD_TRY(decode_build_options(options->data));

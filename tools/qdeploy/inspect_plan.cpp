@@ -86,7 +86,9 @@ int inspect_plan(const std::string& path, const BuildFlags& flags, bool json) {
     j["sections"] = nlohmann::json::array();
     for (const auto& s : plan->sections) j["sections"].push_back({{"name", s.name}, {"bytes", s.data.size()}});
     j["batch_splits"] = nlohmann::json::array();
-    for (const auto& b : splits) j["batch_splits"].push_back({{"batch", b.batch}, {"inputs", b.inputs}, {"split", b.split}});
+    for (const auto& b : splits) {
+      j["batch_splits"].push_back({{"batch", b.batch}, {"inputs", b.inputs}, {"split", b.split}});
+    }
     j["layers"] = precision_json(rep)["layers"];
     j["int8_macs"] = rep.int8_macs;
     j["total_macs"] = rep.total_macs;
