@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
@@ -167,9 +168,12 @@ Expected<std::map<std::string, std::string>> decode_cuda_kernels(const std::stri
 }
 
 const char* split_words(const std::string& split) {
-  if (split == kSplitWhole) return "the whole batch at once";
-  if (split == kSplitLanes) return "two halves on two streams";
-  if (split == kSplitLanesInStep) return "two halves on two streams, held in step";
+  static const char* const kWords[] = {"the whole batch at once", "two halves on two streams",
+                                       "two halves on two streams, held in step"};  // kSplits' order
+  static_assert(std::size(kWords) == std::size(kSplits));
+  for (size_t i = 0; i < std::size(kSplits); ++i) {
+    if (split == kSplits[i]) return kWords[i];
+  }
   return nullptr;
 }
 

@@ -54,6 +54,7 @@ Expected<std::map<std::string, std::string>> decode_cuda_kernels(const std::stri
 inline constexpr const char* kSplitWhole = "whole";
 inline constexpr const char* kSplitLanes = "lanes2";
 inline constexpr const char* kSplitLanesInStep = "lanes2_step";
+inline constexpr const char* kSplits[] = {kSplitWhole, kSplitLanes, kSplitLanesInStep};
 // A split in words ("two halves on two streams, held in step"); null for a value that is none of them.
 const char* split_words(const std::string& split);
 // The key of a batch's split among the kernel choices (plan and timing cache): "split:n<batch>:" and each input's

@@ -176,12 +176,6 @@ Expected<std::shared_ptr<const Instance>> CudaEngine::instance(const std::map<st
 
 namespace {
 
-const char* const kSplits[] = {kSplitWhole, kSplitLanes, kSplitLanesInStep};
-
-bool is_split(const std::string& v) {
-  return std::find(std::begin(kSplits), std::end(kSplits), v) != std::end(kSplits);
-}
-
 // The batch: the first input's first dim (0 for a scalar or no input).
 int64_t batch_of(const std::map<std::string, Shape>& shapes) {
   return shapes.empty() || shapes.begin()->second.empty() ? 0 : shapes.begin()->second[0];
@@ -202,7 +196,7 @@ std::map<std::string, Shape> batch_part(const std::map<std::string, Shape>& shap
 Expected<std::string> CudaEngine::split_choice(const std::map<std::string, Shape>& shapes, bool tune) const {
   if (const char* env = std::getenv("QD_SPLIT")) {  // A/B runs: whole | lanes2 | lanes2_step
     const std::string v = env;
-    if (is_split(v)) return v;
+    if (split_words(v)) return v;  // one of kSplits
     return invalid("QD_SPLIT=" + v + ": use " + kSplitWhole + ", " + kSplitLanes + " or " + kSplitLanesInStep);
   }
   const std::string key = batch_split_key(batch_of(shapes), shapes);
@@ -210,7 +204,7 @@ Expected<std::string> CudaEngine::split_choice(const std::map<std::string, Shape
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = kernel_choice_.find(key); it != kernel_choice_.end()) {
       const std::string& v = it->second;
-      if (is_split(v)) return v;
+      if (split_words(v)) return v;  // one of kSplits
       return invalid("the plan or timing cache says '" + v + "' for " + key + " (known: " + kSplitWhole + ", " +
                      kSplitLanes + ", " + kSplitLanesInStep + "); rebuild the plan or delete the timing cache");
     }
