@@ -15,11 +15,27 @@ __device__ __forceinline__ float sigmoid_fast(float v) {
   return r;
 }
 
+// SiLU on one instruction of the 16-per-clock-per-SM pipe: x sigmoid(x) = h + h tanh(h) with h = x / 2, from the
+// hardware's approximate tanh. sigmoid_fast's SiLU issues two there (exp2 and reciprocal), which bounded the thin INT8
+// layers' epilogues. Its error is absolute (silu_tanh_error: under 8.1e-6 |x| / 2 as measured), a few ten-thousandths
+// of an int8 output's step: the epilogues' SiLU outside bit-exact plans (+-1 LSB by the contract; more values than
+// with silu_sigmoid land on the other side of a rounding tie, docs/benchmarks.md, session 26).
+__device__ __forceinline__ float silu_tanh(float v) {
+  const float h = 0.5f * v;
+  float t;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(h));
+  return fmaf(h, t, h);
+}
+
+// SiLU within silu_fast_error of the reference's (relative): what bit-exact plans' epilogues compute before they
+// check a value's distance from a rounding tie (conv_igemm.cu's SiluTies).
+__device__ __forceinline__ float silu_sigmoid(float v) { return v * sigmoid_fast(v); }
+
 __device__ __forceinline__ float apply_act(float v, Act act, float a, float b) {
   switch (act) {
     case Act::kNone: return v;
     case Act::kRelu: return fmaxf(v, 0.f);
-    case Act::kSilu: return v * sigmoid_fast(v);
+    case Act::kSilu: return silu_tanh(v);
     case Act::kSigmoid: return sigmoid_fast(v);
     case Act::kLeakyRelu: return v >= 0.f ? v : v * a;
     case Act::kHardSwish: return v * fminf(fmaxf(v * (1.f / 6.f) + 0.5f, 0.f), 1.f);
@@ -38,13 +54,21 @@ __device__ __forceinline__ float silu_exact(float x) {
   return __fmul_rn(x, static_cast<float>(1.0 / (1.0 + exp(-static_cast<double>(x)))));
 }
 
-// A bound on |apply_act's fast SiLU f - silu_exact(x)|: |f| (6e-7 + 7e-8 |x|), the reciprocal's and the product's
+// A bound on |silu_sigmoid's f - silu_exact(x)|: |f| (6e-7 + 7e-8 |x|), the reciprocal's and the product's
 // roundings and the two of silu_exact in the constant, and the error of the exp2, which grows with |x| (its argument
 // x log2(e) rounded to float: 1.9e-6 |f| measured at x = -29.7). Holds where |silu_exact(x)| >= 1e-30
 // (below, both are under 1e-30 apart); checked on every 5th float in tests/cuda
-// (CudaActivation.FastSiluWithinItsErrorBound).
+// (CudaActivation.SigmoidSiluWithinItsErrorBound).
 __host__ __device__ __forceinline__ float silu_fast_error(float x, float f) {
   return fabsf(f) * fmaf(fabsf(x), 7e-8f, 6e-7f);
+}
+
+// A bound on |silu_tanh's f - silu_exact(x)|: |x| / 2 times the approximate tanh's absolute error (kTanhError: PTX
+// promises only 2^-11; 8.0e-6, 2^-16.9, measured on an H100 over every 5th float), and the product's and
+// silu_exact's roundings. Checked on every 5th float in tests/cuda (CudaActivation.TanhSiluWithinItsErrorBound).
+constexpr float kTanhError = 1.f / 65536.f;
+__host__ __device__ __forceinline__ float silu_tanh_error(float x, float f) {
+  return fmaf(fabsf(x), 0.5f * kTanhError, fabsf(f) * 3e-7f);
 }
 
 }  // namespace qd::cuda

@@ -263,6 +263,11 @@ struct SiluTies {
   __device__ __forceinline__ bool risky(float err, float v) const {
     return (r1 != 0.f && near(v * r1, err, r1)) || (r2 != 0.f && near(v * r2, err, r2));
   }
+  // The activation of x where the ties may be checked: the SiLU whose error silu_fast_error bounds (silu_sigmoid,
+  // not the epilogues' usual silu_tanh, whose larger error would send many more values down the exact path).
+  __device__ __forceinline__ float act(const ConvParams& p, float x) const {
+    return on ? silu_sigmoid(x) : apply_act(x, p.act, p.act_a, p.act_b);
+  }
 };
 
 // The fused epilogue of conv_igemm_kernel for one BM x BN tile (or split-K's partial sums).
@@ -536,8 +541,8 @@ __device__ __forceinline__ void exact_silu_fix(const ConvParams& p, const ConvAr
   }
 }
 
-// ConvParams::exact_silu for one value (split-K's epilogue, the grouped kernel): x before the activation, f = SiLU(x)
-// (fast), v the value with the residual; the reference's value where v is in doubt (SiluTies::risky), else v.
+// ConvParams::exact_silu for one value (split-K's epilogue, the grouped kernel): x before the activation, f =
+// ties.act(p, x), v the value with the residual; the reference's value where v is in doubt (SiluTies::risky), else v.
 __device__ __forceinline__ float exact_silu_near_tie(const ConvParams& p, const ConvArgs& a, const SiluTies& ties,
                                                     int m, int k, float x, float f, float v) {
   if (!ties.on || !ties.risky(silu_fast_error(x, f), v)) return v;
@@ -619,7 +624,7 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const float x = v[j];
-        v[j] = epi_act<kAct>(p, x);
+        v[j] = silu_sigmoid(x);
         err[j] = silu_fast_error(x, v[j]);
       }
     }
@@ -1085,7 +1090,7 @@ __global__ void conv_splitk_epilogue(const ConvParams p, const ConvArgs a, int64
     } else {
       x = sum + a.bias[k];
     }
-    const float f = apply_act(x, p.act, p.act_a, p.act_b);
+    const float f = ties.act(p, x);
     float v = f;
     if (has_residual(a)) v += residual_value<kI8>(p, a, m, k);
     if constexpr (kI8) v = exact_silu_near_tie(p, a, ties, m, k, x, f, v);
@@ -1164,7 +1169,7 @@ __global__ void conv_grouped_i8_kernel(const ConvParams p, const ConvArgs a, int
       }
     }
     const float x = __fadd_rn(__fmul_rn(static_cast<float>(acc), a.alpha[k]), a.bias[k]);
-    const float f = apply_act(x, p.act, p.act_a, p.act_b);
+    const float f = ties.act(p, x);
     float v = f;
     if (has_residual(a)) v += residual_value<true>(p, a, m, k);
     store_out<true>(p, a, m, k, exact_silu_near_tie(p, a, ties, m, k, x, f, v));
