@@ -25,6 +25,7 @@
 #include "passes/passes.h"
 #include "plan/plan_file.h"
 #include "runtime/io_format.h"
+#include "runtime/plan_sections.h"
 #include "test_util.h"
 
 namespace qd {
@@ -637,6 +638,60 @@ TEST(CudaEngine, TimingCacheIsReadBack) {
   ASSERT_TRUE(write_file_atomic(cache, j.dump()).is_ok());
   build(cache);
   EXPECT_EQ(read().value("device", ""), device) << "a cache from another GPU must not be used";
+}
+
+// A batch size the build did not time (a dynamic batch outside any shape profile) is timed when a context first
+// takes it; its kernels and its split go into the timing cache then too, so that the next process reading the cache
+// picks the same ones instead of timing them again (`qdeploy bench --batch 1,32` built at batch 1 re-timed batch 32
+// in every run, a kernel mix of its own each time).
+TEST(CudaEngine, TimingCacheKeepsBatchesTimedAtRunTime) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = test::temp_dir("timing_cache_run_time"), cache = dir + "/timing.json";
+  std::filesystem::remove(cache);
+  Graph g = test::with_dynamic_batch(c3_graph(1, true, false));
+  const std::map<std::string, Shape> later = {{"x", {4, 64, 12, 10}}};  // the build times another batch
+  BuildOptions opt;
+  opt.device = "cuda";
+  opt.precision = "fp16";
+  opt.tactic_sources = {"qdeploy"};
+  opt.timing_cache = cache;
+  const auto convs_at = [&](const nlohmann::json& j, const std::string& n) {  // entries of batch n
+    size_t count = 0;
+    for (auto& [sig, kernel] : j["kernels"].items()) count += sig.rfind("conv_f16:" + n + ":", 0) == 0;
+    return count;
+  };
+  const auto read = [&] {
+    std::ifstream f(cache);
+    return nlohmann::json::parse(f, nullptr, false);
+  };
+  {
+    auto e = cuda::CudaEngine::create(g, opt);
+    ASSERT_TRUE(e) << e.status().to_string();
+    const nlohmann::json built = read();
+    ASSERT_FALSE(built.is_discarded());
+    EXPECT_GT(built["kernels"].size(), 0u);
+    EXPECT_EQ(convs_at(built, "n4"), 0u);
+    auto ctx = (*e)->create_context();
+    ASSERT_TRUE(ctx->set_input_shapes(later).is_ok());
+  }
+  nlohmann::json j = read();
+  ASSERT_FALSE(j.is_discarded());
+  ASSERT_GT(convs_at(j, "n4"), 0u) << "batch 4's kernels, timed at run time, are not in the cache";
+  EXPECT_EQ(batch_splits(j["kernels"].get<std::map<std::string, std::string>>()).size(), 2u)
+      << "the splits of the build's batch and of batch 4 (run time)";
+  // Read back: batch 4 takes the cache's kernels (one that the timing rarely picks for all of them, put there).
+  const std::string forced = "igemm_f16_64x32_w32x32_s3";
+  for (auto& [sig, kernel] : j["kernels"].items()) {
+    if (sig.rfind("conv_f16:n4:", 0) == 0) kernel = forced;
+  }
+  ASSERT_TRUE(write_file_atomic(cache, j.dump()).is_ok());
+  auto e = cuda::CudaEngine::create(g, opt);
+  ASSERT_TRUE(e) << e.status().to_string();
+  auto layers = (*e)->layer_info(later);
+  ASSERT_TRUE(layers) << layers.status().to_string();
+  for (const auto& l : *layers) {
+    if (l.kind == "conv") EXPECT_EQ(l.kernel, forced) << l.name;
+  }
 }
 
 // The NHWC data-movement kernels of fp16 plans (MaxPool, nearest integer upscales, Concat of conv outputs) over many

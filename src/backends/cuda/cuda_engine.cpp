@@ -159,7 +159,15 @@ Status CudaEngine::init() {
     outputs_.push_back(d);
   }
   for (const auto& shapes : timed) QD_RETURN_IF_ERROR(split_choice(shapes, true).status());
-  return write_timing_cache(opt_.timing_cache, device_name_, kernel_choice_);
+  QD_RETURN_IF_ERROR(write_timing_cache(opt_.timing_cache, device_name_, kernel_choice_));
+  built_ = true;
+  return Status::ok();
+}
+
+void CudaEngine::keep_run_time_choices() const {
+  if (!built_) return;  // init() writes the build's at its end
+  const Status st = write_timing_cache(opt_.timing_cache, device_name_, kernel_choice_);
+  if (!st.is_ok()) std::fprintf(stderr, "warning: kernels timed at run time not kept: %s\n", st.to_string().c_str());
 }
 
 Expected<std::shared_ptr<const Instance>> CudaEngine::instance(const std::map<std::string, Shape>& shapes,
@@ -169,8 +177,10 @@ Expected<std::shared_ptr<const Instance>> CudaEngine::instance(const std::map<st
   if (it != instances_.end()) return it->second;
   if (instances_.size() >= 16) instances_.clear();  // bounded: a few batch sizes are typical
   LowerInput in{&graph_, &opt_, shapes, &kernel_choice_, &weights_, &int8_, &int8_convs_, tune, &inputs_};
+  const size_t known = kernel_choice_.size();
   std::shared_ptr<Instance> inst = QD_TRY(lower(in));
   instances_[shapes] = inst;
+  if (kernel_choice_.size() != known) keep_run_time_choices();
   return std::shared_ptr<const Instance>(inst);
 }
 
@@ -220,6 +230,7 @@ Expected<std::string> CudaEngine::split_choice(const std::map<std::string, Shape
   }
   std::lock_guard<std::mutex> lock(mu_);
   kernel_choice_[key] = pick;
+  keep_run_time_choices();
   return pick;
 }
 

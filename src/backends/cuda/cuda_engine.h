@@ -97,6 +97,9 @@ class CudaEngine final : public Engine {
   CudaEngine(Graph g, BuildOptions opt) : graph_(std::move(g)), opt_(std::move(opt)) {}
   Status init();
   Expected<std::string> time_splits(const std::map<std::string, Shape>& shapes) const;
+  // After the build: choices timed at run time (a batch size outside the build's shapes, its split) written to the
+  // timing cache as well, so that the next process reading it picks the same kernels (caller holds mu_).
+  void keep_run_time_choices() const;
 
   Graph graph_;
   BuildOptions opt_;
@@ -110,6 +113,7 @@ class CudaEngine final : public Engine {
   // Packed weights shared by all instances (keyed by conv node name), and the kernel chosen per conv signature.
   mutable std::map<std::string, std::shared_ptr<PackedConv>> weights_;
   mutable std::map<std::string, std::string> kernel_choice_;
+  bool built_ = false;  // init() done: later timings go to the timing cache as they come (keep_run_time_choices)
   mutable std::optional<std::set<std::string>> int8_convs_;  // LowerInput::int8_convs (INT8 Conv and Gemm nodes)
   mutable std::unique_ptr<CudaContext> default_ctx_;
   mutable std::mutex run_mu_;

@@ -1,5 +1,6 @@
-// Activation functions applied in fused epilogues (fp32 math; SiLU and Sigmoid with the fast exp and division,
-// a few ulp from the reference's, as the epilogue's instruction count bounds the thin layers).
+// Activation functions applied in fused epilogues (fp32 math). SiLU comes two ways: from the hardware's approximate
+// tanh (the tensor-core convs' epilogues, which it bounded in the thin layers), or from its approximate exp2 and
+// reciprocal, a few ulp from the reference's (fp32 convs; bit-exact plans' tie checks).
 #pragma once
 
 #include "backends/cuda/kernels/conv.h"
@@ -31,11 +32,16 @@ __device__ __forceinline__ float silu_tanh(float v) {
 // check a value's distance from a rounding tie (conv_igemm.cu's SiluTies).
 __device__ __forceinline__ float silu_sigmoid(float v) { return v * sigmoid_fast(v); }
 
+// kFast: SiLU from the approximate tanh (the fp16 and INT8 tensor-core convs' epilogues), else from exp2 and a
+// reciprocal, a relative error (fp32 convs, whose plans are the accurate ones). Sigmoid from exp2 and a reciprocal
+// either way: the detection heads' Sigmoid from the tanh (its error absolute, 4e-6) made YOLOv5s no faster
+// (docs/benchmarks.md, session 26).
+template <bool kFast = true>
 __device__ __forceinline__ float apply_act(float v, Act act, float a, float b) {
   switch (act) {
     case Act::kNone: return v;
     case Act::kRelu: return fmaxf(v, 0.f);
-    case Act::kSilu: return silu_tanh(v);
+    case Act::kSilu: return kFast ? silu_tanh(v) : silu_sigmoid(v);
     case Act::kSigmoid: return sigmoid_fast(v);
     case Act::kLeakyRelu: return v >= 0.f ? v : v * a;
     case Act::kHardSwish: return v * fminf(fmaxf(v * (1.f / 6.f) + 0.5f, 0.f), 1.f);

@@ -55,7 +55,7 @@ template <typename T>
 __device__ __forceinline__ float conv_epilogue(float acc, const T* bias, int64_t oc, const ConvEpilogue& e,
                                                const T* residual, int64_t i) {
   if (bias) acc += to_float(bias[oc]);
-  acc = apply_act(acc, e.act, e.a, e.b);
+  acc = apply_act<false>(acc, e.act, e.a, e.b);
   return residual ? acc + to_float(residual[i]) : acc;
 }
 
