@@ -690,7 +690,9 @@ TEST(CudaEngine, TimingCacheKeepsBatchesTimedAtRunTime) {
   auto layers = (*e)->layer_info(later);
   ASSERT_TRUE(layers) << layers.status().to_string();
   for (const auto& l : *layers) {
-    if (l.kind == "conv") EXPECT_EQ(l.kernel, forced) << l.name;
+    if (l.kind == "conv") {
+      EXPECT_EQ(l.kernel, forced) << l.name;
+    }
   }
 }
 

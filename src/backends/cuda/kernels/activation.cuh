@@ -69,9 +69,10 @@ __host__ __device__ __forceinline__ float silu_fast_error(float x, float f) {
   return fabsf(f) * fmaf(fabsf(x), 7e-8f, 6e-7f);
 }
 
-// A bound on |silu_tanh's f - silu_exact(x)|: |x| / 2 times the approximate tanh's absolute error (kTanhError: PTX
-// promises only 2^-11; 8.0e-6, 2^-16.9, measured on an H100 over every 5th float), and the product's and
-// silu_exact's roundings. Checked on every 5th float in tests/cuda (CudaActivation.TanhSiluWithinItsErrorBound).
+// A bound on |silu_tanh's f - silu_exact(x)|: |x| / 2 times a bound on the approximate tanh's absolute error
+// (kTanhError = 2^-16: PTX promises only 2^-11; 8.0e-6, 2^-16.9, measured on an H100 over every 5th float), and the
+// product's and silu_exact's roundings. Checked on every 5th float in tests/cuda
+// (CudaActivation.TanhSiluWithinItsErrorBound).
 constexpr float kTanhError = 1.f / 65536.f;
 __host__ __device__ __forceinline__ float silu_tanh_error(float x, float f) {
   return fmaf(fabsf(x), 0.5f * kTanhError, fabsf(f) * 3e-7f);
