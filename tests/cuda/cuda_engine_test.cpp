@@ -582,6 +582,12 @@ TEST(CudaEngine, C3SiblingConvsRunAsOneInInt8) {
   }
 }
 
+// A JSON file (a timing cache) as parsed; discarded where it is missing or not JSON.
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  return nlohmann::json::parse(f, nullptr, false);
+}
+
 // The timing cache (--timing-cache): a build writes its kernel choices there, keyed by conv signature, with the GPU's
 // name; a later build takes them instead of timing (shown by a cache edited to name another valid kernel for every
 // conv, which the next build then runs); a cache from another GPU is ignored (timed again, and the cache rewritten
@@ -616,9 +622,8 @@ TEST(CudaEngine, TimingCacheIsReadBack) {
   const auto first = build(cache);
   ASSERT_FALSE(first.empty());
   auto read = [&] {
-    std::ifstream f(cache);
-    EXPECT_TRUE(f) << "the build wrote no timing cache";
-    return nlohmann::json::parse(f, nullptr, false);
+    EXPECT_TRUE(std::filesystem::exists(cache)) << "the build wrote no timing cache";
+    return read_json(cache);
   };
   nlohmann::json j = read();
   ASSERT_EQ(j.value("device", ""), device);
@@ -655,26 +660,25 @@ TEST(CudaEngine, TimingCacheKeepsBatchesTimedAtRunTime) {
   opt.precision = "fp16";
   opt.tactic_sources = {"qdeploy"};
   opt.timing_cache = cache;
-  const auto convs_at = [&](const nlohmann::json& j, const std::string& n) {  // entries of batch n
-    size_t count = 0;
-    for (auto& [sig, kernel] : j["kernels"].items()) count += sig.rfind("conv_f16:" + n + ":", 0) == 0;
-    return count;
+  const auto at_batch = [](const std::string& sig, const std::string& n) {  // a conv signature of batch n
+    return sig.rfind("conv_f16:" + n + ":", 0) == 0;
   };
-  const auto read = [&] {
-    std::ifstream f(cache);
-    return nlohmann::json::parse(f, nullptr, false);
+  const auto convs_at = [&](const nlohmann::json& j, const std::string& n) {
+    size_t count = 0;
+    for (auto& [sig, kernel] : j["kernels"].items()) count += at_batch(sig, n);
+    return count;
   };
   {
     auto e = cuda::CudaEngine::create(g, opt);
     ASSERT_TRUE(e) << e.status().to_string();
-    const nlohmann::json built = read();
+    const nlohmann::json built = read_json(cache);
     ASSERT_FALSE(built.is_discarded());
     EXPECT_GT(built["kernels"].size(), 0u);
     EXPECT_EQ(convs_at(built, "n4"), 0u);
     auto ctx = (*e)->create_context();
     ASSERT_TRUE(ctx->set_input_shapes(later).is_ok());
   }
-  nlohmann::json j = read();
+  nlohmann::json j = read_json(cache);
   ASSERT_FALSE(j.is_discarded());
   ASSERT_GT(convs_at(j, "n4"), 0u) << "batch 4's kernels, timed at run time, are not in the cache";
   EXPECT_EQ(batch_splits(j["kernels"].get<std::map<std::string, std::string>>()).size(), 2u)
@@ -682,7 +686,7 @@ TEST(CudaEngine, TimingCacheKeepsBatchesTimedAtRunTime) {
   // Read back: batch 4 takes the cache's kernels (one that the timing rarely picks for all of them, put there).
   const std::string forced = "igemm_f16_64x32_w32x32_s3";
   for (auto& [sig, kernel] : j["kernels"].items()) {
-    if (sig.rfind("conv_f16:n4:", 0) == 0) kernel = forced;
+    if (at_batch(sig, "n4")) kernel = forced;
   }
   ASSERT_TRUE(write_file_atomic(cache, j.dump()).is_ok());
   auto e = cuda::CudaEngine::create(g, opt);
