@@ -213,6 +213,8 @@ __device__ __forceinline__ float epi_act(const ConvParams& p, float v) {
 template <bool kI8, int kAct>
 struct ChannelPair {
   float b0, b1, s0, s1;
+  ChannelPair() = default;
+  __device__ __forceinline__ ChannelPair(float2 b, float2 s) : b0(b.x), b1(b.y), s0(s.x), s1(s.y) {}
   __device__ __forceinline__ ChannelPair(const ConvParams& p, const ConvArgs& a, int k0)
       : b0(k0 < p.K ? a.bias[k0] : 0.f),
         b1(k0 + 1 < p.K ? a.bias[k0 + 1] : 0.f),
@@ -373,10 +375,13 @@ __device__ __forceinline__ bool quad_fits(const ConvParams& p, const ConvArgs& a
   return !p.no_quad_epilogue && p.out_format == OutFormat::kNhwcI8 && !a.y2 && !p.exact_silu &&
          (p.splits == 1 || p.split_in_cluster) && p.K % 8 == 0 && p.out_ld % 8 == 0 && p.out_coff % 8 == 0 &&
          aligned(a.y, 8) && (!has_residual(a) || p.res_ld % 2 == 0) && aligned(a.residual, 4) &&
-         aligned(a.residual_i8, 2);
+         aligned(a.residual_i8, 2) && aligned(a.bias, 8) && aligned(a.alpha, 8);
 }
 
-template <int WM, int WN, int kAct, bool kSmall, typename Acc, int kMT, int kNT>
+// kRes: the layer has a residual (compiled apart: tested per value, its loads and adds were issued, predicated off,
+// in every layer's epilogue). Each lane's channel constants come as float2 pairs (K % 8 == 0: a pair is in or out
+// whole), the out_split reciprocal once per n-tile.
+template <int WM, int WN, int kAct, bool kSmall, bool kRes, typename Acc, int kMT, int kNT>
 __device__ __forceinline__ void quad_epilogue_i8(const ConvParams& p, const ConvArgs& a, int M, int block_m,
                                                  int block_n, int warp_m, int warp_n, int lane,
                                                  const Acc (&acc)[kMT][kNT][4]) {
@@ -389,8 +394,17 @@ __device__ __forceinline__ void quad_epilogue_i8(const ConvParams& p, const Conv
   for (int jg = 0; jg < kNT; jg += 4) {
     const int kq = block_n + warp_n * WN + jg * 8;  // the first channel of these four n-tiles
     using Pair = ChannelPair<true, kAct>;
-    const Pair ch[4] = {Pair(p, a, kq + t * 2), Pair(p, a, kq + 8 + t * 2), Pair(p, a, kq + 16 + t * 2),
-                        Pair(p, a, kq + 24 + t * 2)};
+    Pair ch[4];
+    float rcp[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int k0 = kq + j * 8 + t * 2;
+      const bool in = k0 < p.K;
+      const float2 b = in ? *reinterpret_cast<const float2*>(a.bias + k0) : make_float2(0.f, 0.f);
+      const float2 s = in ? *reinterpret_cast<const float2*>(a.alpha + k0) : make_float2(1.f, 1.f);
+      ch[j] = Pair(b, s);
+      rcp[j] = kq + j * 8 < p.out_split ? rcp_lo : rcp_hi;  // out_split a multiple of 8: the n-tile's
+    }
 #pragma unroll
     for (int i = 0; i < kMT; ++i)
 #pragma unroll
@@ -402,10 +416,11 @@ __device__ __forceinline__ void quad_epilogue_i8(const ConvParams& p, const Conv
           const int k0 = kq + j * 8 + t * 2;
           const float2 v = ch[j].template activate<kSmall>(p, acc[i][jg + j], h);
           float v0 = v.x, v1 = v.y;
-          if (has_residual(a) && m < M && k0 < p.K) add_residual2(p, a, m, k0, v0, v1);
-          const float rcp = k0 < p.out_split ? rcp_lo : rcp_hi;  // out_split a multiple of 8: the pair's
-          w[j] = __byte_perm(__float_as_uint(quantize_int8_biased(v0, rcp)),
-                             __float_as_uint(quantize_int8_biased(v1, rcp)), 0x0040);
+          if constexpr (kRes) {
+            if (m < M && k0 < p.K) add_residual2(p, a, m, k0, v0, v1);
+          }
+          w[j] = __byte_perm(__float_as_uint(quantize_int8_biased(v0, rcp[j])),
+                             __float_as_uint(quantize_int8_biased(v1, rcp[j])), 0x0040);
         }
         // The quad's 4 x 4 matrix of pairs (lane t, n-tile j) transposed: lane t ends with n-tile jg + t's 4 pairs.
         uint32_t A = __byte_perm(w[0], w[1], 0x5410), B = __byte_perm(w[2], w[3], 0x5410);
@@ -433,13 +448,21 @@ __device__ __forceinline__ bool try_quad_epilogue(const ConvParams& p, const Con
     return false;
   } else {
     if (!quad_fits(p, a)) return false;
-    constexpr int kSilu = static_cast<int>(Act::kSilu);
-    if (p.act == Act::kSilu && p.small_acc) {  // the usual INT8 layer: its own code without I2F
-      quad_epilogue_i8<WM, WN, kSilu, true>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
-    } else if (p.act == Act::kSilu) {
-      quad_epilogue_i8<WM, WN, kSilu, false>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+    const auto run = [&](auto res) {
+      constexpr bool kRes = decltype(res)::value;
+      constexpr int kSilu = static_cast<int>(Act::kSilu);
+      if (p.act == Act::kSilu && p.small_acc) {  // the usual INT8 layer: its own code without I2F
+        quad_epilogue_i8<WM, WN, kSilu, true, kRes>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+      } else if (p.act == Act::kSilu) {
+        quad_epilogue_i8<WM, WN, kSilu, false, kRes>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+      } else {
+        quad_epilogue_i8<WM, WN, -1, false, kRes>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+      }
+    };
+    if (has_residual(a)) {
+      run(std::true_type());
     } else {
-      quad_epilogue_i8<WM, WN, -1, false>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+      run(std::false_type());
     }
     return true;
   }
