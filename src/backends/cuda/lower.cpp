@@ -2161,6 +2161,16 @@ class Lowerer {
     }
     return buf;
   }
+  // A layer's key among the kernel choices: its shape, output and residual, and a second output (ConvArgs::y2), which
+  // the register epilogues write with code of their own: YOLOv5s' /model.6/cv3 (a second int8 output into /model.12's
+  // concatenation at its scale) took the TMA kernel timed for /model.6/cv1 of the same shape, which quantizes the
+  // second output by exact division, and ran 0.158 ms against cv1's 0.028 (batch 32, H100). Plans written before the
+  // second output was part of the key find their choice under the key without it (legacy_signature).
+  static std::string signature(const ConvLayer& c) {
+    const std::string s = legacy_signature(c);
+    return c.out2 < 0 ? s : s + (c.p.out2_format == Out2Format::kI8 ? ":y2i8" : ":y2f16");
+  }
+  static std::string legacy_signature(const ConvLayer& c) { return signature(c.p, residual_kind(c), c.int8); }
   // Batch sizes inside a plan's profile that the builder did not time (a last, partial batch) take the choice made
   // for the nearest timed batch of the same layer (the larger one on a tie) instead of timing at run time, as an
   // engine must not stall for seconds when a new batch size comes in.
@@ -2291,8 +2301,9 @@ class Lowerer {
     std::vector<int> todo;
     for (int li : conv_layers_) {
       auto* c = static_cast<ConvLayer*>(inst_->layers[li].get());
-      const std::string sig = signature(c->p, residual_kind(*c), c->int8);
+      const std::string sig = signature(*c);
       auto it = in_.choices->find(sig);
+      if (it == in_.choices->end() && c->out2 >= 0) it = in_.choices->find(legacy_signature(*c));
       if (it != in_.choices->end() && apply(c, it->second)) continue;
       if (in_.tune || in_.opt->max_shapes.empty() || it != in_.choices->end()) {
         todo.push_back(li);
@@ -2337,7 +2348,7 @@ class Lowerer {
     std::map<std::string, std::vector<Candidate>> close;  // per signature timed here: the pick, then near ties
     for (int li : todo) {
       auto* c = static_cast<ConvLayer*>(inst_->layers[li].get());
-      const std::string sig = signature(c->p, residual_kind(*c), c->int8);
+      const std::string sig = signature(*c);
       if (auto it = in_.choices->find(sig); it != in_.choices->end() && apply(c, it->second)) continue;
       float best = 1e30f;
       Candidate best_c{-1, 1};
@@ -2412,7 +2423,7 @@ class Lowerer {
       auto* c = static_cast<ConvLayer*>(inst_->layers[li].get());
       if (c->cudnn) return Status::ok();
       convs.push_back(c);
-      const std::string sig = signature(c->p, residual_kind(*c), c->int8);
+      const std::string sig = signature(*c);
       if (const auto it = close.find(sig); it != close.end() && it->second.size() > 1) by_sig[sig].push_back(c);
     }
     if (by_sig.empty()) return Status::ok();
