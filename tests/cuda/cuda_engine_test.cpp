@@ -700,6 +700,79 @@ TEST(CudaEngine, TimingCacheKeepsBatchesTimedAtRunTime) {
   }
 }
 
+// A conv that writes a second output (an int8 copy into a Concat at the Concat's scale: yolov5n's /model.6/cv3 and
+// its kind) is keyed apart from the convs of its shape without one (":y2i8"), so it is timed with its own epilogue:
+// YOLOv5s' /model.6/cv3 had taken the kernel timed for /model.6/cv1 and ran four times slower. A cache without the
+// suffix (written before it existed) still serves such layers: every conv then takes the kernel named under its
+// shape's key; with both keys, each layer takes its own.
+TEST(CudaEngine, TimingCacheKeysSecondOutputsApart) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = test::temp_dir("timing_cache_y2"), cache = dir + "/timing.json";
+  std::filesystem::remove(cache);
+  const std::string model = test::source_dir() + "/models/yolov5n_fmnist_det.onnx";
+  const std::map<std::string, Shape> shapes = {{"images", {1, 3, 640, 640}}};
+  BuildOptions opt;
+  opt.device = "cuda";
+  opt.precision = "int8";
+  opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
+  opt.tactic_sources = {"qdeploy"};
+  opt.timing_cache = cache;
+  auto kernels = [&] {  // conv layer -> kernel, the stem (which reads the image) left out
+    std::map<std::string, std::string> k;
+    auto e = build_engine(model, opt);
+    EXPECT_TRUE(e) << e.status().to_string();
+    if (!e) return k;
+    auto layers = dynamic_cast<cuda::CudaEngine&>(**e).layer_info(shapes);
+    EXPECT_TRUE(layers) << layers.status().to_string();
+    if (!layers) return k;
+    for (const auto& l : *layers) {
+      if (l.kind == "conv" && l.kernel.rfind("stem_", 0) != 0) k[l.name] = l.kernel;
+    }
+    return k;
+  };
+  const auto first = kernels();
+  ASSERT_FALSE(first.empty());
+  nlohmann::json j = read_json(cache);
+  ASSERT_FALSE(j.is_discarded());
+  const std::string suffix = ":y2i8";
+  const auto is_y2 = [&](const std::string& sig) {
+    return sig.size() > suffix.size() && sig.compare(sig.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  const auto is_conv = [](const std::string& sig) {  // a conv over activations (not a split, not the stem)
+    return sig.rfind("split:", 0) != 0 && sig.find(":image") == std::string::npos;
+  };
+  std::vector<std::string> y2;
+  for (auto& [sig, kernel] : j["kernels"].items()) {
+    if (is_y2(sig)) y2.push_back(sig);
+  }
+  ASSERT_FALSE(y2.empty()) << "no conv of yolov5n writes a second int8 output";
+  // Every conv fits these two (general implicit GEMMs), which the timing rarely picks for all of them.
+  const std::string plain = "igemm_i8_64x32_w32x32_s3", second = "igemm_i8_32x64_w32x16_s3";
+  // (1) The suffixed keys removed: the layers with a second output find their choice under their shape's key.
+  nlohmann::json legacy = j;
+  for (const std::string& sig : y2) {
+    legacy["kernels"].erase(sig);
+    legacy["kernels"][sig.substr(0, sig.size() - suffix.size())] = plain;  // the shape's key, there either way
+  }
+  for (auto& [sig, kernel] : legacy["kernels"].items()) {
+    if (is_conv(sig)) kernel = plain;
+  }
+  ASSERT_TRUE(write_file_atomic(cache, legacy.dump()).is_ok());
+  for (const auto& [layer, kernel] : kernels()) EXPECT_EQ(kernel, plain) << layer;
+  // (2) Both keys: each layer takes its own.
+  for (auto& [sig, kernel] : j["kernels"].items()) {
+    if (is_conv(sig)) kernel = is_y2(sig) ? second : plain;
+  }
+  for (const std::string& sig : y2) j["kernels"][sig.substr(0, sig.size() - suffix.size())] = plain;
+  ASSERT_TRUE(write_file_atomic(cache, j.dump()).is_ok());
+  size_t seconds = 0;
+  for (const auto& [layer, kernel] : kernels()) {
+    EXPECT_TRUE(kernel == plain || kernel == second) << layer << ": " << kernel;
+    seconds += kernel == second;
+  }
+  EXPECT_GE(seconds, y2.size()) << "a layer of each second-output key";
+}
+
 // The NHWC data-movement kernels of fp16 plans (MaxPool, nearest integer upscales, Concat of conv outputs) over many
 // shapes:
 // each case is conv (1x1) -> the op -> conv (1x1), so that the op reads and writes NHWC fp16 tensors; the op runs as
