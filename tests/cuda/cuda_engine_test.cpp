@@ -738,6 +738,7 @@ TEST(CudaEngine, TimingCacheKeysSecondOutputsApart) {
   const auto is_y2 = [&](const std::string& sig) {
     return sig.size() > suffix.size() && sig.compare(sig.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
+  const auto shape_key = [&](const std::string& sig) { return sig.substr(0, sig.size() - suffix.size()); };
   const auto is_conv = [](const std::string& sig) {  // a conv over activations (not a split, not the stem)
     return sig.rfind("split:", 0) != 0 && sig.find(":image") == std::string::npos;
   };
@@ -752,7 +753,7 @@ TEST(CudaEngine, TimingCacheKeysSecondOutputsApart) {
   nlohmann::json legacy = j;
   for (const std::string& sig : y2) {
     legacy["kernels"].erase(sig);
-    legacy["kernels"][sig.substr(0, sig.size() - suffix.size())] = plain;  // the shape's key, there either way
+    legacy["kernels"][shape_key(sig)] = plain;  // the shape's key, there either way
   }
   for (auto& [sig, kernel] : legacy["kernels"].items()) {
     if (is_conv(sig)) kernel = plain;
@@ -763,7 +764,7 @@ TEST(CudaEngine, TimingCacheKeysSecondOutputsApart) {
   for (auto& [sig, kernel] : j["kernels"].items()) {
     if (is_conv(sig)) kernel = is_y2(sig) ? second : plain;
   }
-  for (const std::string& sig : y2) j["kernels"][sig.substr(0, sig.size() - suffix.size())] = plain;
+  for (const std::string& sig : y2) j["kernels"][shape_key(sig)] = plain;
   ASSERT_TRUE(write_file_atomic(cache, j.dump()).is_ok());
   size_t seconds = 0;
   for (const auto& [layer, kernel] : kernels()) {
