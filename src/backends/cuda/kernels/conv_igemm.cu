@@ -1786,6 +1786,90 @@ __global__ void __launch_bounds__(kTmaThreads, kMinBlocks)
   igemm_epilogue<BM, BN, 16, BN, true>(p, a, M, block_m, block_n, warp, 0, lane, acc);
 }
 
+// conv_tma_kernel without the producer warp: thread 0 issues the TMA copies itself, the first kStages K tiles before
+// the loop, then each stage again once every warp has released it (its `empty` barrier, which it waits on one K tile
+// after the consumers' own release). A block of 256 threads rather than 288: __launch_bounds__(288, 2) leaves 96
+// registers (ptxas budgets a block of 9 warps as 10), where the 128 x 128 tile's epilogue spills (308 bytes per
+// thread); 256 threads get 128. The warp index is broadcast from lane 0 so that the compiler keeps the descriptors'
+// arithmetic uniform.
+template <int BN, int kStages, int kRow, int kMinBlocks>
+__global__ void __launch_bounds__(kTmaConsumers, kMinBlocks)
+    conv_tma_ip_kernel(const ConvParams p, const ConvArgs a, const __grid_constant__ TmaMaps maps) {
+  constexpr int BM = kTmaBM, kABytes = BM * kRow, kStageBytes = tma_stage_bytes(BN, kRow);
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const uint32_t base = smem_addr(smem);
+  const uint32_t full0 = base + kStages * kStageBytes, empty0 = full0 + 8 * kStages;  // 8-byte mbarriers
+  const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
+  const int M = p.N * p.OH * p.OW, block_m = blockIdx.x * BM, block_n = blockIdx.y * BN;
+  const int cblocks = p.C / kRow, ktiles = p.R * p.S * cblocks;
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, kTmaConsumers / 32);
+    }
+#if QD_WGMMA_DEVICE
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+  }
+  __syncthreads();
+  pdl_wait();
+  // Thread 0's copies: K tile `next` (filter row tr, column ts, channel block cb) into its stage.
+  int next = 0, tr = 0, ts = 0, cb = 0, n0 = 0, w0 = 0, h0 = 0;
+  const auto load_next = [&] {
+    const int s = next % kStages;
+    const uint32_t bar = full0 + 8 * s, dst = base + s * kStageBytes;
+    mbar_expect_tx(bar, kStageBytes);
+    tma_im2col(dst, &maps.a, bar, cb * kRow, w0, h0, n0, static_cast<uint16_t>(ts * p.dil_w),
+               static_cast<uint16_t>(tr * p.dil_h));
+    tma_tile2d(dst + kABytes, &maps.b, bar, next * kRow, block_n);
+    ++next;
+    if (++cb == cblocks) {
+      cb = 0;
+      if (++ts == p.S) {
+        ts = 0;
+        ++tr;
+      }
+    }
+  };
+  if (tid == 0) {
+    const int hw = p.OH * p.OW, pix = block_m - (block_m / hw) * hw, oh = pix / p.OW, ow = pix - oh * p.OW;
+    n0 = block_m / hw;
+    w0 = ow * p.stride_w - p.pad_w;
+    h0 = oh * p.stride_h - p.pad_h;
+    while (next < ktiles && next < kStages) load_next();
+  }
+  int acc[1][BN / 8][4];
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[0][j][e] = 0;
+  const uint64_t da0 = wgmma_desc<kRow>(base + (warp >> 2) * 64 * kRow), db0 = wgmma_desc<kRow>(base + kABytes);
+  for (int kt = 0; kt < ktiles; ++kt) {
+    const int s = kt % kStages;
+    mbar_wait(full0 + 8 * s, (kt / kStages) & 1);
+    const uint64_t off = static_cast<uint32_t>(s * kStageBytes) >> 4;
+    wgmma_fence_acc(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kRow / 32; ++kk) wgmma_async<BN, true>(acc, da0 + off + 2 * kk, db0 + off + 2 * kk);
+    wgmma_commit();
+    wgmma_fence_acc(acc);
+    wgmma_wait<1>();  // the MMAs of K tile kt - 1 are done: its stage goes back
+    if (kt > 0) {
+      const int freed = (kt - 1) % kStages;
+      if (lane == 0) mbar_arrive(empty0 + 8 * freed);
+      if (tid == 0 && next < ktiles) {  // K tile kt - 1 + kStages into the stage every warp has released
+        mbar_wait(empty0 + 8 * freed, ((kt - 1) / kStages) & 1);
+        load_next();
+      }
+    }
+  }
+  wgmma_wait<0>();
+  wgmma_fence_acc(acc);
+  pdl_trigger();
+  igemm_epilogue<BM, BN, 16, BN, true>(p, a, M, block_m, block_n, warp, 0, lane, acc);
+}
+
 // The im2col map's box of filter-window top-left corners along W and H: from -pad to the last output pixel's,
 // as offsets from the tensor's first and last pixel.
 struct TmaCorners {
@@ -1862,6 +1946,11 @@ int config_smem(const Config& c) {
 #define QD_TMA_CONFIG(BN, S, ROW, MIN_BLOCKS, NAME)                                                        \
   {NAME, kTmaBM, BN, kTmaThreads, S, nullptr, true, false, false, true, ROW, InFormat::kNhwc, false, false, \
    conv_tma_kernel<BN, S, ROW, MIN_BLOCKS>}
+
+// conv_tma_ip_kernel's: two consumer warpgroups, thread 0 issuing the copies.
+#define QD_TMA_IP_CONFIG(BN, S, ROW, MIN_BLOCKS, NAME)                                                        \
+  {NAME, kTmaBM, BN, kTmaConsumers, S, nullptr, true, false, false, true, ROW, InFormat::kNhwc, false, false, \
+   conv_tma_ip_kernel<BN, S, ROW, MIN_BLOCKS>}
 
 // The wgmma configurations: BM / 64 warpgroups of 128 threads.
 #define QD_WG_CONFIG(BM, BN, S, I8, ROW, NAME) \
@@ -1953,7 +2042,11 @@ const Config kConfigs[] = {
     QD_TMA_CONFIG(128, 4, 64, 2, "tma_i8_128x128_k64_s4"),
     QD_TMA_CONFIG(64, 6, 64, 2, "tma_i8_128x64_k64_s6"),
     QD_TMA_CONFIG(128, 6, 128, 1, "tma_i8_128x128_k128_s6_b1"),
+    QD_TMA_IP_CONFIG(128, 3, 128, 2, "tma_ip_i8_128x128_k128_s3"),
+    QD_TMA_IP_CONFIG(128, 4, 64, 2, "tma_ip_i8_128x128_k64_s4"),
+    QD_TMA_IP_CONFIG(64, 4, 128, 2, "tma_ip_i8_128x64_k128_s4"),
 };
+#undef QD_TMA_IP_CONFIG
 #undef QD_TMA_CONFIG
 #undef QD_WG_CONFIG
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
