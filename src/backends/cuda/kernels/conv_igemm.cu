@@ -1713,21 +1713,11 @@ __device__ __forceinline__ void tma_tile2d(uint32_t dst, const CUtensorMap* map,
 constexpr int kTmaBM = 128, kTmaConsumers = 256, kTmaThreads = kTmaConsumers + 32;
 __host__ __device__ constexpr int tma_stage_bytes(int bn, int row) { return (kTmaBM + bn) * row; }
 
-// kMinBlocks: the blocks per SM the register budget is set for: 2 (overlapping one block's epilogue with the
-// other's MMAs) or 1 (no register cap short of the accumulators' needs; Nsight Compute saw a looping variant of this
-// kernel with an N tile of 128 capped at 96 registers spill, the DRAM traffic of a deep 3x3 layer seven times its
-// input's).
-template <int BN, int kStages, int kRow, int kMinBlocks>
-__global__ void __launch_bounds__(kTmaThreads, kMinBlocks)
-    conv_tma_kernel(const ConvParams p, const ConvArgs a, const __grid_constant__ TmaMaps maps) {
-  constexpr int BM = kTmaBM, kABytes = BM * kRow, kStageBytes = tma_stage_bytes(BN, kRow);
-  extern __shared__ __align__(1024) unsigned char smem[];
-  const uint32_t base = smem_addr(smem);
-  const uint32_t full0 = base + kStages * kStageBytes, empty0 = full0 + 8 * kStages;  // 8-byte mbarriers
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int M = p.N * p.OH * p.OW, block_m = blockIdx.x * BM, block_n = blockIdx.y * BN;
-  const int cblocks = p.C / kRow, ktiles = p.R * p.S * cblocks;
-  if (tid == 0) {
+// What the TMA kernels share. Their mbarriers (thread 0; `full` completes on a stage's bytes, `empty` on every
+// consumer warp's release), before any thread waits on them.
+template <int kStages>
+__device__ __forceinline__ void tma_init_barriers(uint32_t full0, uint32_t empty0) {
+  if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full0 + 8 * s, 1);
       mbar_init(empty0 + 8 * s, kTmaConsumers / 32);
@@ -1737,27 +1727,82 @@ __global__ void __launch_bounds__(kTmaThreads, kMinBlocks)
 #endif
   }
   __syncthreads();
+}
+
+// One thread's walk over the K tiles: each K tile (filter row tr, column ts, channel block cb) copied into its stage
+// as the input's im2col box (kTmaBM output pixels from block_m, one tap) and the weights' tile, on the stage's `full`
+// barrier.
+template <int BN, int kStages, int kRow>
+struct TmaCopier {
+  static constexpr int kABytes = kTmaBM * kRow, kStageBytes = tma_stage_bytes(BN, kRow);
+  int next = 0, tr = 0, ts = 0, cb = 0, n0 = 0, w0 = 0, h0 = 0;
+  // The M tile's first output pixel: image n0, its window's top-left input corner (w0, h0).
+  __device__ __forceinline__ void start(const ConvParams& p, int block_m) {
+    const int hw = p.OH * p.OW, pix = block_m - (block_m / hw) * hw, oh = pix / p.OW, ow = pix - oh * p.OW;
+    n0 = block_m / hw;
+    w0 = ow * p.stride_w - p.pad_w;
+    h0 = oh * p.stride_h - p.pad_h;
+  }
+  // K tile `next` into its stage, then on to the one after.
+  __device__ __forceinline__ void copy(const ConvParams& p, const TmaMaps& maps, uint32_t base, uint32_t full0,
+                                       int block_n) {
+    const int s = next % kStages;
+    const uint32_t bar = full0 + 8 * s, dst = base + s * kStageBytes;
+    mbar_expect_tx(bar, kStageBytes);
+    tma_im2col(dst, &maps.a, bar, cb * kRow, w0, h0, n0, static_cast<uint16_t>(ts * p.dil_w),
+               static_cast<uint16_t>(tr * p.dil_h));
+    tma_tile2d(dst + kABytes, &maps.b, bar, next * kRow, block_n);
+    ++next;
+    if (++cb == p.C / kRow) {
+      cb = 0;
+      if (++ts == p.S) {
+        ts = 0;
+        ++tr;
+      }
+    }
+  }
+};
+
+// A consumer warp's MMAs of K tile kt, once its stage is full (da0, db0: the stage 0 descriptors of its A rows and
+// of B); returns with the MMAs of K tile kt - 1 done.
+template <int BN, int kStages, int kRow>
+__device__ __forceinline__ void tma_mma_tile(int (&acc)[1][BN / 8][4], uint32_t full0, uint64_t da0, uint64_t db0,
+                                             int kt) {
+  const int s = kt % kStages;
+  mbar_wait(full0 + 8 * s, (kt / kStages) & 1);
+  const uint64_t off = static_cast<uint32_t>(s * tma_stage_bytes(BN, kRow)) >> 4;
+  wgmma_fence_acc(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kRow / 32; ++kk) wgmma_async<BN, true>(acc, da0 + off + 2 * kk, db0 + off + 2 * kk);
+  wgmma_commit();
+  wgmma_fence_acc(acc);
+  wgmma_wait<1>();
+}
+
+// kMinBlocks: the blocks per SM the register budget is set for: 2 (overlapping one block's epilogue with the
+// other's MMAs) or 1 (no register cap short of the accumulators' needs; Nsight Compute saw a looping variant of this
+// kernel with an N tile of 128 capped at 96 registers spill, the DRAM traffic of a deep 3x3 layer seven times its
+// input's).
+template <int BN, int kStages, int kRow, int kMinBlocks>
+__global__ void __launch_bounds__(kTmaThreads, kMinBlocks)
+    conv_tma_kernel(const ConvParams p, const ConvArgs a, const __grid_constant__ TmaMaps maps) {
+  constexpr int BM = kTmaBM, kABytes = BM * kRow;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const uint32_t base = smem_addr(smem);
+  const uint32_t full0 = base + kStages * tma_stage_bytes(BN, kRow), empty0 = full0 + 8 * kStages;  // mbarriers
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int M = p.N * p.OH * p.OW, block_m = blockIdx.x * BM, block_n = blockIdx.y * BN;
+  const int ktiles = p.R * p.S * (p.C / kRow);
+  tma_init_barriers<kStages>(full0, empty0);
   pdl_wait();
   if (warp == kTmaConsumers / 32) {  // the producer
     if (lane != 0) return;
-    const int hw = p.OH * p.OW, n0 = block_m / hw, pix = block_m - n0 * hw, oh = pix / p.OW, ow = pix - oh * p.OW;
-    const int w0 = ow * p.stride_w - p.pad_w, h0 = oh * p.stride_h - p.pad_h;
-    int tr = 0, ts = 0, cb = 0;  // K tile kt's filter row, column and channel block
+    TmaCopier<BN, kStages, kRow> copier;
+    copier.start(p, block_m);
     for (int kt = 0; kt < ktiles; ++kt) {
-      const int s = kt % kStages;
-      if (kt >= kStages) mbar_wait(empty0 + 8 * s, (kt / kStages - 1) & 1);
-      const uint32_t bar = full0 + 8 * s, dst = base + s * kStageBytes;
-      mbar_expect_tx(bar, kStageBytes);
-      tma_im2col(dst, &maps.a, bar, cb * kRow, w0, h0, n0, static_cast<uint16_t>(ts * p.dil_w),
-                 static_cast<uint16_t>(tr * p.dil_h));
-      tma_tile2d(dst + kABytes, &maps.b, bar, kt * kRow, block_n);
-      if (++cb == cblocks) {
-        cb = 0;
-        if (++ts == p.S) {
-          ts = 0;
-          ++tr;
-        }
-      }
+      if (kt >= kStages) mbar_wait(empty0 + 8 * (kt % kStages), (kt / kStages - 1) & 1);
+      copier.copy(p, maps, base, full0, block_n);
     }
     return;
   }
@@ -1768,16 +1813,7 @@ __global__ void __launch_bounds__(kTmaThreads, kMinBlocks)
     for (int e = 0; e < 4; ++e) acc[0][j][e] = 0;
   const uint64_t da0 = wgmma_desc<kRow>(base + (warp >> 2) * 64 * kRow), db0 = wgmma_desc<kRow>(base + kABytes);
   for (int kt = 0; kt < ktiles; ++kt) {
-    const int s = kt % kStages;
-    mbar_wait(full0 + 8 * s, (kt / kStages) & 1);
-    const uint64_t off = static_cast<uint32_t>(s * kStageBytes) >> 4;
-    wgmma_fence_acc(acc);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kRow / 32; ++kk) wgmma_async<BN, true>(acc, da0 + off + 2 * kk, db0 + off + 2 * kk);
-    wgmma_commit();
-    wgmma_fence_acc(acc);
-    wgmma_wait<1>();  // the MMAs of K tile kt - 1 are done: its stage goes back to the producer
+    tma_mma_tile<BN, kStages, kRow>(acc, full0, da0, db0, kt);  // then K tile kt - 1's stage goes to the producer
     if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((kt - 1) % kStages));
   }
   wgmma_wait<0>();
@@ -1795,48 +1831,19 @@ __global__ void __launch_bounds__(kTmaThreads, kMinBlocks)
 template <int BN, int kStages, int kRow, int kMinBlocks>
 __global__ void __launch_bounds__(kTmaConsumers, kMinBlocks)
     conv_tma_ip_kernel(const ConvParams p, const ConvArgs a, const __grid_constant__ TmaMaps maps) {
-  constexpr int BM = kTmaBM, kABytes = BM * kRow, kStageBytes = tma_stage_bytes(BN, kRow);
+  constexpr int BM = kTmaBM, kABytes = BM * kRow;
   extern __shared__ __align__(1024) unsigned char smem[];
   const uint32_t base = smem_addr(smem);
-  const uint32_t full0 = base + kStages * kStageBytes, empty0 = full0 + 8 * kStages;  // 8-byte mbarriers
+  const uint32_t full0 = base + kStages * tma_stage_bytes(BN, kRow), empty0 = full0 + 8 * kStages;  // mbarriers
   const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
   const int M = p.N * p.OH * p.OW, block_m = blockIdx.x * BM, block_n = blockIdx.y * BN;
-  const int cblocks = p.C / kRow, ktiles = p.R * p.S * cblocks;
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, kTmaConsumers / 32);
-    }
-#if QD_WGMMA_DEVICE
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#endif
-  }
-  __syncthreads();
+  const int ktiles = p.R * p.S * (p.C / kRow);
+  tma_init_barriers<kStages>(full0, empty0);
   pdl_wait();
-  // Thread 0's copies: K tile `next` (filter row tr, column ts, channel block cb) into its stage.
-  int next = 0, tr = 0, ts = 0, cb = 0, n0 = 0, w0 = 0, h0 = 0;
-  const auto load_next = [&] {
-    const int s = next % kStages;
-    const uint32_t bar = full0 + 8 * s, dst = base + s * kStageBytes;
-    mbar_expect_tx(bar, kStageBytes);
-    tma_im2col(dst, &maps.a, bar, cb * kRow, w0, h0, n0, static_cast<uint16_t>(ts * p.dil_w),
-               static_cast<uint16_t>(tr * p.dil_h));
-    tma_tile2d(dst + kABytes, &maps.b, bar, next * kRow, block_n);
-    ++next;
-    if (++cb == cblocks) {
-      cb = 0;
-      if (++ts == p.S) {
-        ts = 0;
-        ++tr;
-      }
-    }
-  };
+  TmaCopier<BN, kStages, kRow> copier;  // thread 0's
   if (tid == 0) {
-    const int hw = p.OH * p.OW, pix = block_m - (block_m / hw) * hw, oh = pix / p.OW, ow = pix - oh * p.OW;
-    n0 = block_m / hw;
-    w0 = ow * p.stride_w - p.pad_w;
-    h0 = oh * p.stride_h - p.pad_h;
-    while (next < ktiles && next < kStages) load_next();
+    copier.start(p, block_m);
+    while (copier.next < ktiles && copier.next < kStages) copier.copy(p, maps, base, full0, block_n);
   }
   int acc[1][BN / 8][4];
 #pragma unroll
@@ -1845,22 +1852,13 @@ __global__ void __launch_bounds__(kTmaConsumers, kMinBlocks)
     for (int e = 0; e < 4; ++e) acc[0][j][e] = 0;
   const uint64_t da0 = wgmma_desc<kRow>(base + (warp >> 2) * 64 * kRow), db0 = wgmma_desc<kRow>(base + kABytes);
   for (int kt = 0; kt < ktiles; ++kt) {
-    const int s = kt % kStages;
-    mbar_wait(full0 + 8 * s, (kt / kStages) & 1);
-    const uint64_t off = static_cast<uint32_t>(s * kStageBytes) >> 4;
-    wgmma_fence_acc(acc);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kRow / 32; ++kk) wgmma_async<BN, true>(acc, da0 + off + 2 * kk, db0 + off + 2 * kk);
-    wgmma_commit();
-    wgmma_fence_acc(acc);
-    wgmma_wait<1>();  // the MMAs of K tile kt - 1 are done: its stage goes back
+    tma_mma_tile<BN, kStages, kRow>(acc, full0, da0, db0, kt);  // K tile kt - 1's MMAs are done: its stage is free
     if (kt > 0) {
       const int freed = (kt - 1) % kStages;
       if (lane == 0) mbar_arrive(empty0 + 8 * freed);
-      if (tid == 0 && next < ktiles) {  // K tile kt - 1 + kStages into the stage every warp has released
+      if (tid == 0 && copier.next < ktiles) {  // K tile kt - 1 + kStages into the stage every warp has released
         mbar_wait(empty0 + 8 * freed, ((kt - 1) / kStages) & 1);
-        load_next();
+        copier.copy(p, maps, base, full0, block_n);
       }
     }
   }
