@@ -67,8 +67,10 @@ for step in $STEPS; do
       done
       ;;
     sanitizer)
+      # Not the kernel timeline's tests: CUPTI, which they record with, is the sanitizer's while it runs (session 29
+      # saw RecordsEachRunsKernelsInOrder fail under it).
       compute-sanitizer --tool memcheck --error-exitcode 3 "$B/tests/test_cuda" --gtest_brief=1 \
-        --gtest_filter="${QD_TEST_FILTER:-*}" > "$OUT/memcheck.log" 2>&1 || rc=1
+        --gtest_filter="${QD_TEST_FILTER:-*}:-KernelTimeline.*" > "$OUT/memcheck.log" 2>&1 || rc=1
       tail -5 "$OUT/memcheck.log"
       ;;
     conformance)

@@ -183,6 +183,7 @@ TEST_F(PlanCli, Bench) {
   const std::vector<std::string> bad_flags = {"--iterations 0", "--iterations 1 --batch 0",
                                               "--iterations 1 --export-profile " + quote(dir_ + "/p.json"),
                                               "--iterations 1 --export-layer-info " + quote(dir_ + "/l.json"),
+                                              "--iterations 1 --export-timeline " + quote(dir_ + "/t.json"),
                                               "--iterations 1 --streams 2", "--iterations 1 --streams 0"};
   for (const std::string& bad : bad_flags) {
     const CliResult r = cli("bench " + quote(model_) + " --warmup 0 " + bad);

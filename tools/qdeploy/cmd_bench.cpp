@@ -1,5 +1,6 @@
 // qdeploy bench MODEL|PLAN [--batch 1,8,32] [--warmup N] [--iterations N] [--cuda-graph] [--streams N]
-// [--export-profile F.json] [--export-layer-info F.json] [--json]: a trtexec-style speed summary per batch size.
+// [--export-profile F.json] [--export-layer-info F.json] [--export-timeline F.json] [--json]: a trtexec-style speed
+// summary per batch size.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #ifdef QD_HAVE_CUDA
 #include "backends/cuda/cuda_engine.h"
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/kernel_timeline.h"
 #endif
 
 namespace qd::cli {
@@ -31,7 +33,7 @@ struct BenchArgs {
   int warmup = 20, iterations = 200;
   int streams = 1;  // contexts enqueueing concurrently for the throughput figure (trtexec's --streams)
   bool cuda_graph = false;
-  std::string profile_path, layer_info_path, json_path;
+  std::string profile_path, layer_info_path, timeline_path, json_path;
 };
 
 struct Stats {
@@ -119,7 +121,7 @@ nlohmann::json layer_json(const cuda::LayerInfo& l) {
 // The GPU: per iteration, events around the host-to-device copies, the enqueued model and the device-to-host
 // copies (pinned host memory); throughput from back-to-back enqueues without host synchronisation.
 Expected<nlohmann::json> bench_cuda(cuda::CudaEngine& e, const BenchArgs& a, int batch, nlohmann::json* profile,
-                                    nlohmann::json* layers) {
+                                    nlohmann::json* layers, nlohmann::json* timeline) {
   auto shapes = shapes_for_batch(e, batch);
   auto feeds = random_feeds(e, shapes);
   auto ctx = e.create_context();
@@ -259,6 +261,30 @@ Expected<nlohmann::json> bench_cuda(cuda::CudaEngine& e, const BenchArgs& a, int
     }
     profile->push_back({{"batch", batch}, {"layers_total_ms", sum}, {"layers", lj}});
   }
+  if (timeline) {  // kernel_timeline: a context of its own, its graph captured while CUPTI records (run 0)
+    std::unique_ptr<cuda::CudaContext> tctx;
+    auto runs = QD_TRY(cuda::kernel_timeline(
+        [&](int i) -> Status {
+          if (i == 0) {
+            tctx = e.create_context();
+            tctx->use_cuda_graph(a.cuda_graph);
+            QD_RETURN_IF_ERROR(tctx->set_input_shapes(shapes));
+            QD_RETURN_IF_ERROR(tctx->upload(feeds, s));
+            for (int w = 0; w < 3; ++w) QD_RETURN_IF_ERROR(tctx->enqueue(s));
+          } else {
+            QD_RETURN_IF_ERROR(tctx->enqueue(s));
+          }
+          return cuda::cuda_status(cudaStreamSynchronize(s), "kernel timeline");
+        },
+        4));
+    nlohmann::json rj = nlohmann::json::array();
+    for (size_t i = 1; i < runs.size(); ++i) rj.push_back(cuda::timeline_json(runs[i]));
+    const nlohmann::json& last = rj.back();
+    std::printf("  timeline: %zu kernels in %.4f ms, the GPU busy %.4f ms (idle %.4f), kernel time %.4f ms\n",
+                last["kernels"].size(), last["wall_ms"].get<double>(), last["busy_ms"].get<double>(),
+                last["wall_ms"].get<double>() - last["busy_ms"].get<double>(), last["kernel_ms"].get<double>());
+    timeline->push_back({{"batch", batch}, {"runs", rj}});
+  }
   if (layers) {
     auto info = QD_TRY(e.layer_info(shapes));
     nlohmann::json lj = nlohmann::json::array();
@@ -283,7 +309,7 @@ Status bench(const BenchArgs& a) {
   std::vector<int> batches = a.batches;
   if (batches.empty()) batches.push_back(1);
   nlohmann::json results = nlohmann::json::array(), profile = nlohmann::json::array(),
-                 layers = nlohmann::json::array();
+                 layers = nlohmann::json::array(), timeline = nlohmann::json::array();
   for (int b : batches) {
     if (b < 1) return invalid("--batch values must be >= 1");
     if (!dynamic && !engine->inputs().empty() && !engine->inputs()[0].shape.empty() &&
@@ -295,7 +321,8 @@ Status bench(const BenchArgs& a) {
 #ifdef QD_HAVE_CUDA
     if (auto* ce = dynamic_cast<cuda::CudaEngine*>(engine.get())) {
       r = QD_TRY(bench_cuda(*ce, a, b, a.profile_path.empty() ? nullptr : &profile,
-                            a.layer_info_path.empty() ? nullptr : &layers));
+                            a.layer_info_path.empty() ? nullptr : &layers,
+                            a.timeline_path.empty() ? nullptr : &timeline));
     } else {
       if (a.streams > 1) return invalid("--streams needs a CUDA engine (--device cuda)");
       r = QD_TRY(bench_host(*engine, a, b));
@@ -315,6 +342,10 @@ Status bench(const BenchArgs& a) {
   if (!a.layer_info_path.empty()) {
     if (layers.empty()) return invalid("--export-layer-info needs a CUDA engine (--device cuda)");
     QD_RETURN_IF_ERROR(write_file_atomic(a.layer_info_path, layers.dump(1)));
+  }
+  if (!a.timeline_path.empty()) {
+    if (timeline.empty()) return invalid("--export-timeline needs a CUDA engine (--device cuda)");
+    QD_RETURN_IF_ERROR(write_file_atomic(a.timeline_path, timeline.dump(1)));
   }
   if (!a.json_path.empty()) QD_RETURN_IF_ERROR(write_file_atomic(a.json_path, doc.dump(1)));
   return Status::ok();
@@ -336,6 +367,8 @@ RunFn add_bench(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--export-profile", a->profile_path, "Per-layer times (JSON)");
   sub->add_option("--export-layer-info", a->layer_info_path, "Per-layer kernels, precisions and formats (JSON)");
+  sub->add_option("--export-timeline", a->timeline_path,
+                  "Kernel start and end times of three runs, from CUPTI (JSON; GPU, needs libcupti)");
   sub->add_option("--json", a->json_path, "Write the summary as JSON");
   return [a] { return report(bench(*a)); };
 }
