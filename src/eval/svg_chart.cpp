@@ -54,18 +54,10 @@ struct Axis {
   double lo = 0, hi = 1, step = 0.2;
 };
 
-// A 1-2-5 step giving about 5 ticks over the finite values (and the base and reference lines).
-Axis nice_axis(const BarPanel& p) {
-  double lo = INFINITY, hi = -INFINITY;
-  auto take = [&](double v) {
-    if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
-  };
-  for (double v : p.values) take(v);
-  for (const auto& l : p.lines) take(l.first);
-  take(p.base);
-  if (!std::isfinite(lo)) lo = 0, hi = 1;
+// A 1-2-5 step giving about `ticks` ticks over [lo, hi] (a finite range).
+Axis nice_range(double lo, double hi, int ticks) {
   if (hi - lo < 1e-9) lo -= 0.5, hi += 0.5;
-  const double raw = (hi - lo) / 5;
+  const double raw = (hi - lo) / ticks;
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
   double step = mag;
   for (double m : {1.0, 2.0, 5.0, 10.0}) {
@@ -75,6 +67,66 @@ Axis nice_axis(const BarPanel& p) {
     }
   }
   return {std::floor(lo / step) * step, std::ceil(hi / step) * step, step};
+}
+
+// About 5 ticks over the finite values (and the base and reference lines).
+Axis nice_axis(const BarPanel& p) {
+  double lo = INFINITY, hi = -INFINITY;
+  auto take = [&](double v) {
+    if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+  };
+  for (double v : p.values) take(v);
+  for (const auto& l : p.lines) take(l.first);
+  take(p.base);
+  if (!std::isfinite(lo)) lo = 0, hi = 1;
+  return nice_range(lo, hi, 5);
+}
+
+// The document's opening: its size, a white background, the title.
+std::string svg_head(double width, double height, const std::string& title) {
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(width) +
+         "\" height=\"" + num(height) + "\" viewBox=\"0 0 " + num(width) + " " + num(height) +
+         "\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+         "<text x=\"" + num(width / 2) + "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">" +
+         esc(title) + "</text>\n";
+}
+
+// Row labels right-aligned before `left` (their baseline `baseline` below the row's top), with a light band on every
+// other row so that a bar is easy to follow to its name.
+std::string row_labels(const std::vector<std::string>& rows, double left, double width, double row_h,
+                       double baseline) {
+  std::string s;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const double y = kTop + r * row_h;
+    if (r % 2 == 1) {
+      s += "<rect x=\"4\" y=\"" + num(y) + "\" width=\"" + num(width - 8) + "\" height=\"" + num(row_h) +
+           "\" fill=\"#f2f2f2\"/>\n";
+    }
+    s += "<text x=\"" + num(left - 8) + "\" y=\"" + num(y + baseline) + "\" text-anchor=\"end\">" +
+         esc(shorten(rows[r])) + "</text>\n";
+  }
+  return s;
+}
+
+// A value axis of `w` pixels from x0 under rows of total height plot_h: grid lines, tick labels, the axis line and its
+// label.
+std::string value_axis(const Axis& ax, double x0, double w, double plot_h, const std::string& label) {
+  const auto xof = [&](double v) { return x0 + (v - ax.lo) / (ax.hi - ax.lo) * w; };
+  std::string s;
+  const int ticks = static_cast<int>(std::lround((ax.hi - ax.lo) / ax.step));
+  for (int t = 0; t <= ticks; ++t) {
+    const double v = ax.lo + t * ax.step;
+    const double x = xof(v);
+    s += "<line x1=\"" + num(x) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(x) + "\" y2=\"" + num(kTop + plot_h) +
+         "\" stroke=\"#dddddd\"/>\n";
+    s += "<text x=\"" + num(x) + "\" y=\"" + num(kTop + plot_h + 14) + "\" text-anchor=\"middle\">" +
+         tick_text(v, ax.step) + "</text>\n";
+  }
+  s += "<line x1=\"" + num(x0) + "\" y1=\"" + num(kTop + plot_h) + "\" x2=\"" + num(x0 + w) + "\" y2=\"" +
+       num(kTop + plot_h) + "\" stroke=\"black\"/>\n";
+  s += "<text x=\"" + num(x0 + w / 2) + "\" y=\"" + num(kTop + plot_h + 32) + "\" text-anchor=\"middle\">" +
+       esc(label) + "</text>\n";
+  return s;
 }
 
 }  // namespace
@@ -92,23 +144,7 @@ std::string svg_bar_chart(const BarChart& c) {
   const double legend_y = kTop + plot_h + kBottom - 8 + 13 * legend_lines;
   const double height = legend_y + (highlighted ? 22 : 4);
 
-  std::string s;
-  s += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(width) + "\" height=\"" + num(height) +
-       "\" viewBox=\"0 0 " + num(width) + " " + num(height) + "\" font-family=\"sans-serif\" font-size=\"11\">\n";
-  s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  s += "<text x=\"" + num(width / 2) + "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">" +
-       esc(c.title) + "</text>\n";
-  // Row labels, with a light band on every other row so that a bar is easy to follow to its name.
-  for (size_t r = 0; r < c.rows.size(); ++r) {
-    const double y = kTop + r * kRowH;
-    if (r % 2 == 1) {
-      s += "<rect x=\"4\" y=\"" + num(y) + "\" width=\"" + num(width - 8) + "\" height=\"" + num(kRowH) +
-           "\" fill=\"#f2f2f2\"/>\n";
-    }
-    s += "<text x=\"" + num(left - 8) + "\" y=\"" + num(y + kRowH - 4) + "\" text-anchor=\"end\">" +
-         esc(shorten(c.rows[r])) + "</text>\n";
-  }
+  std::string s = svg_head(width, height, c.title) + row_labels(c.rows, left, width, kRowH, kRowH - 4);
   for (size_t p = 0; p < c.panels.size(); ++p) {
     const BarPanel& panel = c.panels[p];
     const Axis ax = nice_axis(panel);
@@ -116,20 +152,7 @@ std::string svg_bar_chart(const BarChart& c) {
     auto xof = [&](double v) { return x0 + (std::clamp(v, ax.lo, ax.hi) - ax.lo) / (ax.hi - ax.lo) * kPanelW; };
     s += "<g>\n<text x=\"" + num(x0 + kPanelW / 2) + "\" y=\"" + num(kTop - 24) +
          "\" text-anchor=\"middle\" font-size=\"12\" font-weight=\"bold\">" + esc(panel.title) + "</text>\n";
-    // Grid and ticks.
-    const int ticks = static_cast<int>(std::lround((ax.hi - ax.lo) / ax.step));
-    for (int t = 0; t <= ticks; ++t) {
-      const double v = ax.lo + t * ax.step;
-      const double x = xof(v);
-      s += "<line x1=\"" + num(x) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(x) + "\" y2=\"" + num(kTop + plot_h) +
-           "\" stroke=\"#dddddd\"/>\n";
-      s += "<text x=\"" + num(x) + "\" y=\"" + num(kTop + plot_h + 14) + "\" text-anchor=\"middle\">" +
-           tick_text(v, ax.step) + "</text>\n";
-    }
-    s += "<line x1=\"" + num(x0) + "\" y1=\"" + num(kTop + plot_h) + "\" x2=\"" + num(x0 + kPanelW) + "\" y2=\"" +
-         num(kTop + plot_h) + "\" stroke=\"black\"/>\n";
-    s += "<text x=\"" + num(x0 + kPanelW / 2) + "\" y=\"" + num(kTop + plot_h + 32) + "\" text-anchor=\"middle\">" +
-         esc(panel.axis_label) + "</text>\n";
+    s += value_axis(ax, x0, kPanelW, plot_h, panel.axis_label);
     // Bars.
     const double base = std::isfinite(panel.base) ? panel.base : ax.lo;
     for (size_t r = 0; r < c.rows.size() && r < panel.values.size(); ++r) {
@@ -163,6 +186,54 @@ std::string svg_bar_chart(const BarChart& c) {
   if (highlighted) {
     s += "<rect x=\"16\" y=\"" + num(legend_y + 2) + "\" width=\"10\" height=\"10\" fill=\"" + kHighlightColor +
          "\"/>\n<text x=\"32\" y=\"" + num(legend_y + 11) + "\">" + esc(c.highlight_legend) + "</text>\n";
+  }
+  s += "</svg>\n";
+  return s;
+}
+
+namespace {
+constexpr double kLaneH = 26, kSpanH = 18, kTimelineW = 960;
+const char* const kGroupColors[] = {"#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2",
+                                    "#b279a2", "#eeca3b", "#9d755d", "#ff9da6", "#bab0ac"};
+}  // namespace
+
+std::string svg_timeline_chart(const TimelineChart& c) {
+  size_t label_chars = 6;
+  for (const auto& r : c.rows) label_chars = std::max(label_chars, std::min(r.size(), kMaxLabel));
+  const double left = 16 + label_chars * kCharW;
+  const double width = left + kTimelineW + kRight;
+  const double plot_h = c.rows.size() * kLaneH;
+  double end = 0;
+  std::vector<std::string> groups;  // in order of first appearance: each group's colour
+  for (const TimelineSpan& sp : c.spans) {
+    if (sp.row >= c.rows.size()) continue;
+    end = std::max(end, sp.start_us + sp.duration_us);
+    if (std::find(groups.begin(), groups.end(), sp.group) == groups.end()) groups.push_back(sp.group);
+  }
+  const Axis ax = nice_range(0, std::max(end, 1.0), 10);
+  auto xof = [&](double v) { return left + (std::clamp(v, ax.lo, ax.hi) - ax.lo) / (ax.hi - ax.lo) * kTimelineW; };
+  const double legend_y = kTop + plot_h + 44;
+  const double height = legend_y + 16 * ((groups.size() + 2) / 3) + 8;
+  const auto color = [&](const std::string& g) {
+    const size_t i = std::find(groups.begin(), groups.end(), g) - groups.begin();
+    return kGroupColors[i % (sizeof kGroupColors / sizeof kGroupColors[0])];
+  };
+
+  std::string s = svg_head(width, height, c.title) + row_labels(c.rows, left, width, kLaneH, kLaneH / 2 + 4) +
+                  value_axis(ax, left, kTimelineW, plot_h, "time (us)");
+  for (const TimelineSpan& sp : c.spans) {
+    if (sp.row >= c.rows.size()) continue;
+    const double xa = xof(sp.start_us), xb = xof(sp.start_us + sp.duration_us);
+    char when[64];
+    std::snprintf(when, sizeof when, ": %.1f us from %.1f", sp.duration_us, sp.start_us);
+    s += "<rect class=\"span\" x=\"" + num(xa) + "\" y=\"" + num(kTop + sp.row * kLaneH + (kLaneH - kSpanH) / 2) +
+         "\" width=\"" + num(std::max(xb - xa, 0.5)) + "\" height=\"" + num(kSpanH) + "\" fill=\"" + color(sp.group) +
+         "\" stroke=\"white\" stroke-width=\"0.5\"><title>" + esc(sp.label) + when + "</title></rect>\n";
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {  // three to a line
+    const double x = left + (g % 3) * (kTimelineW / 3), y = legend_y + 16 * (g / 3);
+    s += "<rect x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"10\" height=\"10\" fill=\"" + color(groups[g]) +
+         "\"/>\n<text x=\"" + num(x + 16) + "\" y=\"" + num(y + 9) + "\">" + esc(shorten(groups[g])) + "</text>\n";
   }
   s += "</svg>\n";
   return s;

@@ -29,4 +29,22 @@ struct BarChart {
 // The chart as an SVG document. Every bar is a <rect class="bar">; text is XML-escaped.
 std::string svg_bar_chart(const BarChart& chart);
 
+// A timeline (Gantt chart): one row per lane (e.g. a CUDA stream), each span a bar from its start to its end on a
+// shared time axis in microseconds, coloured by its group (e.g. a kernel's family) with a legend of the groups; its
+// label shows on hover.
+struct TimelineSpan {
+  double start_us = 0, duration_us = 0;
+  size_t row = 0;
+  std::string group, label;
+};
+
+struct TimelineChart {
+  std::string title;
+  std::vector<std::string> rows;  // lane labels, top to bottom
+  std::vector<TimelineSpan> spans;
+};
+
+// The chart as an SVG document. Every span is a <rect class="span">; spans of rows past the labels are left out.
+std::string svg_timeline_chart(const TimelineChart& chart);
+
 }  // namespace qd

@@ -111,4 +111,27 @@ TEST(SvgChart, SixtyRowsGetSixtyBars) {
   EXPECT_TRUE(well_formed(svg, &why)) << why;
 }
 
+// A span per kernel in its stream's row, coloured by group (one legend entry each, in order of appearance); spans of
+// rows past the labels are left out; the axis reaches past the last end.
+TEST(SvgTimeline, OneSpanPerKernelColouredByGroup) {
+  TimelineChart c;
+  c.title = "kernels <batch 32>";
+  c.rows = {"stream 7", "stream 9"};
+  c.spans = {{0, 100, 0, "conv_igemm_kernel", "conv_igemm_kernel<128, 64>"},
+             {50, 30, 1, "slice_concat_kernel", "slice & concat"},
+             {120, 40, 0, "conv_igemm_kernel", "conv_igemm_kernel<64, 64>"},
+             {10, 10, 5, "lost", "a row without a label"}};
+  const std::string svg = svg_timeline_chart(c);
+  std::string why;
+  EXPECT_TRUE(well_formed(svg, &why)) << why << "\n" << svg;
+  EXPECT_EQ(count(svg, "class=\"span\""), 3u);
+  EXPECT_EQ(count(svg, "fill=\"#4c78a8\""), 3u);  // two conv spans and their legend swatch
+  EXPECT_EQ(count(svg, "fill=\"#f58518\""), 2u);  // the decode and its swatch
+  EXPECT_EQ(svg.find("lost"), std::string::npos);
+  EXPECT_NE(svg.find("kernels &lt;batch 32&gt;"), std::string::npos);
+  EXPECT_NE(svg.find("slice &amp; concat: 30.0 us from 50.0"), std::string::npos);
+  EXPECT_NE(svg.find(">160<"), std::string::npos);  // a tick at the last end (20 us steps)
+  EXPECT_NE(svg.find(">stream 9<"), std::string::npos);
+}
+
 }  // namespace qd

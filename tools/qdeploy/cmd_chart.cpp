@@ -1,10 +1,14 @@
-// qdeploy chart SPEC.json -o OUT.svg
+// qdeploy chart SPEC.json -o OUT.svg [--batch N]
 // A bar chart (src/eval/svg_chart.h) from a JSON description, for figures built from other commands' JSON output
 // (e.g. scripts/precision-speed.py: mAP and latency per precision configuration):
 //   {"title": "...", "rows": ["fp16", "int8", ...],
 //    "panels": [{"title": "...", "axis_label": "...", "values": [0.739, null, ...], "base": 0.7,
 //                "lines": [[0.739, "FP32"]]}, ...]}
 // null draws no bar (its text says "n/a"). Every panel needs one value per row.
+// Or, given what `qdeploy bench --export-timeline` writes, the kernels of its last run at batch N (default the first
+// batch there) as a timeline: a row per CUDA stream, kernels coloured by family (the name up to its template
+// arguments).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -22,6 +26,7 @@ using Json = nlohmann::json;
 
 struct ChartArgs {
   std::string spec, out;
+  int batch = 0;  // a timeline's batch (0: the first)
 };
 
 Expected<std::string> get_string(const Json& j, const char* key, const std::string& where) {
@@ -77,11 +82,71 @@ Expected<BarChart> parse_chart(const Json& j) {
   return c;
 }
 
+// A kernel's family: its name without namespaces and template arguments ("conv_igemm_kernel").
+std::string kernel_family(const std::string& name) {
+  std::string f = name.substr(0, name.find('<'));
+  const size_t colon = f.rfind("::");
+  return colon == std::string::npos ? f : f.substr(colon + 2);
+}
+
+// `qdeploy bench --export-timeline`'s JSON: [{"batch": N, "runs": [{"kernels": [{"name", "start_us", "duration_us",
+// "stream"}, ...]}, ...]}, ...].
+bool is_timeline(const Json& j) {
+  return j.is_array() && !j.empty() && j[0].is_object() && j[0].contains("runs") && j[0].contains("batch");
+}
+
+Expected<TimelineChart> parse_timeline(const Json& j, int batch) {
+  const Json* pick = nullptr;
+  for (const Json& b : j) {
+    if (!b.is_object() || !b.contains("batch") || !b["batch"].is_number_integer()) {
+      return invalid("each timeline entry needs an integer \"batch\"");
+    }
+    if (!pick && (batch == 0 || b["batch"].get<int>() == batch)) pick = &b;
+  }
+  if (!pick) return invalid("no timeline at batch " + std::to_string(batch));
+  const Json& runs = (*pick)["runs"];
+  if (!runs.is_array() || runs.empty() || !runs.back().is_object() || !runs.back().contains("kernels") ||
+      !runs.back()["kernels"].is_array()) {
+    return invalid("\"runs\" must be a non-empty array of {\"kernels\": [...]}");
+  }
+  TimelineChart c;
+  const int b = (*pick)["batch"].get<int>();
+  c.title = "Kernels of one run at batch " + std::to_string(b) + " (" + std::to_string(runs.back()["kernels"].size()) +
+            " kernels)";
+  std::vector<int64_t> streams;
+  for (const Json& k : runs.back()["kernels"]) {
+    if (!k.is_object() || !k.contains("name") || !k["name"].is_string() || !k.contains("start_us") ||
+        !k["start_us"].is_number() || !k.contains("duration_us") || !k["duration_us"].is_number() ||
+        !k.contains("stream") || !k["stream"].is_number_integer()) {
+      return invalid("each kernel needs \"name\", \"start_us\", \"duration_us\" and an integer \"stream\"");
+    }
+    const int64_t stream = k["stream"].get<int64_t>();
+    auto it = std::find(streams.begin(), streams.end(), stream);
+    if (it == streams.end()) {
+      streams.push_back(stream);
+      c.rows.push_back("stream " + std::to_string(stream));
+      it = streams.end() - 1;
+    }
+    const std::string name = k["name"].get<std::string>();
+    c.spans.push_back({k["start_us"].get<double>(), k["duration_us"].get<double>(),
+                       static_cast<size_t>(it - streams.begin()), kernel_family(name), name});
+  }
+  return c;
+}
+
 int run_chart(const ChartArgs& a) {
   auto text = read_file(a.spec);
   if (!text) return report(text.status());
   const Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return report(invalid(a.spec + ": not valid JSON"));
+  if (is_timeline(j)) {
+    auto t = parse_timeline(j, a.batch);
+    if (!t) return report(Status(t.status()).prefix(a.spec));
+    if (Status s = write_file_atomic(a.out, svg_timeline_chart(*t)); !s) return report(s);
+    std::printf("wrote %s (%zu kernels on %zu streams)\n", a.out.c_str(), t->spans.size(), t->rows.size());
+    return 0;
+  }
+  if (a.batch != 0) return report(invalid("--batch is for timelines (qdeploy bench --export-timeline)"));
   auto chart = parse_chart(j);
   if (!chart) return report(Status(chart.status()).prefix(a.spec));
   if (Status s = write_file_atomic(a.out, svg_bar_chart(*chart)); !s) return report(s);
@@ -93,9 +158,11 @@ int run_chart(const ChartArgs& a) {
 
 RunFn add_chart(CLI::App& app) {
   auto a = std::make_shared<ChartArgs>();
-  auto* sub = app.add_subcommand("chart", "Bar chart (SVG) from a JSON description (tables of other commands' results)");
+  auto* sub = app.add_subcommand(
+      "chart", "Bar chart (SVG) from a JSON description, or a timeline from qdeploy bench --export-timeline");
   sub->add_option("spec", a->spec, "Chart description (JSON; see tools/qdeploy/cmd_chart.cpp)")->required();
   sub->add_option("-o,--out", a->out, "Output SVG")->required();
+  sub->add_option("--batch", a->batch, "A timeline's batch size (default: its first)");
   return [a] { return run_chart(*a); };
 }
 
