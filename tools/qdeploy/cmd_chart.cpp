@@ -109,12 +109,12 @@ Expected<TimelineChart> parse_timeline(const Json& j, int batch) {
       !runs.back()["kernels"].is_array()) {
     return invalid("\"runs\" must be a non-empty array of {\"kernels\": [...]}");
   }
+  const Json& kernels = runs.back()["kernels"];  // the last run's
   TimelineChart c;
-  const int b = (*pick)["batch"].get<int>();
-  c.title = "Kernels of one run at batch " + std::to_string(b) + " (" + std::to_string(runs.back()["kernels"].size()) +
-            " kernels)";
+  c.title = "Kernels of one run at batch " + std::to_string((*pick)["batch"].get<int>()) + " (" +
+            std::to_string(kernels.size()) + " kernels)";
   std::vector<int64_t> streams;
-  for (const Json& k : runs.back()["kernels"]) {
+  for (const Json& k : kernels) {
     if (!k.is_object() || !k.contains("name") || !k["name"].is_string() || !k.contains("start_us") ||
         !k["start_us"].is_number() || !k.contains("duration_us") || !k["duration_us"].is_number() ||
         !k.contains("stream") || !k["stream"].is_number_integer()) {
