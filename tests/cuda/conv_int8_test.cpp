@@ -6,6 +6,7 @@
 
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -101,7 +102,7 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
     silu_ref[j] = y * static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(y))));
   });
   ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
-  int tested = 0, clusters_tested = 0, small_tested = 0;
+  int tested = 0, clusters_tested = 0, small_tested = 0, lean_tested = 0;
   for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) {
     p.splits = 1;
     if (!cuda::conv_igemm_config_int8(cfg) || !cuda::conv_igemm_config_fits(cfg, p)) continue;
@@ -248,7 +249,9 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
     // exactly (the same reciprocal rounding), the register one's within 1 LSB (an exact division), and within 1 LSB
     // of the reference's. Four variants: plain; SiLU and an int8 residual; an fp16 residual; SiLU and two output
     // scales (merged sibling convs, ConvParams::out_split). Where the weights allow (int8_acc_bound), the
-    // accumulators converted without I2F (ConvParams::small_acc): the same integers as with it.
+    // accumulators converted without I2F (ConvParams::small_acc): the same integers as with it; with SiLU that is the
+    // usual INT8 layer, which runs the configuration's lean kernel (conv_igemm_config_lean) against the full one's
+    // quad epilogue with I2F.
     std::vector<uint16_t> rh(rq.size());
     for (size_t i = 0; i < rh.size(); ++i) rh[i] = float_to_half(static_cast<float>(static_cast<int>(i * 53 % 97) - 48) / 16);
     cuda::DeviceBuffer drh;
@@ -270,6 +273,8 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
       for (int run = 0; run < (small ? 3 : 2); ++run) {
         p.no_quad_epilogue = run == 1;
         p.small_acc = small && run < 2;
+        lean_tested += cuda::conv_igemm_config_lean(cfg, p, a);
+        EXPECT_FALSE(run == 2 && cuda::conv_igemm_config_lean(cfg, p, a)) << "I2F run took the lean kernel";
         ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
         got[run].resize(m_total * cs.k);
         ASSERT_EQ(cudaMemcpy(got[run].data(), dy.get(), got[run].size(), cudaMemcpyDeviceToHost), cudaSuccess);
@@ -303,6 +308,9 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
   // The shapes with up to 432 weights per output take the conversion without I2F; from 576 on (63.5 on average,
   // times 128) they pass 2^22.
   EXPECT_EQ(small_tested > 0, cs.c * cs.r * cs.s <= 432) << "int8_acc_bound " << cs.c << "x" << cs.r << "x" << cs.s;
+  if (small_tested > 0 && cs.k % 8 == 0 && !std::getenv("QD_NO_LEAN_EPILOGUE")) {  // the quad epilogue's K
+    EXPECT_GT(lean_tested, 0) << "no configuration ran its lean kernel";
+  }
   if (cuda::conv_igemm_wgmma()) {
     EXPECT_GT(clusters_tested, 0) << "no configuration split K in a cluster";
   }
@@ -342,7 +350,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvInt8,
                                            Case{4, 32, 40, 64, 32, 3, 3, 1, 1}, Case{1, 32, 5, 96, 24, 3, 3, 1, 1},
                                            // the TMA kernels' (channels whole K tiles of 64 or 128): strided and
                                            // not square, so that the im2col map's corners and strides are checked
-                                           Case{2, 64, 9, 13, 64, 3, 3, 2, 1}, Case{3, 128, 7, 11, 64, 3, 3, 1, 1}));
+                                           Case{2, 64, 9, 13, 64, 3, 3, 2, 1}, Case{3, 128, 7, 11, 64, 3, 3, 1, 1},
+                                           // and one whose weights are few enough for small accumulators, so that
+                                           // the TMA kernels' lean copies run (128-byte K tiles too)
+                                           Case{4, 128, 18, 26, 128, 1, 1, 2, 0}));
 
 }  // namespace
 }  // namespace qd

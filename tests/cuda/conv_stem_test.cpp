@@ -279,6 +279,15 @@ TEST_P(ConvStemImage, Int8MatchesReference) {
         }
         EXPECT_EQ(q_within, acc.numel()) << "NHWC int8 SiLU output beyond 1 LSB";
         EXPECT_GE(q_same, acc.numel() - acc.numel() / 100) << "NHWC int8 SiLU output: fewer than 99% identical";
+        // The accumulators converted without I2F (ConvParams::small_acc, which the stem's 108 weights per output
+        // allow): outside the bit-exact plan and with K a multiple of 8, the kernel's lean copy; the same integers.
+        cuda::ConvParams ps = p;
+        ps.small_acc = true;
+        EXPECT_EQ(run_nhwc_silu(ps, a, cfg, true, so), q) << "the accumulators' conversion without I2F";
+        ps.out_format = cuda::OutFormat::kNhwcI8;
+        ps.out_ld = ps.K;
+        ps.act = cuda::Act::kSilu;
+        EXPECT_EQ(cuda::conv_igemm_config_lean(cfg, ps, a), !exact && cs.k % 8 == 0);
         // With an fp16 output (the next layer in fp16).
         const std::vector<float> h = run_nhwc_silu(p, a, cfg, false, 1.f);
         double herr = 0;
@@ -400,10 +409,23 @@ TEST(ConvWarpHalo, SiluResidualMatchesReference) {
           }
         }
         ASSERT_GE(cfg, 0) << "no halo3x3 configuration fits";
-        ASSERT_EQ(cudaMemset(dy.get(), 0x55, dy.size()), cudaSuccess);
-        ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
-        std::vector<unsigned char> got(dy.size());
-        ASSERT_EQ(cudaMemcpy(got.data(), dy.get(), got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+        const auto run = [&](const cuda::ConvParams& q, const cuda::ConvArgs& qa) {
+          EXPECT_EQ(cudaMemset(dy.get(), 0x55, dy.size()), cudaSuccess);
+          EXPECT_TRUE(cuda::launch_conv_igemm(q, qa, cfg, nullptr).is_ok());
+          std::vector<unsigned char> out(dy.size());
+          EXPECT_EQ(cudaMemcpy(out.data(), dy.get(), out.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+          return out;
+        };
+        const std::vector<unsigned char> got = run(p, a);
+        if (i8 && out_i8) {  // the lean copy (accumulators without I2F): the same bytes, with the residual and without
+          cuda::ConvParams ps = p;
+          ps.small_acc = true;
+          EXPECT_TRUE(cuda::conv_igemm_config_lean(cfg, ps, a));
+          EXPECT_EQ(run(ps, a), got) << "the lean kernel's output";
+          cuda::ConvArgs plain = a;
+          plain.residual_i8 = nullptr;
+          EXPECT_EQ(run(ps, plain), run(p, plain)) << "the lean kernel's output without a residual";
+        }
         const size_t used = pixels * cs.k * (out_i8 ? 1 : 2);
         EXPECT_EQ(std::count(got.begin() + used, got.end(), 0x55), static_cast<std::ptrdiff_t>(got.size() - used))
             << "written past the output";

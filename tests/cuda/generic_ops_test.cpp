@@ -22,6 +22,7 @@
 
 #include "backends/cuda/device.h"
 #include "cuda/gpu_test.h"
+#include "backends/cuda/kernels/eltwise_chain.h"
 #include "backends/cuda/kernels/generic.h"
 #include "core/half.h"
 #include "ops/op.h"
@@ -505,6 +506,34 @@ std::vector<Case> unary_cases() {
   cases.push_back(mk("Round_big", OpType::Round, {data({kBig}, -50, 50)}));
   return cases;
 }
+// The elementwise chains' division by a fixed divisor (their operands' index terms, 32-bit indices below 2^31):
+// exact for divisors of every size, at the ends of the range and at multiples of the divisor (host side; the device's
+// __umulhi is the same product). Runs without a GPU.
+TEST(FastDiv, QuotientsExact) {
+  std::mt19937 rng(7);
+  std::vector<int64_t> divisors = {1, 2, 3, 5, 7, 12, 80, 255, 6400, 12800, 38400, 65535, 65536, 65537, 1000003,
+                                   (int64_t{1} << 30) + 1, (int64_t{1} << 31) - 1, int64_t{1} << 31,
+                                   (int64_t{1} << 31) + 5, int64_t{1} << 40};
+  for (int i = 0; i < 200; ++i) divisors.push_back(1 + rng() % ((i % 2) ? 100000 : (1u << 31)));
+  const uint32_t top = (1u << 31) - 1;
+  for (const int64_t d : divisors) {
+    uint32_t magic = 0;
+    uint8_t shift = 0;
+    cuda::fast_divisor(d, &magic, &shift);
+    std::vector<uint32_t> ns = {0, 1, top, top - 1};
+    for (int k = 0; k < 2000; ++k) ns.push_back(rng() & top);
+    if (d <= top) {
+      const uint32_t du = static_cast<uint32_t>(d);
+      for (const uint32_t q : {1u, 2u, top / du}) {
+        if (static_cast<uint64_t>(q) * du <= top) ns.push_back(q * du), ns.push_back(q * du - 1);
+      }
+    }
+    for (const uint32_t n : ns) {
+      ASSERT_EQ(cuda::fast_div(n, magic, shift), static_cast<uint32_t>(n / d)) << n << " / " << d;
+    }
+  }
+}
+
 TEST(CudaGenericOps, Unary) {
   SKIP_WITHOUT_GPU();
   run_cases(unary_cases());

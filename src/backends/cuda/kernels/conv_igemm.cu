@@ -94,7 +94,7 @@ __device__ __forceinline__ int requantize(float v, float scale) {
   return max(-128, min(127, __float2int_rn(__fdiv_rn(v, scale))));
 }
 
-__device__ __forceinline__ bool has_residual(const ConvArgs& a) { return a.residual || a.residual_i8; }
+__host__ __device__ __forceinline__ bool has_residual(const ConvArgs& a) { return a.residual || a.residual_i8; }
 
 // The int8 output's scale for channel k (ConvParams::out_split: merged sibling convs keep each one's scale).
 __device__ __forceinline__ float out_scale_at(const ConvParams& p, int k) {
@@ -371,7 +371,7 @@ __host__ __device__ __forceinline__ bool aligned(const void* ptr, int bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
 }
 
-__device__ __forceinline__ bool quad_fits(const ConvParams& p, const ConvArgs& a) {
+__host__ __device__ __forceinline__ bool quad_fits(const ConvParams& p, const ConvArgs& a) {
   return !p.no_quad_epilogue && p.out_format == OutFormat::kNhwcI8 && !a.y2 && !p.exact_silu &&
          (p.splits == 1 || p.split_in_cluster) && p.K % 8 == 0 && p.out_ld % 8 == 0 && p.out_coff % 8 == 0 &&
          aligned(a.y, 8) && (!has_residual(a) || p.res_ld % 2 == 0) && aligned(a.residual, 4) &&
@@ -468,6 +468,24 @@ __device__ __forceinline__ bool try_quad_epilogue(const ConvParams& p, const Con
   }
 }
 
+// The usual INT8 layer (lean_fits: SiLU, small accumulators, the quad epilogue's int8 output) compiled alone into
+// kernels of their own (their kLean instantiations, picked at launch), without the other epilogues' code, which costs
+// a kernel even where it never runs (the register-capped wgmma kernels spill; an epilogue added inline slowed layers
+// that never took it by 5-14%).
+__host__ __device__ __forceinline__ bool lean_fits(const ConvParams& p, const ConvArgs& a) {
+  return quad_fits(p, a) && p.act == Act::kSilu && p.small_acc;
+}
+template <int WM, int WN, typename Acc, int kMT, int kNT>
+__device__ __forceinline__ void lean_epilogue(const ConvParams& p, const ConvArgs& a, int M, int block_m, int block_n,
+                                              int warp_m, int warp_n, int lane, const Acc (&acc)[kMT][kNT][4]) {
+  constexpr int kSilu = static_cast<int>(Act::kSilu);
+  if (has_residual(a)) {
+    quad_epilogue_i8<WM, WN, kSilu, true, true>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+  } else {
+    quad_epilogue_i8<WM, WN, kSilu, true, false>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+  }
+}
+
 template <int BM, int BN, int WM, int WN, bool kI8, typename Acc, int kMT, int kNT>
 __device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvArgs& a, int M, int block_m, int block_n,
                                                int warp_m, int warp_n, int lane, const Acc (&acc)[kMT][kNT][4]) {
@@ -484,7 +502,7 @@ __device__ __forceinline__ void igemm_epilogue(const ConvParams& p, const ConvAr
 // of 8 channels, 16 bytes of fp16 or 8 of int8, at aligned addresses), kNchw (NCHW fp16 or fp32 output in groups of
 // 8 pixels of a channel: OH * OW a multiple of 8; no second output), or not at all.
 enum class Staging { kNone, kNhwc, kNchw };
-__device__ __forceinline__ Staging staging(const ConvParams& p, const ConvArgs& a) {
+__host__ __device__ __forceinline__ Staging staging(const ConvParams& p, const ConvArgs& a) {
   if ((p.splits != 1 && !p.split_in_cluster) || p.direct_epilogue) return Staging::kNone;
   if (p.out_format == OutFormat::kNchwF16 || p.out_format == OutFormat::kNchwF32) {
     return (p.OH * p.OW) % 8 == 0 && !a.y2 && aligned(a.y, 16) ? Staging::kNchw : Staging::kNone;
@@ -852,7 +870,8 @@ __host__ __device__ constexpr bool tile_stages(int bm, int bn, int stages, int r
   return bn % 32 == 0 && bm % 32 == 0 && bm * bn * 4 <= stages * (bm + bn) * row;
 }
 
-template <int BM, int BN, int WM, int WN, int kStages, bool kI8, bool kPersist, bool kWg = false, int kRow = 64>
+template <int BM, int BN, int WM, int WN, int kStages, bool kI8, bool kPersist, bool kWg = false, int kRow = 64,
+          bool kLean = false>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
                                   kWg ? wg_min_blocks((BM / WM) * (BN / WN) * 32, kStages * (BM + BN) * kRow, BN) : 0)
     conv_igemm_kernel(const ConvParams p, const ConvArgs a) {
@@ -1042,9 +1061,11 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
   // The epilogue of a block that computed one M tile: staged through the pipeline's shared memory where the tile
   // fits (tile_epilogue), else from the registers.
   constexpr bool kStaged = tile_stages(BM, BN, kStages, kRow);
-  const Staging st = kStaged ? staging(p, a) : Staging::kNone;
+  const Staging st = kStaged && !kLean ? staging(p, a) : Staging::kNone;
   auto epilogue = [&](int block_m) {
-    if constexpr (kStaged) {
+    if constexpr (kLean) {
+      lean_epilogue<WM, WN>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+    } else if constexpr (kStaged) {
       tile_epilogue<BM, BN, WM, WN, kThreads, kI8>(p, a, st, M, block_m, block_n, warp_m, warp_n, lane, acc,
                                                    reinterpret_cast<float*>(smem));
     } else {
@@ -1325,6 +1346,15 @@ struct WarpHaloLayout {
   __host__ __device__ constexpr int bytes() const { return weights + rings + tiles; }
 };
 
+// Whether conv_warp_halo_kernel stores from the registers (its usual epilogue: NHWC output in its own precision,
+// SiLU, not bit-exact, no second output), and whether its lean copy (kLean) can: INT8 with small accumulators too.
+__host__ __device__ __forceinline__ bool halo_lean(const ConvParams& p, const ConvArgs& a, OutFormat own) {
+  return staging(p, a) == Staging::kNhwc && p.act == Act::kSilu && !a.y2 && !p.exact_silu && p.out_format == own;
+}
+bool halo_lean_fits(const ConvParams& p, const ConvArgs& a) {
+  return halo_lean(p, a, OutFormat::kNhwcI8) && p.small_acc;
+}
+
 // What conv_warp_halo_kernel reads: NHWC activations of 32 channels (kActs), or a stem's 3-channel image, fp16 or
 // fp32, NHWC or NCHW.
 enum HaloSrc : int { kActs = 0, kImageF16Nhwc, kImageF16Nchw, kImageF32Nhwc, kImageF32Nchw };
@@ -1353,7 +1383,9 @@ enum HaloSrc : int { kActs = 0, kImageF16Nhwc, kImageF16Nchw, kImageF32Nhwc, kIm
 // Registers are capped for 4 blocks per SM: a first version, two output rows per step, took 206 registers, 8 warps
 // per SM, and was bound by latency (Nsight Compute: 4.3 cycles per issued instruction). kI8: m16n8k32 (the stem on two
 // taps per step, a tenth of zero weights), else m16n8k16.
-template <bool kI8, int kSrc>
+// kLean (INT8, where halo_lean_fits): the usual epilogue alone, with accumulators converted without I2F (lean_fits'
+// reasons; the image stem spills at its 128-register cap with the others compiled in).
+template <bool kI8, int kSrc, bool kLean = false>
 __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams p, const ConvArgs a) {
   using Acc = std::conditional_t<kI8, int, float>;
   constexpr bool kImage = kSrc != kActs;
@@ -1510,7 +1542,7 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
   // own precision: at a mixed plan's precision boundary (an fp16 stem writing int8 for INT8 layers, or the reverse)
   // the staged epilogue converts (this one wrote half2 pairs into the int8 tensor, past its end).
   const OutFormat own = kI8 ? OutFormat::kNhwcI8 : OutFormat::kNhwcF16;
-  const bool lean = st == Staging::kNhwc && p.act == Act::kSilu && !a.y2 && !p.exact_silu && p.out_format == own;
+  const bool lean = kLean || halo_lean(p, a, own);
   const int kq = (lane & 3) * 2;  // this lane's first channel of each n tile
   const ChannelPair<kI8, static_cast<int>(Act::kSilu)> ch[4] = {{p, a, kq}, {p, a, 8 + kq}, {p, a, 16 + kq},
                                                                 {p, a, 24 + kq}};
@@ -1569,13 +1601,15 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
     }
     if (oh + 1 == oh1) pdl_trigger();
     const int m0 = (n * p.OH + oh) * p.OW + c0;
-    if (!lean) {
-      if constexpr (kImage) {
-        tile_epilogue<kCols, kBN, kCols, kBN, 32, kI8>(p, a, st, M, m0, 0, 0, 0, lane, acc, tile);
-      } else {
-        igemm_epilogue<kCols, kBN, kCols, kBN, kI8>(p, a, M, m0, 0, 0, 0, lane, acc);
+    if constexpr (!kLean) {
+      if (!lean) {
+        if constexpr (kImage) {
+          tile_epilogue<kCols, kBN, kCols, kBN, 32, kI8>(p, a, st, M, m0, 0, 0, 0, lane, acc, tile);
+        } else {
+          igemm_epilogue<kCols, kBN, kCols, kBN, kI8>(p, a, M, m0, 0, 0, 0, lane, acc);
+        }
+        continue;
       }
-      continue;
     }
     // From the registers: each lane's 2 channels of 4 n tiles for 4 pixels, stored as pairs (half2, or 2 int8). The
     // residual's kind (none, fp16, int8: kRes 0, 1, 2) picked once per row, not per value: the compiler predicates
@@ -1623,9 +1657,9 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
         store_row(std::integral_constant<int, 0>(), small);
       }
     };
-    if (kI8 && p.small_acc) {
+    if (kLean || (kI8 && p.small_acc)) {
       with_res(std::true_type());
-    } else {
+    } else if constexpr (!kLean) {
       with_res(std::false_type());
     }
   }
@@ -1784,7 +1818,7 @@ __device__ __forceinline__ void tma_mma_tile(int (&acc)[1][BN / 8][4], uint32_t 
 // other's MMAs) or 1 (no register cap short of the accumulators' needs; Nsight Compute saw a looping variant of this
 // kernel with an N tile of 128 capped at 96 registers spill, the DRAM traffic of a deep 3x3 layer seven times its
 // input's).
-template <int BN, int kStages, int kRow, int kMinBlocks>
+template <int BN, int kStages, int kRow, int kMinBlocks, bool kLean = false>
 __global__ void __launch_bounds__(kTmaThreads, kMinBlocks)
     conv_tma_kernel(const ConvParams p, const ConvArgs a, const __grid_constant__ TmaMaps maps) {
   constexpr int BM = kTmaBM, kABytes = BM * kRow;
@@ -1819,7 +1853,11 @@ __global__ void __launch_bounds__(kTmaThreads, kMinBlocks)
   wgmma_wait<0>();
   wgmma_fence_acc(acc);
   pdl_trigger();
-  igemm_epilogue<BM, BN, 16, BN, true>(p, a, M, block_m, block_n, warp, 0, lane, acc);
+  if constexpr (kLean) {
+    lean_epilogue<16, BN>(p, a, M, block_m, block_n, warp, 0, lane, acc);
+  } else {
+    igemm_epilogue<BM, BN, 16, BN, true>(p, a, M, block_m, block_n, warp, 0, lane, acc);
+  }
 }
 
 // conv_tma_kernel without the producer warp: thread 0 issues the TMA copies itself, the first kStages K tiles before
@@ -1828,7 +1866,7 @@ __global__ void __launch_bounds__(kTmaThreads, kMinBlocks)
 // registers (ptxas budgets a block of 9 warps as 10), where the 128 x 128 tile's epilogue spills (308 bytes per
 // thread); 256 threads get 128. The warp index is broadcast from lane 0 so that the compiler keeps the descriptors'
 // arithmetic uniform.
-template <int BN, int kStages, int kRow, int kMinBlocks>
+template <int BN, int kStages, int kRow, int kMinBlocks, bool kLean = false>
 __global__ void __launch_bounds__(kTmaConsumers, kMinBlocks)
     conv_tma_ip_kernel(const ConvParams p, const ConvArgs a, const __grid_constant__ TmaMaps maps) {
   constexpr int BM = kTmaBM, kABytes = BM * kRow;
@@ -1865,7 +1903,11 @@ __global__ void __launch_bounds__(kTmaConsumers, kMinBlocks)
   wgmma_wait<0>();
   wgmma_fence_acc(acc);
   pdl_trigger();
-  igemm_epilogue<BM, BN, 16, BN, true>(p, a, M, block_m, block_n, warp, 0, lane, acc);
+  if constexpr (kLean) {
+    lean_epilogue<16, BN>(p, a, M, block_m, block_n, warp, 0, lane, acc);
+  } else {
+    igemm_epilogue<BM, BN, 16, BN, true>(p, a, M, block_m, block_n, warp, 0, lane, acc);
+  }
 }
 
 // The im2col map's box of filter-window top-left corners along W and H: from -pad to the last output pixel's,
@@ -1932,7 +1974,32 @@ struct Config {
   bool nchw = false;              // an image's layout (ConvParams::in_nchw)
   bool warp_halo = false;         // conv_warp_halo_kernel: a warp per 32 columns of a strip of rows
   void (*tma)(ConvParams, ConvArgs, TmaMaps) = nullptr;  // conv_tma_kernel (then `kernel` is null): where g_tma
+  // The kLean instantiations of `kernel` and `tma`, launched instead where lean_fits (halo_lean_fits for the warp
+  // halo kernels); none for fp16, where the quad epilogue cannot run (fewer than four n-tiles per warp), nor for the
+  // persistent and stem_halo ones.
+  void (*lean)(ConvParams, ConvArgs) = nullptr;
+  void (*tma_lean)(ConvParams, ConvArgs, TmaMaps) = nullptr;
 };
+
+// conv_igemm_kernel's kLean instantiation for a configuration: INT8 with four n-tiles per warp or more, else none.
+using ConvKernel = void (*)(ConvParams, ConvArgs);
+template <int BM, int BN, int WM, int WN, int kStages, bool kI8, bool kWg, int kRow>
+constexpr ConvKernel lean_kernel() {
+  if constexpr (kI8 && (WN / 8) % 4 == 0) {
+    return conv_igemm_kernel<BM, BN, WM, WN, kStages, true, false, kWg, kRow, true>;
+  } else {
+    return nullptr;
+  }
+}
+// conv_warp_halo_kernel's: INT8 only.
+template <bool kI8, int kSrc>
+constexpr ConvKernel lean_halo_kernel() {
+  if constexpr (kI8) {
+    return conv_warp_halo_kernel<true, kSrc, true>;
+  } else {
+    return nullptr;
+  }
+}
 
 // The dynamic shared memory a configuration's kernel takes.
 int config_smem(const Config& c) {
@@ -1943,16 +2010,22 @@ int config_smem(const Config& c) {
 // The TMA configurations: two consumer warpgroups and a producer warp.
 #define QD_TMA_CONFIG(BN, S, ROW, MIN_BLOCKS, NAME)                                                        \
   {NAME, kTmaBM, BN, kTmaThreads, S, nullptr, true, false, false, true, ROW, InFormat::kNhwc, false, false, \
-   conv_tma_kernel<BN, S, ROW, MIN_BLOCKS>}
+   conv_tma_kernel<BN, S, ROW, MIN_BLOCKS>, nullptr, conv_tma_kernel<BN, S, ROW, MIN_BLOCKS, true>}
 
 // conv_tma_ip_kernel's: two consumer warpgroups, thread 0 issuing the copies.
 #define QD_TMA_IP_CONFIG(BN, S, ROW, MIN_BLOCKS, NAME)                                                        \
   {NAME, kTmaBM, BN, kTmaConsumers, S, nullptr, true, false, false, true, ROW, InFormat::kNhwc, false, false, \
-   conv_tma_ip_kernel<BN, S, ROW, MIN_BLOCKS>}
+   conv_tma_ip_kernel<BN, S, ROW, MIN_BLOCKS>, nullptr, conv_tma_ip_kernel<BN, S, ROW, MIN_BLOCKS, true>}
 
 // The wgmma configurations: BM / 64 warpgroups of 128 threads.
-#define QD_WG_CONFIG(BM, BN, S, I8, ROW, NAME) \
-  {NAME, BM, BN, 2 * BM, S, conv_igemm_kernel<BM, BN, 16, BN, S, I8, false, true, ROW>, I8, false, false, true, ROW}
+#define QD_WG_CONFIG(BM, BN, S, I8, ROW, NAME)                                                                    \
+  {NAME, BM, BN, 2 * BM, S, conv_igemm_kernel<BM, BN, 16, BN, S, I8, false, true, ROW>, I8, false, false, true, ROW, \
+   InFormat::kNhwc, false, false, nullptr, lean_kernel<BM, BN, 16, BN, S, I8, true, ROW>()}
+
+// The INT8 mma.sync configurations (not persistent).
+#define QD_I8_CONFIG(BM, BN, WM, WN, S, NAME)                                                                  \
+  {NAME, BM, BN, (BM / WM) * (BN / WN) * 32, S, conv_igemm_kernel<BM, BN, WM, WN, S, true, false>, true, false, \
+   false, false, 64, InFormat::kNhwc, false, false, nullptr, lean_kernel<BM, BN, WM, WN, S, true, false, 64>()}
 
 // name: block tile x warp tile, pipeline stages. Timing picks per layer.
 const Config kConfigs[] = {
@@ -1972,15 +2045,15 @@ const Config kConfigs[] = {
     {"igemm_f16_64x128_w32x64_s4", 64, 128, 128, 4, conv_igemm_kernel<64, 128, 32, 64, 4, false, false>, false, false},
     {"igemm_f16_128x256_w64x64_s4", 128, 256, 256, 4, conv_igemm_kernel<128, 256, 64, 64, 4, false, false>, false, false},
     // INT8 (tensor cores, int32 accumulation), fused per-channel rescale.
-    {"igemm_i8_128x128_w64x32_s3", 128, 128, 256, 3, conv_igemm_kernel<128, 128, 64, 32, 3, true, false>, true, false},
-    {"igemm_i8_128x64_w64x32_s4", 128, 64, 128, 4, conv_igemm_kernel<128, 64, 64, 32, 4, true, false>, true, false},
-    {"igemm_i8_64x64_w32x32_s3", 64, 64, 128, 3, conv_igemm_kernel<64, 64, 32, 32, 3, true, false>, true, false},
-    {"igemm_i8_128x32_w32x32_s3", 128, 32, 128, 3, conv_igemm_kernel<128, 32, 32, 32, 3, true, false>, true, false},
+    QD_I8_CONFIG(128, 128, 64, 32, 3, "igemm_i8_128x128_w64x32_s3"),
+    QD_I8_CONFIG(128, 64, 64, 32, 4, "igemm_i8_128x64_w64x32_s4"),
+    QD_I8_CONFIG(64, 64, 32, 32, 3, "igemm_i8_64x64_w32x32_s3"),
+    QD_I8_CONFIG(128, 32, 32, 32, 3, "igemm_i8_128x32_w32x32_s3"),
     // Small tiles for batch-1 layers (more blocks on the SMs), and the wide / deep ones the fp16 side has.
-    {"igemm_i8_32x64_w32x16_s3", 32, 64, 128, 3, conv_igemm_kernel<32, 64, 32, 16, 3, true, false>, true, false},
-    {"igemm_i8_64x32_w32x32_s3", 64, 32, 64, 3, conv_igemm_kernel<64, 32, 32, 32, 3, true, false>, true, false},
-    {"igemm_i8_64x128_w32x64_s3", 64, 128, 128, 3, conv_igemm_kernel<64, 128, 32, 64, 3, true, false>, true, false},
-    {"igemm_i8_128x128_w64x32_s4", 128, 128, 256, 4, conv_igemm_kernel<128, 128, 64, 32, 4, true, false>, true, false},
+    QD_I8_CONFIG(32, 64, 32, 16, 3, "igemm_i8_32x64_w32x16_s3"),
+    QD_I8_CONFIG(64, 32, 32, 32, 3, "igemm_i8_64x32_w32x32_s3"),
+    QD_I8_CONFIG(64, 128, 32, 64, 3, "igemm_i8_64x128_w32x64_s3"),
+    QD_I8_CONFIG(128, 128, 64, 32, 4, "igemm_i8_128x128_w64x32_s4"),
     // Persistent (blocks loop over M tiles, a grid of one wave), for thin layers with few K steps.
     {"igemm_f16_128x32_w32x32_s3_persist", 128, 32, 128, 3, conv_igemm_kernel<128, 32, 32, 32, 3, false, true>, false, true},
     {"igemm_f16_64x64_w32x32_s3_persist", 64, 64, 128, 3, conv_igemm_kernel<64, 64, 32, 32, 3, false, true>, false, true},
@@ -1995,8 +2068,9 @@ const Config kConfigs[] = {
     {"stem_halo_i8", 64, 32, 128, 0, conv_stem_halo_kernel<true>, true, false, true},
     // Warps alone on 32 columns of a strip of rows (conv_warp_halo_kernel): the thin 3x3 layers over 32 channels, and
     // the stem reading the image itself (the space-to-depth pass folded in; fp16 or fp32, NCHW or NHWC).
-#define QD_WARP_HALO(NAME, I8, SRC, IN, NCHW) \
-  {NAME, 32, 32, 128, 0, conv_warp_halo_kernel<I8, SRC>, I8, false, true, false, 64, IN, NCHW, true}
+#define QD_WARP_HALO(NAME, I8, SRC, IN, NCHW)                                                                     \
+  {NAME, 32, 32, 128, 0, conv_warp_halo_kernel<I8, SRC>, I8, false, true, false, 64, IN, NCHW, true, nullptr, \
+   lean_halo_kernel<I8, SRC>()}
     QD_WARP_HALO("halo3x3_f16_c32", false, kActs, InFormat::kNhwc, false),
     QD_WARP_HALO("halo3x3_i8_c32", true, kActs, InFormat::kNhwc, false),
     QD_WARP_HALO("stem_image_f16_nchw16", false, kImageF16Nchw, InFormat::kImageF16, true),
@@ -2047,6 +2121,7 @@ const Config kConfigs[] = {
 #undef QD_TMA_IP_CONFIG
 #undef QD_TMA_CONFIG
 #undef QD_WG_CONFIG
+#undef QD_I8_CONFIG
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 int g_blocks_per_sm[kNumConfigs] = {};  // resident blocks per SM (conv_igemm_init), for the persistent grids
 int64_t g_sms = 1;                      // the device's SMs (conv_igemm_init)
@@ -2056,6 +2131,7 @@ const char* g_only_config = nullptr;    // QD_ONLY_CONFIG: only the configuratio
 bool g_direct_epilogue = false;         // QD_NO_STAGED_EPILOGUE: ConvParams::direct_epilogue
 bool g_no_quad_epilogue = false;        // QD_NO_QUAD_EPILOGUE: ConvParams::no_quad_epilogue
 bool g_no_small_acc = false;            // QD_NO_SMALL_ACC: ConvParams::small_acc off
+bool g_no_lean = false;                 // QD_NO_LEAN_EPILOGUE: never the kLean kernels
 
 // Whether this binary's code for the device has wgmma (sm_90a): written by the code the device runs.
 __global__ void wgmma_probe_kernel(int* out) { *out = QD_WGMMA_DEVICE; }
@@ -2089,6 +2165,22 @@ bool conv_igemm_config_fits(int config, const ConvParams& p) {
 }
 std::string conv_igemm_config_name(int config) {
   return config >= 0 && config < kNumConfigs ? kConfigs[config].name : "?";
+}
+
+// ConvParams as launch_conv_igemm passes them to configuration c's kernel: the process-wide switches applied.
+ConvParams launch_params(const ConvParams& p, const Config& c) {
+  ConvParams q = p;
+  q.direct_epilogue = g_direct_epilogue;
+  q.no_quad_epilogue = p.no_quad_epilogue || g_no_quad_epilogue;
+  q.small_acc = p.small_acc && c.int8 && !g_no_small_acc;
+  return q;
+}
+bool conv_igemm_config_lean(int config, const ConvParams& p, const ConvArgs& a) {
+  if (config < 0 || config >= kNumConfigs || g_no_lean) return false;
+  const Config& c = kConfigs[config];
+  const ConvParams q = launch_params(p, c);
+  if (c.warp_halo) return c.lean && halo_lean_fits(q, a);
+  return (c.lean || c.tma_lean) && lean_fits(q, a);
 }
 
 Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cudaStream_t stream) {
@@ -2125,17 +2217,15 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
     const int64_t strip_rows = std::clamp<int64_t>(p.OH * columns / (g_sms * 32), 1, 16);
     grid = dim3(static_cast<unsigned>(ceil_div(columns, 4)), static_cast<unsigned>(ceil_div(p.OH, strip_rows)));
   }
-  ConvParams q = p;
-  q.direct_epilogue = g_direct_epilogue;
-  q.no_quad_epilogue = p.no_quad_epilogue || g_no_quad_epilogue;
-  q.small_acc = p.small_acc && c.int8 && !g_no_small_acc;
+  const ConvParams q = launch_params(p, c);
   const unsigned cluster = p.split_in_cluster ? static_cast<unsigned>(p.splits) : 1u;
+  const bool lean = conv_igemm_config_lean(config, p, a);
   if (c.tma) {
     TmaMaps maps;
     QD_RETURN_IF_ERROR(encode_tma_maps(q, a, c.bn, c.row, &maps));
-    launch_pdl(c.tma, grid, dim3(c.threads), config_smem(c), stream, q, a, maps);
+    launch_pdl(lean ? c.tma_lean : c.tma, grid, dim3(c.threads), config_smem(c), stream, q, a, maps);
   } else {
-    launch_pdl_cluster(c.kernel, grid, dim3(c.threads), config_smem(c), stream, cluster, q, a);
+    launch_pdl_cluster(lean ? c.lean : c.kernel, grid, dim3(c.threads), config_smem(c), stream, cluster, q, a);
   }
   QD_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), c.name));
   if (p.splits > 1 && !p.split_in_cluster) {
@@ -2184,6 +2274,7 @@ Status conv_igemm_init() {
   g_direct_epilogue = std::getenv("QD_NO_STAGED_EPILOGUE") != nullptr;
   g_no_quad_epilogue = std::getenv("QD_NO_QUAD_EPILOGUE") != nullptr;
   g_no_small_acc = std::getenv("QD_NO_SMALL_ACC") != nullptr;
+  g_no_lean = std::getenv("QD_NO_LEAN_EPILOGUE") != nullptr;
   void* im2col = nullptr;
   void* tiled = nullptr;
   cudaDriverEntryPointQueryResult found1 = cudaDriverEntryPointSymbolNotFound, found2 = found1;
@@ -2207,6 +2298,8 @@ Status conv_igemm_init() {
     const int smem = config_smem(c);
     const void* fn = c.tma ? reinterpret_cast<const void*>(c.tma) : reinterpret_cast<const void*>(c.kernel);
     QD_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const void* lean = c.tma_lean ? reinterpret_cast<const void*>(c.tma_lean) : reinterpret_cast<const void*>(c.lean);
+    if (lean) QD_CUDA_TRY(cudaFuncSetAttribute(lean, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     int per_sm = 0;
     QD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, c.threads, smem));
     g_blocks_per_sm[i] = std::max(per_sm, 1);

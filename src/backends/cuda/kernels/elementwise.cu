@@ -403,7 +403,7 @@ __device__ __forceinline__ float binary_float(BOp op, float x, float y) {
     case BOp::kSub: return x - y;
     case BOp::kMul: return x * y;
     case BOp::kDiv: return x / y;
-    case BOp::kPow: return powf(x, y);
+    case BOp::kPow: return pow_float(x, y);
     case BOp::kFmod: return fmodf(x, y);
     case BOp::kMod: {  // the sign of the divisor, as Python's %
       const float r = fmodf(x, y);
@@ -491,7 +491,7 @@ struct FloatPow {
     float e;
     if constexpr (std::is_same_v<E, float> || std::is_same_v<E, __half>) e = to_float(y);
     else e = static_cast<float>(y);
-    return from_float<T>(powf(to_float(x), e));
+    return from_float<T>(pow_float(to_float(x), e));
   }
 };
 template <typename T>

@@ -32,28 +32,41 @@ __device__ __forceinline__ float step(const EwStep& s, float x, float c) {
     case EwOp::kSub: return x - c;
     case EwOp::kMul: return x * c;
     case EwOp::kDiv: return x / c;
-    case EwOp::kPow: return powf(x, c);
+    case EwOp::kPow: return pow_float(x, c);
     case EwOp::kMax: return fmaxf(x, c);
     case EwOp::kMin: return fminf(x, c);
     case EwOp::kRSub: return c - x;
     case EwOp::kRDiv: return c / x;
-    case EwOp::kRPow: return powf(c, x);
+    case EwOp::kRPow: return pow_float(c, x);
   }
   return x;
 }
 
-// Index arithmetic in I: uint32_t when every index fits (64-bit division costs ~4x more), int64_t otherwise.
+// The element of operand o that element i of x reads. Index arithmetic in I: uint32_t when every index fits, with the
+// launch's magic numbers (YOLOv5s' box decode at batch 32 spent most of its instructions in the divisions), int64_t
+// otherwise.
+template <typename I>
+__device__ __forceinline__ float operand_at(const EwOperand& o, I i) {
+  if constexpr (std::is_same_v<I, uint32_t>) {
+    uint32_t at = 0;
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      if (o.mul[t] == 0) continue;
+      const uint32_t q = fast_div(i, o.div_magic[t], o.div_shift[t]);
+      const uint32_t r = q - fast_div(q, o.mod_magic[t], o.mod_shift[t]) * static_cast<uint32_t>(o.mod[t]);
+      at += r * static_cast<uint32_t>(o.mul[t]);
+    }
+    return o.p[at];
+  } else {
+    return o.p[(i / o.div[0]) % o.mod[0] * o.mul[0] + (i / o.div[1]) % o.mod[1] * o.mul[1]];
+  }
+}
+
 template <typename I>
 __device__ __forceinline__ float run_program(const EwProgram& p, float v, I i) {
   for (int k = 0; k < p.steps; ++k) {
     const EwStep& s = p.step[k];
-    float c = s.a;
-    if (s.operand >= 0) {
-      const EwOperand& o = p.operand[s.operand];
-      c = o.p[(i / static_cast<I>(o.div[0])) % static_cast<I>(o.mod[0]) * static_cast<I>(o.mul[0]) +
-              (i / static_cast<I>(o.div[1])) % static_cast<I>(o.mod[1]) * static_cast<I>(o.mul[1])];
-    }
-    v = step(s, v, c);
+    v = step(s, v, s.operand >= 0 ? operand_at(p.operand[s.operand], i) : s.a);
   }
   return v;
 }
@@ -214,6 +227,15 @@ __global__ void slice_concat_tiled_kernel(const TX* x, TY* y, const SliceConcatP
 
 // Whether every index these kernels form stays below 2^31 (then they use 32-bit arithmetic).
 static bool fits_u32(int64_t elements) { return elements < (int64_t{1} << 31); }
+
+static void set_fast_divisors(EwProgram* prog) {
+  for (EwOperand& o : prog->operand) {
+    for (int t = 0; t < 2; ++t) {
+      fast_divisor(o.div[t], &o.div_magic[t], &o.div_shift[t]);
+      fast_divisor(o.mod[t], &o.mod_magic[t], &o.mod_shift[t]);
+    }
+  }
+}
 static int64_t grid_for(int64_t n) { return std::min<int64_t>(ceil_div(n, 256), 65535 * 16); }
 
 template <typename TX, typename TY>
@@ -261,7 +283,10 @@ bool slice_concat_transposed_fits(int src_cols, int out_cols) {
          slice_concat_smem(src_cols, out_cols) <= kSliceConcatMaxSmem;
 }
 
-Status launch_slice_concat(const void* x, DType xt, void* y, DType yt, const SliceConcatParams& p, cudaStream_t s) {
+Status launch_slice_concat(const void* x, DType xt, void* y, DType yt, const SliceConcatParams& params,
+                           cudaStream_t s) {
+  SliceConcatParams p = params;
+  for (SliceSegment& sg : p.seg) set_fast_divisors(&sg.prog);
   const int64_t n = p.rows * p.out_cols;
   if (n == 0) return Status::ok();
   const int64_t out_end = (p.rows / p.rows_per_batch) * p.out_batch_stride + p.out_offset + p.rows_per_batch * p.out_cols;
@@ -286,8 +311,10 @@ Status launch_slice_concat(const void* x, DType xt, void* y, DType yt, const Sli
   return cuda_status(cudaGetLastError(), "slice_concat");
 }
 
-Status launch_eltwise_chain(const float* x, float* y, int64_t n, const EwProgram& prog, cudaStream_t s) {
+Status launch_eltwise_chain(const float* x, float* y, int64_t n, const EwProgram& program, cudaStream_t s) {
   if (n == 0) return Status::ok();
+  EwProgram prog = program;
+  set_fast_divisors(&prog);
   if (fits_u32(n)) {
     eltwise_chain_kernel<uint32_t><<<static_cast<unsigned>(grid_for(n)), 256, 0, s>>>(x, y, static_cast<uint32_t>(n), prog);
   } else {

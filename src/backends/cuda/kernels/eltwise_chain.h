@@ -24,9 +24,34 @@ constexpr int kMaxEwOperands = 8;
 // A constant broadcast to x: element i of x reads p[sum_t (i / div[t]) % mod[t] * mul[t]], one term per run of
 // dims the constant does not broadcast over (at most two: e.g. YOLO's anchors [1, 3, 1, 1, 2] over [N, 3, H, W, 2];
 // a constant over trailing dims only, [H, W, 2], is the single term i % numel).
+// Division by a divisor d fixed for a kernel, for n < 2^31, as a multiply-high and a shift: fast_divisor gives d's
+// magic number and shift (p = 31 + ceil(log2 d), magic ceil(2^p / d), shift p - 32; magic 0 for d = 1, and 1, a
+// quotient of 0, for d over 2^31), fast_div the quotient.
+inline void fast_divisor(int64_t d, uint32_t* magic, uint8_t* shift) {
+  *magic = d > (int64_t{1} << 31) ? 1 : 0;
+  *shift = 0;
+  if (d <= 1 || d > (int64_t{1} << 31)) return;
+  int log2 = 0;
+  while ((int64_t{1} << log2) < d) ++log2;
+  const int p = 31 + log2;
+  *magic = static_cast<uint32_t>(((uint64_t{1} << p) + static_cast<uint64_t>(d) - 1) / static_cast<uint64_t>(d));
+  *shift = static_cast<uint8_t>(p - 32);
+}
+__host__ __device__ inline uint32_t fast_div(uint32_t n, uint32_t magic, uint32_t shift) {
+#ifdef __CUDA_ARCH__
+  return magic ? __umulhi(n, magic) >> shift : n;
+#else
+  return magic ? static_cast<uint32_t>((uint64_t{n} * magic) >> 32) >> shift : n;
+#endif
+}
+
 struct EwOperand {
   const float* p = nullptr;
   int64_t div[2] = {1, 1}, mod[2] = {1, 1}, mul[2] = {0, 0};
+  // Set by the launch for 32-bit indices (the usual case): div[t] and mod[t] as multiply-high magic numbers and
+  // shifts (0: a divisor of 1), so that a term costs a few instructions instead of two integer divisions.
+  uint32_t div_magic[2] = {0, 0}, mod_magic[2] = {0, 0};
+  uint8_t div_shift[2] = {0, 0}, mod_shift[2] = {0, 0};
 };
 
 struct EwStep {

@@ -32,6 +32,9 @@ inline unsigned grid_1d(int64_t n, int block = kBlock) {
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 // ---- fp32 / fp16 storage ----
+// Pow for floats: a square exactly (as the reference's std::pow gives it; powf is within a few ulps), else powf.
+__device__ __forceinline__ float pow_float(float x, float y) { return y == 2.f ? x * x : powf(x, y); }
+
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 template <typename T>
