@@ -4,6 +4,7 @@
 // within +-1 LSB (the contract) and of exact matches.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -102,7 +103,7 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
     silu_ref[j] = y * static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(y))));
   });
   ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
-  int tested = 0, clusters_tested = 0, small_tested = 0, lean_tested = 0;
+  int tested = 0, clusters_tested = 0, small_tested = 0, lean_tested = 0, heads_tested = 0;
   for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) {
     p.splits = 1;
     if (!cuda::conv_igemm_config_int8(cfg) || !cuda::conv_igemm_config_fits(cfg, p)) continue;
@@ -136,6 +137,23 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
     p.splits = 1;
     p.split_in_cluster = false;
     a.workspace = nullptr;
+    // A detection head's epilogue: Sigmoid into fp32 NCHW (through shared memory where the tile stages, in the
+    // configuration's lean head copy: conv_igemm_config_lean), within the fast sigmoid's error of the exact one.
+    p.act = cuda::Act::kSigmoid;
+    ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
+    {
+      std::vector<float> ys(m_total * cs.k);
+      ASSERT_EQ(cudaMemcpy(ys.data(), dy.get(), ys.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      double worst = 0;
+      for (int64_t i = 0; i < acc.numel(); ++i) {
+        const int k = static_cast<int>((i / (static_cast<int64_t>(oh) * ow)) % cs.k);
+        const double v = static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
+        worst = std::max(worst, std::fabs(ys[i] - 1.0 / (1.0 + std::exp(-v))));
+      }
+      EXPECT_LE(worst, 2e-6) << cuda::conv_igemm_config_name(cfg) << ": Sigmoid NCHW output";
+      heads_tested += cuda::conv_igemm_config_lean(cfg, p, a);
+    }
+    p.act = cuda::Act::kNone;
     // int8 NHWC output, requantized with scale sy: within +-1 LSB everywhere (exact unless a tie rounds otherwise),
     // with the dequantized copy q * sy in fp16 beside it (what the tensor's non-INT8 readers take).
     p.out_format = cuda::OutFormat::kNhwcI8;
@@ -310,6 +328,9 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
   EXPECT_EQ(small_tested > 0, cs.c * cs.r * cs.s <= 432) << "int8_acc_bound " << cs.c << "x" << cs.r << "x" << cs.s;
   if (small_tested > 0 && cs.k % 8 == 0 && !std::getenv("QD_NO_LEAN_EPILOGUE")) {  // the quad epilogue's K
     EXPECT_GT(lean_tested, 0) << "no configuration ran its lean kernel";
+  }
+  if (cuda::conv_igemm_wgmma() && static_cast<int64_t>(oh) * ow % 8 == 0 && !std::getenv("QD_NO_LEAN_EPILOGUE")) {
+    EXPECT_GT(heads_tested, 0) << "no configuration ran its lean head copy";
   }
   if (cuda::conv_igemm_wgmma()) {
     EXPECT_GT(clusters_tested, 0) << "no configuration split K in a cluster";

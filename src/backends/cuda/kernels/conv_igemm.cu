@@ -777,6 +777,15 @@ __device__ __forceinline__ void staged_epilogue_nchw(const ConvParams& p, const 
   }
 }
 
+// Which epilogues a conv_igemm_kernel instantiation has: all of them (the layer's case picked at run time), or one
+// alone, in a copy that the launch picks where it fits: the usual INT8 layer's (kEpiLean, lean_fits) or an INT8
+// detection head's, NCHW fp16 or fp32 through shared memory with Sigmoid (kEpiHead, head_fits: session 31 saw the
+// register-capped wgmma kernels the heads take spill 712 bytes with every epilogue compiled in).
+enum Epi : int { kEpiAll = 0, kEpiLean, kEpiHead };
+__host__ __device__ __forceinline__ bool head_fits(const ConvParams& p, const ConvArgs& a) {
+  return staging(p, a) == Staging::kNchw && p.act == Act::kSigmoid && !has_residual(a);
+}
+
 // The epilogue of a block (or, kThreads = 32, a warp) that computed one M tile (block_m, the N tile at block_n): through
 // shared memory (`tile`, the caller done with it, BM x BN floats) where staging() allowed (st), else from the registers.
 template <int BM, int BN, int WM, int WN, int kThreads, bool kI8, typename Acc, int kMT, int kNT>
@@ -871,7 +880,7 @@ __host__ __device__ constexpr bool tile_stages(int bm, int bn, int stages, int r
 }
 
 template <int BM, int BN, int WM, int WN, int kStages, bool kI8, bool kPersist, bool kWg = false, int kRow = 64,
-          bool kLean = false>
+          int kEpi = kEpiAll>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
                                   kWg ? wg_min_blocks((BM / WM) * (BN / WN) * 32, kStages * (BM + BN) * kRow, BN) : 0)
     conv_igemm_kernel(const ConvParams p, const ConvArgs a) {
@@ -1061,10 +1070,15 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
   // The epilogue of a block that computed one M tile: staged through the pipeline's shared memory where the tile
   // fits (tile_epilogue), else from the registers.
   constexpr bool kStaged = tile_stages(BM, BN, kStages, kRow);
-  const Staging st = kStaged && !kLean ? staging(p, a) : Staging::kNone;
+  static_assert(kEpi != kEpiHead || kStaged, "the head's epilogue goes through shared memory");
+  const Staging st = kStaged && kEpi == kEpiAll ? staging(p, a) : Staging::kNone;
   auto epilogue = [&](int block_m) {
-    if constexpr (kLean) {
+    if constexpr (kEpi == kEpiLean) {
       lean_epilogue<WM, WN>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+    } else if constexpr (kEpi == kEpiHead) {
+      tile_sync<kThreads>();  // as tile_epilogue: every thread is done with the stages the tile reuses
+      staged_epilogue_nchw<BM, BN, WM, WN, kThreads, kI8, static_cast<int>(Act::kSigmoid)>(
+          p, a, M, block_m, block_n, warp_m, warp_n, lane, acc, reinterpret_cast<float*>(smem));
     } else if constexpr (kStaged) {
       tile_epilogue<BM, BN, WM, WN, kThreads, kI8>(p, a, st, M, block_m, block_n, warp_m, warp_n, lane, acc,
                                                    reinterpret_cast<float*>(smem));
@@ -1974,19 +1988,29 @@ struct Config {
   bool nchw = false;              // an image's layout (ConvParams::in_nchw)
   bool warp_halo = false;         // conv_warp_halo_kernel: a warp per 32 columns of a strip of rows
   void (*tma)(ConvParams, ConvArgs, TmaMaps) = nullptr;  // conv_tma_kernel (then `kernel` is null): where g_tma
-  // The kLean instantiations of `kernel` and `tma`, launched instead where lean_fits (halo_lean_fits for the warp
-  // halo kernels); none for fp16, where the quad epilogue cannot run (fewer than four n-tiles per warp), nor for the
-  // persistent and stem_halo ones.
+  // The lean copies of `kernel` and `tma` (kEpiLean, kLean), launched instead where lean_fits (halo_lean_fits for the
+  // warp halo kernels); none for fp16, where the quad epilogue cannot run (fewer than four n-tiles per warp), nor for
+  // the persistent and stem_halo ones. `head`: the kEpiHead copy (INT8 configurations whose tile stages).
   void (*lean)(ConvParams, ConvArgs) = nullptr;
   void (*tma_lean)(ConvParams, ConvArgs, TmaMaps) = nullptr;
+  void (*head)(ConvParams, ConvArgs) = nullptr;
 };
 
-// conv_igemm_kernel's kLean instantiation for a configuration: INT8 with four n-tiles per warp or more, else none.
+// conv_igemm_kernel's copies for a configuration: kEpiLean for INT8 with four n-tiles per warp or more, kEpiHead for
+// INT8 whose tile stages; else none.
 using ConvKernel = void (*)(ConvParams, ConvArgs);
 template <int BM, int BN, int WM, int WN, int kStages, bool kI8, bool kWg, int kRow>
 constexpr ConvKernel lean_kernel() {
   if constexpr (kI8 && (WN / 8) % 4 == 0) {
-    return conv_igemm_kernel<BM, BN, WM, WN, kStages, true, false, kWg, kRow, true>;
+    return conv_igemm_kernel<BM, BN, WM, WN, kStages, true, false, kWg, kRow, kEpiLean>;
+  } else {
+    return nullptr;
+  }
+}
+template <int BM, int BN, int WM, int WN, int kStages, bool kI8, bool kWg, int kRow>
+constexpr ConvKernel head_kernel() {
+  if constexpr (kI8 && tile_stages(BM, BN, kStages, kRow)) {
+    return conv_igemm_kernel<BM, BN, WM, WN, kStages, true, false, kWg, kRow, kEpiHead>;
   } else {
     return nullptr;
   }
@@ -2020,12 +2044,14 @@ int config_smem(const Config& c) {
 // The wgmma configurations: BM / 64 warpgroups of 128 threads.
 #define QD_WG_CONFIG(BM, BN, S, I8, ROW, NAME)                                                                    \
   {NAME, BM, BN, 2 * BM, S, conv_igemm_kernel<BM, BN, 16, BN, S, I8, false, true, ROW>, I8, false, false, true, ROW, \
-   InFormat::kNhwc, false, false, nullptr, lean_kernel<BM, BN, 16, BN, S, I8, true, ROW>()}
+   InFormat::kNhwc, false, false, nullptr, lean_kernel<BM, BN, 16, BN, S, I8, true, ROW>(), nullptr,               \
+   head_kernel<BM, BN, 16, BN, S, I8, true, ROW>()}
 
 // The INT8 mma.sync configurations (not persistent).
 #define QD_I8_CONFIG(BM, BN, WM, WN, S, NAME)                                                                  \
   {NAME, BM, BN, (BM / WM) * (BN / WN) * 32, S, conv_igemm_kernel<BM, BN, WM, WN, S, true, false>, true, false, \
-   false, false, 64, InFormat::kNhwc, false, false, nullptr, lean_kernel<BM, BN, WM, WN, S, true, false, 64>()}
+   false, false, 64, InFormat::kNhwc, false, false, nullptr, lean_kernel<BM, BN, WM, WN, S, true, false, 64>(),   \
+   nullptr, head_kernel<BM, BN, WM, WN, S, true, false, 64>()}
 
 // name: block tile x warp tile, pipeline stages. Timing picks per layer.
 const Config kConfigs[] = {
@@ -2175,12 +2201,19 @@ ConvParams launch_params(const ConvParams& p, const Config& c) {
   q.small_acc = p.small_acc && c.int8 && !g_no_small_acc;
   return q;
 }
+// Which of configuration c's kernels runs q (launch_params) and a: the full one, or a copy with one epilogue alone.
+enum class Copy { kFull, kLean, kHead };
+Copy kernel_copy(const Config& c, const ConvParams& q, const ConvArgs& a) {
+  if (g_no_lean) return Copy::kFull;
+  if (c.warp_halo) return c.lean && halo_lean_fits(q, a) ? Copy::kLean : Copy::kFull;
+  if ((c.lean || c.tma_lean) && lean_fits(q, a)) return Copy::kLean;
+  if (c.head && head_fits(q, a)) return Copy::kHead;
+  return Copy::kFull;
+}
 bool conv_igemm_config_lean(int config, const ConvParams& p, const ConvArgs& a) {
-  if (config < 0 || config >= kNumConfigs || g_no_lean) return false;
+  if (config < 0 || config >= kNumConfigs) return false;
   const Config& c = kConfigs[config];
-  const ConvParams q = launch_params(p, c);
-  if (c.warp_halo) return c.lean && halo_lean_fits(q, a);
-  return (c.lean || c.tma_lean) && lean_fits(q, a);
+  return kernel_copy(c, launch_params(p, c), a) != Copy::kFull;
 }
 
 Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cudaStream_t stream) {
@@ -2219,13 +2252,14 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
   }
   const ConvParams q = launch_params(p, c);
   const unsigned cluster = p.split_in_cluster ? static_cast<unsigned>(p.splits) : 1u;
-  const bool lean = conv_igemm_config_lean(config, p, a);
+  const Copy copy = kernel_copy(c, q, a);
   if (c.tma) {
     TmaMaps maps;
     QD_RETURN_IF_ERROR(encode_tma_maps(q, a, c.bn, c.row, &maps));
-    launch_pdl(lean ? c.tma_lean : c.tma, grid, dim3(c.threads), config_smem(c), stream, q, a, maps);
+    launch_pdl(copy == Copy::kLean ? c.tma_lean : c.tma, grid, dim3(c.threads), config_smem(c), stream, q, a, maps);
   } else {
-    launch_pdl_cluster(lean ? c.lean : c.kernel, grid, dim3(c.threads), config_smem(c), stream, cluster, q, a);
+    const ConvKernel kernel = copy == Copy::kLean ? c.lean : copy == Copy::kHead ? c.head : c.kernel;
+    launch_pdl_cluster(kernel, grid, dim3(c.threads), config_smem(c), stream, cluster, q, a);
   }
   QD_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), c.name));
   if (p.splits > 1 && !p.split_in_cluster) {
@@ -2298,8 +2332,10 @@ Status conv_igemm_init() {
     const int smem = config_smem(c);
     const void* fn = c.tma ? reinterpret_cast<const void*>(c.tma) : reinterpret_cast<const void*>(c.kernel);
     QD_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    const void* lean = c.tma_lean ? reinterpret_cast<const void*>(c.tma_lean) : reinterpret_cast<const void*>(c.lean);
-    if (lean) QD_CUDA_TRY(cudaFuncSetAttribute(lean, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    for (const void* copy : {reinterpret_cast<const void*>(c.tma_lean), reinterpret_cast<const void*>(c.lean),
+                             reinterpret_cast<const void*>(c.head)}) {
+      if (copy) QD_CUDA_TRY(cudaFuncSetAttribute(copy, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    }
     int per_sm = 0;
     QD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, c.threads, smem));
     g_blocks_per_sm[i] = std::max(per_sm, 1);
