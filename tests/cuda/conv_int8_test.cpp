@@ -103,7 +103,7 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
     silu_ref[j] = y * static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(y))));
   });
   ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
-  int tested = 0, clusters_tested = 0, small_tested = 0, lean_tested = 0, heads_tested = 0;
+  int tested = 0, clusters_tested = 0, small_tested = 0, lean_tested = 0, heads_tested = 0, staged_tested = 0;
   for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) {
     p.splits = 1;
     if (!cuda::conv_igemm_config_int8(cfg) || !cuda::conv_igemm_config_fits(cfg, p)) continue;
@@ -269,7 +269,7 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
     // scales (merged sibling convs, ConvParams::out_split). Where the weights allow (int8_acc_bound), the
     // accumulators converted without I2F (ConvParams::small_acc): the same integers as with it; with SiLU that is the
     // usual INT8 layer, which runs the configuration's lean kernel (conv_igemm_config_lean) against the full one's
-    // quad epilogue with I2F.
+    // quad epilogue with I2F; without the quad epilogue, SiLU takes the staged one's copy where the tile stages.
     std::vector<uint16_t> rh(rq.size());
     for (size_t i = 0; i < rh.size(); ++i) rh[i] = float_to_half(static_cast<float>(static_cast<int>(i * 53 % 97) - 48) / 16);
     cuda::DeviceBuffer drh;
@@ -291,7 +291,7 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
       for (int run = 0; run < (small ? 3 : 2); ++run) {
         p.no_quad_epilogue = run == 1;
         p.small_acc = small && run < 2;
-        lean_tested += cuda::conv_igemm_config_lean(cfg, p, a);
+        (run == 1 ? staged_tested : lean_tested) += cuda::conv_igemm_config_lean(cfg, p, a);
         EXPECT_FALSE(run == 2 && cuda::conv_igemm_config_lean(cfg, p, a)) << "I2F run took the lean kernel";
         ASSERT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
         got[run].resize(m_total * cs.k);
@@ -331,6 +331,9 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
   }
   if (cuda::conv_igemm_wgmma() && static_cast<int64_t>(oh) * ow % 8 == 0 && !std::getenv("QD_NO_LEAN_EPILOGUE")) {
     EXPECT_GT(heads_tested, 0) << "no configuration ran its lean head copy";
+    if (lean_tested > 0) {
+      EXPECT_GT(staged_tested, 0) << "no configuration ran its staged epilogue's copy";
+    }
   }
   if (cuda::conv_igemm_wgmma()) {
     EXPECT_GT(clusters_tested, 0) << "no configuration split K in a cluster";

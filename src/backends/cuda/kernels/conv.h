@@ -134,8 +134,9 @@ bool conv_igemm_config_fits(int config, const ConvParams& p);
 std::string conv_igemm_config_name(int config);
 // Whether launch_conv_igemm runs a lean copy of configuration `config`'s kernel for p and a: one compiled with a
 // single epilogue, the usual INT8 layer's (SiLU, accumulators converted without I2F, the quad epilogue's int8 NHWC
-// output) or an INT8 detection head's (Sigmoid, NCHW output), where the configuration has one and QD_NO_LEAN_EPILOGUE
-// is unset. The same code path, so the same results, as the full kernel's.
+// output), an INT8 detection head's (Sigmoid, NCHW output) or the staged NHWC SiLU one (layers with a second output),
+// where the configuration has one and QD_NO_LEAN_EPILOGUE is unset. The same code path, so the same results, as the
+// full kernel's.
 bool conv_igemm_config_lean(int config, const ConvParams& p, const ConvArgs& a);
 Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cudaStream_t stream);
 // The fused layer's epilogue (bias, activation, residual, output format; not INT8's rescale) over a convolution

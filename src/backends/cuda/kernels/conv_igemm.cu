@@ -778,12 +778,16 @@ __device__ __forceinline__ void staged_epilogue_nchw(const ConvParams& p, const 
 }
 
 // Which epilogues a conv_igemm_kernel instantiation has: all of them (the layer's case picked at run time), or one
-// alone, in a copy that the launch picks where it fits: the usual INT8 layer's (kEpiLean, lean_fits) or an INT8
+// alone, in a copy that the launch picks where it fits: the usual INT8 layer's (kEpiLean, lean_fits), an INT8
 // detection head's, NCHW fp16 or fp32 through shared memory with Sigmoid (kEpiHead, head_fits: session 31 saw the
-// register-capped wgmma kernels the heads take spill 712 bytes with every epilogue compiled in).
-enum Epi : int { kEpiAll = 0, kEpiLean, kEpiHead };
+// register-capped wgmma kernels the heads take spill 712 bytes with every epilogue compiled in), or the staged NHWC
+// SiLU epilogue of INT8 layers the quad one does not fit, those with a second output (kEpiStaged, staged_fits).
+enum Epi : int { kEpiAll = 0, kEpiLean, kEpiHead, kEpiStaged };
 __host__ __device__ __forceinline__ bool head_fits(const ConvParams& p, const ConvArgs& a) {
   return staging(p, a) == Staging::kNchw && p.act == Act::kSigmoid && !has_residual(a);
+}
+__host__ __device__ __forceinline__ bool staged_fits(const ConvParams& p, const ConvArgs& a) {
+  return staging(p, a) == Staging::kNhwc && p.act == Act::kSilu && !p.exact_silu && !quad_fits(p, a);
 }
 
 // The epilogue of a block (or, kThreads = 32, a warp) that computed one M tile (block_m, the N tile at block_n): through
@@ -1070,7 +1074,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
   // The epilogue of a block that computed one M tile: staged through the pipeline's shared memory where the tile
   // fits (tile_epilogue), else from the registers.
   constexpr bool kStaged = tile_stages(BM, BN, kStages, kRow);
-  static_assert(kEpi != kEpiHead || kStaged, "the head's epilogue goes through shared memory");
+  static_assert(kEpi == kEpiAll || kEpi == kEpiLean || kStaged, "epilogues through shared memory");
   const Staging st = kStaged && kEpi == kEpiAll ? staging(p, a) : Staging::kNone;
   auto epilogue = [&](int block_m) {
     if constexpr (kEpi == kEpiLean) {
@@ -1078,6 +1082,10 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
     } else if constexpr (kEpi == kEpiHead) {
       tile_sync<kThreads>();  // as tile_epilogue: every thread is done with the stages the tile reuses
       staged_epilogue_nchw<BM, BN, WM, WN, kThreads, kI8, static_cast<int>(Act::kSigmoid)>(
+          p, a, M, block_m, block_n, warp_m, warp_n, lane, acc, reinterpret_cast<float*>(smem));
+    } else if constexpr (kEpi == kEpiStaged) {
+      tile_sync<kThreads>();
+      staged_epilogue<BM, BN, WM, WN, kThreads, kI8, static_cast<int>(Act::kSilu), false>(
           p, a, M, block_m, block_n, warp_m, warp_n, lane, acc, reinterpret_cast<float*>(smem));
     } else if constexpr (kStaged) {
       tile_epilogue<BM, BN, WM, WN, kThreads, kI8>(p, a, st, M, block_m, block_n, warp_m, warp_n, lane, acc,
@@ -1990,14 +1998,16 @@ struct Config {
   void (*tma)(ConvParams, ConvArgs, TmaMaps) = nullptr;  // conv_tma_kernel (then `kernel` is null): where g_tma
   // The lean copies of `kernel` and `tma` (kEpiLean, kLean), launched instead where lean_fits (halo_lean_fits for the
   // warp halo kernels); none for fp16, where the quad epilogue cannot run (fewer than four n-tiles per warp), nor for
-  // the persistent and stem_halo ones. `head`: the kEpiHead copy (INT8 configurations whose tile stages).
+  // the persistent and stem_halo ones. `head`, `staged`: the kEpiHead and kEpiStaged copies (INT8 configurations whose
+  // tile stages).
   void (*lean)(ConvParams, ConvArgs) = nullptr;
   void (*tma_lean)(ConvParams, ConvArgs, TmaMaps) = nullptr;
   void (*head)(ConvParams, ConvArgs) = nullptr;
+  void (*staged)(ConvParams, ConvArgs) = nullptr;
 };
 
-// conv_igemm_kernel's copies for a configuration: kEpiLean for INT8 with four n-tiles per warp or more, kEpiHead for
-// INT8 whose tile stages; else none.
+// conv_igemm_kernel's copies for a configuration: kEpiLean for INT8 with four n-tiles per warp or more, kEpiHead and
+// kEpiStaged for INT8 whose tile stages; else none.
 using ConvKernel = void (*)(ConvParams, ConvArgs);
 template <int BM, int BN, int WM, int WN, int kStages, bool kI8, bool kWg, int kRow>
 constexpr ConvKernel lean_kernel() {
@@ -2007,10 +2017,10 @@ constexpr ConvKernel lean_kernel() {
     return nullptr;
   }
 }
-template <int BM, int BN, int WM, int WN, int kStages, bool kI8, bool kWg, int kRow>
-constexpr ConvKernel head_kernel() {
+template <int kEpi, int BM, int BN, int WM, int WN, int kStages, bool kI8, bool kWg, int kRow>
+constexpr ConvKernel staged_kernel() {
   if constexpr (kI8 && tile_stages(BM, BN, kStages, kRow)) {
-    return conv_igemm_kernel<BM, BN, WM, WN, kStages, true, false, kWg, kRow, kEpiHead>;
+    return conv_igemm_kernel<BM, BN, WM, WN, kStages, true, false, kWg, kRow, kEpi>;
   } else {
     return nullptr;
   }
@@ -2045,13 +2055,15 @@ int config_smem(const Config& c) {
 #define QD_WG_CONFIG(BM, BN, S, I8, ROW, NAME)                                                                    \
   {NAME, BM, BN, 2 * BM, S, conv_igemm_kernel<BM, BN, 16, BN, S, I8, false, true, ROW>, I8, false, false, true, ROW, \
    InFormat::kNhwc, false, false, nullptr, lean_kernel<BM, BN, 16, BN, S, I8, true, ROW>(), nullptr,               \
-   head_kernel<BM, BN, 16, BN, S, I8, true, ROW>()}
+   staged_kernel<kEpiHead, BM, BN, 16, BN, S, I8, true, ROW>(),                                                     \
+   staged_kernel<kEpiStaged, BM, BN, 16, BN, S, I8, true, ROW>()}
 
 // The INT8 mma.sync configurations (not persistent).
 #define QD_I8_CONFIG(BM, BN, WM, WN, S, NAME)                                                                  \
   {NAME, BM, BN, (BM / WM) * (BN / WN) * 32, S, conv_igemm_kernel<BM, BN, WM, WN, S, true, false>, true, false, \
    false, false, 64, InFormat::kNhwc, false, false, nullptr, lean_kernel<BM, BN, WM, WN, S, true, false, 64>(),   \
-   nullptr, head_kernel<BM, BN, WM, WN, S, true, false, 64>()}
+   nullptr, staged_kernel<kEpiHead, BM, BN, WM, WN, S, true, false, 64>(),                                         \
+   staged_kernel<kEpiStaged, BM, BN, WM, WN, S, true, false, 64>()}
 
 // name: block tile x warp tile, pipeline stages. Timing picks per layer.
 const Config kConfigs[] = {
@@ -2202,12 +2214,13 @@ ConvParams launch_params(const ConvParams& p, const Config& c) {
   return q;
 }
 // Which of configuration c's kernels runs q (launch_params) and a: the full one, or a copy with one epilogue alone.
-enum class Copy { kFull, kLean, kHead };
+enum class Copy { kFull, kLean, kHead, kStaged };
 Copy kernel_copy(const Config& c, const ConvParams& q, const ConvArgs& a) {
   if (g_no_lean) return Copy::kFull;
   if (c.warp_halo) return c.lean && halo_lean_fits(q, a) ? Copy::kLean : Copy::kFull;
   if ((c.lean || c.tma_lean) && lean_fits(q, a)) return Copy::kLean;
   if (c.head && head_fits(q, a)) return Copy::kHead;
+  if (c.staged && staged_fits(q, a)) return Copy::kStaged;
   return Copy::kFull;
 }
 bool conv_igemm_config_lean(int config, const ConvParams& p, const ConvArgs& a) {
@@ -2258,7 +2271,10 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
     QD_RETURN_IF_ERROR(encode_tma_maps(q, a, c.bn, c.row, &maps));
     launch_pdl(copy == Copy::kLean ? c.tma_lean : c.tma, grid, dim3(c.threads), config_smem(c), stream, q, a, maps);
   } else {
-    const ConvKernel kernel = copy == Copy::kLean ? c.lean : copy == Copy::kHead ? c.head : c.kernel;
+    const ConvKernel kernel = copy == Copy::kLean     ? c.lean
+                              : copy == Copy::kHead   ? c.head
+                              : copy == Copy::kStaged ? c.staged
+                                                      : c.kernel;
     launch_pdl_cluster(kernel, grid, dim3(c.threads), config_smem(c), stream, cluster, q, a);
   }
   QD_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), c.name));
@@ -2333,7 +2349,7 @@ Status conv_igemm_init() {
     const void* fn = c.tma ? reinterpret_cast<const void*>(c.tma) : reinterpret_cast<const void*>(c.kernel);
     QD_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     for (const void* copy : {reinterpret_cast<const void*>(c.tma_lean), reinterpret_cast<const void*>(c.lean),
-                             reinterpret_cast<const void*>(c.head)}) {
+                             reinterpret_cast<const void*>(c.head), reinterpret_cast<const void*>(c.staged)}) {
       if (copy) QD_CUDA_TRY(cudaFuncSetAttribute(copy, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     }
     int per_sm = 0;

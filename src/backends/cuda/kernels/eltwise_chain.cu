@@ -227,7 +227,9 @@ __global__ void slice_concat_tiled_kernel(const TX* x, TY* y, const SliceConcatP
 
 // Whether every index these kernels form stays below 2^31 (then they use 32-bit arithmetic).
 static bool fits_u32(int64_t elements) { return elements < (int64_t{1} << 31); }
+static int64_t grid_for(int64_t n) { return std::min<int64_t>(ceil_div(n, 256), 65535 * 16); }
 
+// The operands' magic numbers for the 32-bit index path (operand_at), from their divisors.
 static void set_fast_divisors(EwProgram* prog) {
   for (EwOperand& o : prog->operand) {
     for (int t = 0; t < 2; ++t) {
@@ -236,7 +238,6 @@ static void set_fast_divisors(EwProgram* prog) {
     }
   }
 }
-static int64_t grid_for(int64_t n) { return std::min<int64_t>(ceil_div(n, 256), 65535 * 16); }
 
 template <typename TX, typename TY>
 static void launch_slice_concat_as(const void* x, void* y, const SliceConcatParams& p, bool small, cudaStream_t s) {

@@ -21,9 +21,6 @@ enum class EwOp : uint8_t {
 constexpr int kMaxEwSteps = 16;
 constexpr int kMaxEwOperands = 8;
 
-// A constant broadcast to x: element i of x reads p[sum_t (i / div[t]) % mod[t] * mul[t]], one term per run of
-// dims the constant does not broadcast over (at most two: e.g. YOLO's anchors [1, 3, 1, 1, 2] over [N, 3, H, W, 2];
-// a constant over trailing dims only, [H, W, 2], is the single term i % numel).
 // Division by a divisor d fixed for a kernel, for n < 2^31, as a multiply-high and a shift: fast_divisor gives d's
 // magic number and shift (p = 31 + ceil(log2 d), magic ceil(2^p / d), shift p - 32; magic 0 for d = 1, and 1, a
 // quotient of 0, for d over 2^31), fast_div the quotient.
@@ -45,6 +42,9 @@ __host__ __device__ inline uint32_t fast_div(uint32_t n, uint32_t magic, uint32_
 #endif
 }
 
+// A constant broadcast to x: element i of x reads p[sum_t (i / div[t]) % mod[t] * mul[t]], one term per run of
+// dims the constant does not broadcast over (at most two: e.g. YOLO's anchors [1, 3, 1, 1, 2] over [N, 3, H, W, 2];
+// a constant over trailing dims only, [H, W, 2], is the single term i % numel).
 struct EwOperand {
   const float* p = nullptr;
   int64_t div[2] = {1, 1}, mod[2] = {1, 1}, mul[2] = {0, 0};
