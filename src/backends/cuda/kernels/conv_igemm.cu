@@ -2169,7 +2169,7 @@ const char* g_only_config = nullptr;    // QD_ONLY_CONFIG: only the configuratio
 bool g_direct_epilogue = false;         // QD_NO_STAGED_EPILOGUE: ConvParams::direct_epilogue
 bool g_no_quad_epilogue = false;        // QD_NO_QUAD_EPILOGUE: ConvParams::no_quad_epilogue
 bool g_no_small_acc = false;            // QD_NO_SMALL_ACC: ConvParams::small_acc off
-bool g_no_lean = false;                 // QD_NO_LEAN_EPILOGUE: never the kLean kernels
+bool g_no_lean = false;                 // QD_NO_LEAN_EPILOGUE: the full kernels, never their copies
 
 // Whether this binary's code for the device has wgmma (sm_90a): written by the code the device runs.
 __global__ void wgmma_probe_kernel(int* out) { *out = QD_WGMMA_DEVICE; }
