@@ -893,13 +893,14 @@ class Lowerer {
     return true;
   }
 
-  // The chain's constants on the device (kept by the instance).
+  // The chain's constants on the device (kept by the instance), with their index terms' magic numbers.
   Status upload_operands(const EwConstants& operands, EwProgram* prog) {
     for (size_t k = 0; k < operands.size(); ++k) {
       auto buf = std::make_unique<DeviceBuffer>();
       QD_RETURN_IF_ERROR(buf->upload(operands[k].first->raw(), operands[k].first->nbytes()));
       prog->operand[k] = operands[k].second;
       prog->operand[k].p = static_cast<const float*>(buf->get());
+      set_fast_divisors(&prog->operand[k]);
       inst_->constants.push_back(std::move(buf));
     }
     return Status::ok();

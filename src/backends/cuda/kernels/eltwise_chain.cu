@@ -43,7 +43,7 @@ __device__ __forceinline__ float step(const EwStep& s, float x, float c) {
 }
 
 // The element of operand o that element i of x reads. Index arithmetic in I: uint32_t when every index fits, with the
-// launch's magic numbers (YOLOv5s' box decode at batch 32 spent most of its instructions in the divisions), int64_t
+// operand's magic numbers (YOLOv5s' box decode at batch 32 spent most of its instructions in the divisions), int64_t
 // otherwise.
 template <typename I>
 __device__ __forceinline__ float operand_at(const EwOperand& o, I i) {
@@ -229,16 +229,6 @@ __global__ void slice_concat_tiled_kernel(const TX* x, TY* y, const SliceConcatP
 static bool fits_u32(int64_t elements) { return elements < (int64_t{1} << 31); }
 static int64_t grid_for(int64_t n) { return std::min<int64_t>(ceil_div(n, 256), 65535 * 16); }
 
-// The operands' magic numbers for the 32-bit index path (operand_at), from their divisors.
-static void set_fast_divisors(EwProgram* prog) {
-  for (EwOperand& o : prog->operand) {
-    for (int t = 0; t < 2; ++t) {
-      fast_divisor(o.div[t], &o.div_magic[t], &o.div_shift[t]);
-      fast_divisor(o.mod[t], &o.mod_magic[t], &o.mod_shift[t]);
-    }
-  }
-}
-
 template <typename TX, typename TY>
 static void launch_slice_concat_as(const void* x, void* y, const SliceConcatParams& p, bool small, cudaStream_t s) {
   const auto* xt = static_cast<const TX*>(x);
@@ -284,10 +274,7 @@ bool slice_concat_transposed_fits(int src_cols, int out_cols) {
          slice_concat_smem(src_cols, out_cols) <= kSliceConcatMaxSmem;
 }
 
-Status launch_slice_concat(const void* x, DType xt, void* y, DType yt, const SliceConcatParams& params,
-                           cudaStream_t s) {
-  SliceConcatParams p = params;
-  for (SliceSegment& sg : p.seg) set_fast_divisors(&sg.prog);
+Status launch_slice_concat(const void* x, DType xt, void* y, DType yt, const SliceConcatParams& p, cudaStream_t s) {
   const int64_t n = p.rows * p.out_cols;
   if (n == 0) return Status::ok();
   const int64_t out_end = (p.rows / p.rows_per_batch) * p.out_batch_stride + p.out_offset + p.rows_per_batch * p.out_cols;
@@ -312,10 +299,8 @@ Status launch_slice_concat(const void* x, DType xt, void* y, DType yt, const Sli
   return cuda_status(cudaGetLastError(), "slice_concat");
 }
 
-Status launch_eltwise_chain(const float* x, float* y, int64_t n, const EwProgram& program, cudaStream_t s) {
+Status launch_eltwise_chain(const float* x, float* y, int64_t n, const EwProgram& prog, cudaStream_t s) {
   if (n == 0) return Status::ok();
-  EwProgram prog = program;
-  set_fast_divisors(&prog);
   if (fits_u32(n)) {
     eltwise_chain_kernel<uint32_t><<<static_cast<unsigned>(grid_for(n)), 256, 0, s>>>(x, y, static_cast<uint32_t>(n), prog);
   } else {

@@ -48,11 +48,18 @@ __host__ __device__ inline uint32_t fast_div(uint32_t n, uint32_t magic, uint32_
 struct EwOperand {
   const float* p = nullptr;
   int64_t div[2] = {1, 1}, mod[2] = {1, 1}, mul[2] = {0, 0};
-  // Set by the launch for 32-bit indices (the usual case): div[t] and mod[t] as multiply-high magic numbers and
-  // shifts (0: a divisor of 1), so that a term costs a few instructions instead of two integer divisions.
+  // For 32-bit indices (the usual case): div[t] and mod[t] as multiply-high magic numbers and shifts (0: a divisor
+  // of 1), so that a term costs a few instructions instead of two integer divisions. set_fast_divisors fills them
+  // from div and mod, once they are final.
   uint32_t div_magic[2] = {0, 0}, mod_magic[2] = {0, 0};
   uint8_t div_shift[2] = {0, 0}, mod_shift[2] = {0, 0};
 };
+inline void set_fast_divisors(EwOperand* o) {
+  for (int t = 0; t < 2; ++t) {
+    fast_divisor(o->div[t], &o->div_magic[t], &o->div_shift[t]);
+    fast_divisor(o->mod[t], &o->mod_magic[t], &o->mod_shift[t]);
+  }
+}
 
 struct EwStep {
   EwOp op = EwOp::kRelu;
