@@ -125,11 +125,7 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
       std::vector<float> yf(m_total * cs.k);
       ASSERT_EQ(cudaMemcpy(yf.data(), dy.get(), yf.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
       int64_t exact = 0;
-      for (int64_t i = 0; i < acc.numel(); ++i) {
-        const int k = static_cast<int>((i / (static_cast<int64_t>(oh) * ow)) % cs.k);
-        const float want = static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
-        exact += yf[i] == want;
-      }
+      for_each_output([&](int, int64_t i, int64_t, float y) { exact += yf[i] == y; });
       EXPECT_EQ(exact, acc.numel()) << cuda::conv_igemm_config_name(cfg) << " split-K " << splits
                                     << (cluster ? " in a cluster" : "") << ": fp32 output not bit-exact";
       clusters_tested += cluster;
@@ -145,11 +141,9 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
       std::vector<float> ys(m_total * cs.k);
       ASSERT_EQ(cudaMemcpy(ys.data(), dy.get(), ys.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
       double worst = 0;
-      for (int64_t i = 0; i < acc.numel(); ++i) {
-        const int k = static_cast<int>((i / (static_cast<int64_t>(oh) * ow)) % cs.k);
-        const double v = static_cast<float>(acc.data<int32_t>()[i]) * alpha[k] + bias[k];
-        worst = std::max(worst, std::fabs(ys[i] - 1.0 / (1.0 + std::exp(-v))));
-      }
+      for_each_output([&](int, int64_t i, int64_t, float y) {
+        worst = std::max(worst, std::fabs(ys[i] - 1.0 / (1.0 + std::exp(-static_cast<double>(y)))));
+      });
       EXPECT_LE(worst, 2e-6) << cuda::conv_igemm_config_name(cfg) << ": Sigmoid NCHW output";
       heads_tested += cuda::conv_igemm_config_lean(cfg, p, a);
     }
