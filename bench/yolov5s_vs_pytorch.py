@@ -10,7 +10,10 @@ and OUTDIR/results.md.
 
 PyTorch's FP16 model takes an fp16 channels_last (NHWC) batch and returns fp16 detections; with `--io fp16` (the
 default) qdeploy's plans get the same bindings (`--input-format fp16:nhwc --output-format fp16`), with `--io fp32` the
-ONNX form (fp32 NCHW in, fp32 out: twice the bytes at both ends), named "[fp32 I/O]" in the results.
+ONNX form (fp32 NCHW in, fp32 out: twice the bytes at both ends), named "[fp32 I/O]" in the results, and with
+`--io int8` INT8 plans take an int8 NHWC input (`--input-format int8:nhwc --output-format fp16`: the image quantized
+by the caller's preprocessing kernel, as the seeds' trtexec runs give INT8 engines `--inputIOFormats=int8:...`), named
+"[int8 in]".
 """
 
 import argparse
@@ -62,7 +65,8 @@ def main():
     ap.add_argument("--calib-images", help="int8: images for a minmax calibration of the random-weight model "
                     "(the scales only have to be plausible for a speed measurement)")
     ap.add_argument("--io", default="fp16", help="qdeploy bindings, comma-separated: fp16 (fp16 NHWC input and fp16 "
-                    "output, as PyTorch's FP16 model) and/or fp32 (the ONNX form)")
+                    "output, as PyTorch's FP16 model), fp32 (the ONNX form), int8 (INT8 plans: int8 NHWC input, fp16 "
+                    "output)")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (it takes minutes)")
@@ -108,17 +112,20 @@ def main():
 
     runs = [(entry, io) for io in args.io.split(",") for entry in args.precisions.split(",")]
     for entry, io in runs:
-        if io not in ("fp16", "fp32"):
-            sys.exit(f"--io {io}: expected fp16 or fp32")
+        if io not in ("fp16", "fp32", "int8"):
+            sys.exit(f"--io {io}: expected fp16, fp32 or int8")
         prec, _, sources = entry.partition(":")
-        tag = entry.replace(":", "_").replace("+", "_") + ("_io32" if io == "fp32" else "")
-        name = f"qdeploy {prec}" + (f" [{sources}]" if sources else "") + (" [fp32 I/O]" if io == "fp32" else "")
+        if io == "int8" and prec != "int8":
+            continue  # an int8 input binding is for INT8 plans
+        tag = entry.replace(":", "_").replace("+", "_") + {"fp16": "", "fp32": "_io32", "int8": "_io8"}[io]
+        name = (f"qdeploy {prec}" + (f" [{sources}]" if sources else "") +
+                {"fp16": "", "fp32": " [fp32 I/O]", "int8": " [int8 in]"}[io])
         js = os.path.join(args.out, f"qdeploy_{tag}.json")
         cmd = [args.qdeploy, "bench", onnx_path, "--device", "cuda", "--precision", prec, "--batch", args.batches,
                "--cuda-graph", "--warmup", str(args.warmup), "--iterations", str(args.iters), "--json", js,
                "--export-profile", os.path.join(args.out, f"profile_{tag}.json")]
-        if io == "fp16":
-            cmd += ["--input-format", "fp16:nhwc", "--output-format", "fp16"]
+        if io != "fp32":
+            cmd += ["--input-format", f"{io}:nhwc", "--output-format", "fp16"]
         if sources:
             cmd += ["--tactic-sources", sources.replace("+", ",")]
         if prec == "int8":

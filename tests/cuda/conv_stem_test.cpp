@@ -1,5 +1,6 @@
-// The stem kernel that reads the image itself (ConvParams::in_format kImageF16 / kImageF32, conv_stem_image_kernel):
-// a 6x6 stride-2 pad-2 conv over an image of 3 channels, NCHW planes or NHWC pixels, fp16 or fp32, computed as the
+// The stem kernel that reads the image itself (ConvParams::in_format kImageF16 / kImageF32 / kImageI8,
+// conv_warp_halo_kernel): a 6x6 stride-2 pad-2 conv over an image of 3 channels, NCHW planes or NHWC pixels, fp16 or
+// fp32 (INT8 also an int8 NHWC image, quantized already: the same outputs as from the float image), computed as the
 // 3x3 stride-1 conv over its space-to-depth. fp16: against the reference backend's fp32 Conv (fp16-exact image and
 // weights), and an fp32 image gives the same bits as the same image in fp16 (the kernel rounds it to fp16). INT8:
 // against the reference's QuantizeLinear of the image, ConvInteger and y = acc * (s_x * s_w[k]) + bias[k],
@@ -30,10 +31,19 @@ struct StemCase {
   int n, c, h, w, k;
 };
 
-// The image [N, C, H, W] in the layout and dtype the kernel reads: NCHW as it is, or NHWC of exactly C values.
+// The image [N, C, H, W] in the layout and dtype the kernel reads: NCHW as it is, or NHWC of exactly C values; an
+// int8 tensor as int8 NHWC.
 std::vector<unsigned char> image_bytes(const Tensor& x, bool nchw, bool f16) {
   const auto& s = x.shape();
   const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
+  if (x.dtype() == DType::kInt8) {
+    std::vector<unsigned char> out(static_cast<size_t>(x.numel()));
+    for (int64_t i = 0; i < x.numel(); ++i) {  // i: NCHW index
+      const int64_t n = i / (C * H * W), c = i / (H * W) % C, yx = i % (H * W);
+      out[(n * H * W + yx) * C + c] = static_cast<unsigned char>(x.data<int8_t>()[i]);
+    }
+    return out;
+  }
   const size_t esize = f16 ? 2 : 4;
   std::vector<unsigned char> out(static_cast<size_t>(x.numel()) * esize);
   for (int64_t n = 0; n < N; ++n)
@@ -239,13 +249,17 @@ TEST_P(ConvStemImage, Int8MatchesReference) {
   const Tensor acc = reference(OpType::ConvInteger, {&xq, &wq});
   ASSERT_TRUE(dy.alloc(acc.numel() * 4).is_ok());
   for (const bool exact : {true, false}) {
+    std::vector<float> nhwc_q;  // the NHWC fp16 image's SiLU output, which the int8 image's must equal
     for (const bool nchw : {true, false})
-      for (const bool f16 : {true, false}) {
+      for (const int dtype : {0, 1, 2}) {  // the image in fp16, fp32, int8 (NHWC only)
+        if (dtype == 2 && nchw) continue;
+        const bool f16 = dtype == 0;
         SCOPED_TRACE(std::string(exact ? "bit-exact plan " : "default plan ") + (nchw ? "NCHW " : "NHWC ") +
-                     (f16 ? "fp16" : "fp32"));
+                     (dtype == 0 ? "fp16" : dtype == 1 ? "fp32" : "int8"));
         cuda::DeviceBuffer dx;
-        ASSERT_TRUE(dx.upload(image_bytes(x, nchw, f16)).is_ok());
+        ASSERT_TRUE(dx.upload(image_bytes(dtype == 2 ? xq : x, nchw, f16)).is_ok());
         cuda::ConvParams p = stem_params(cs, kp, nchw, f16);
+        if (dtype == 2) p.in_format = cuda::InFormat::kImageI8;
         p.in_scale = sx;
         p.exact_silu = exact;  // the bit-exact plans' flag: the staged epilogue, not the registers'
         const int cfg = stem_config(p, true);
@@ -279,6 +293,10 @@ TEST_P(ConvStemImage, Int8MatchesReference) {
         }
         EXPECT_EQ(q_within, acc.numel()) << "NHWC int8 SiLU output beyond 1 LSB";
         EXPECT_GE(q_same, acc.numel() - acc.numel() / 100) << "NHWC int8 SiLU output: fewer than 99% identical";
+        if (!nchw && dtype == 0) nhwc_q = q;
+        if (dtype == 2) {
+          EXPECT_EQ(q, nhwc_q) << "the int8 image's SiLU output differs from the fp16 image's";
+        }
         // The accumulators converted without I2F (ConvParams::small_acc, which the stem's 108 weights per output
         // allow): outside the bit-exact plan and with K a multiple of 8, the kernel's lean copy; the same integers.
         cuda::ConvParams ps = p;
@@ -321,6 +339,18 @@ TEST(ConvStemImage, FitsOnlyThreeChannelsAndWhole32Columns) {
         for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) EXPECT_FALSE(cuda::conv_igemm_config_fits(cfg, p));
       }
     }
+  // An int8 image: NHWC only, INT8 only.
+  for (const bool nchw : {true, false}) {
+    cuda::ConvParams p = stem_params(StemCase{1, 3, 8, 128, 32}, 192, nchw, false);
+    p.in_format = cuda::InFormat::kImageI8;
+    int fit = 0;
+    for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) {
+      if (!cuda::conv_igemm_config_fits(cfg, p)) continue;
+      ++fit;
+      EXPECT_TRUE(cuda::conv_igemm_config_int8(cfg)) << cuda::conv_igemm_config_name(cfg);
+    }
+    EXPECT_EQ(fit, nchw ? 0 : 1);
+  }
 }
 
 // The same kernel over activations (halo3x3_*_c32: YOLOv5's C3 bottleneck 3x3, 32 -> 32 channels with a residual),

@@ -1596,7 +1596,7 @@ void run_formatted(const std::string& precision, const std::string& input_format
 }
 
 // I/O formats on the shipped detector's INT8 plan: an int8 NHWC input binding and an fp16 output binding give the
-// fp32-binding plan's output rounded to fp16 (the stem's space-to-depth reads the int8 binding as is, bit-exact INT8
+// fp32-binding plan's output rounded to fp16 (the stem kernel reads the int8 binding as is, bit-exact INT8
 // convs give the same values whatever kernel runs them, and the input is quantized by the same rule on the host): bit for bit in the
 // score columns; the four box columns, decoded from the head convs' fp16 sigmoids (error <= 2^-12, times 2 x stride
 // for xy, relative 2^-10 for wh), within 0.2% of the value or 1/32 pixel (1/2048 of the largest stride); given
@@ -1642,8 +1642,10 @@ TEST(CudaEngine, IoFormatsInt8NhwcInFp16Out) {
   int converts = 0;
   for (const auto& l : *layers) converts += l.kernel == "convert_tensor";
   EXPECT_EQ(converts, 0);
-  EXPECT_EQ(layers->front().kernel, "nchw_to_s2d");
+  // The stem reads the binding itself (no space-to-depth pass).
+  EXPECT_EQ(layers->front().kernel, "stem_image_i8_nhwc8");
   EXPECT_EQ(layers->front().in_format, "nhwc3:int8");
+  for (const auto& l : *layers) EXPECT_NE(l.kernel, "nchw_to_s2d") << l.name;
 
   // The formats are kept in the plan.
   const std::string plan = test::temp_dir("io_formats") + "/y.plan";

@@ -646,9 +646,10 @@ class Lowerer {
   // The image tensor a stem conv over graph input v (lowered on its space-to-depth) reads itself with the stem_image_*
   // kernels, instead of a space-to-depth (or quantize) pass's copy; -1 where those kernels do not
   // fit: a 6x6 stride-2 pad-2 conv (3x3 over the space-to-depth) with at most 32 outputs and 32k output columns over
-  // a 3-channel fp16 or fp32 image (NCHW, or NHWC without padding channels). QD_NO_IMAGE_STEM keeps the pass (A/B
-  // runs).
-  Expected<int> image_stem_input(int v, const ops::ConvGeom& geo) {
+  // a 3-channel fp16 or fp32 image (NCHW, or NHWC without padding channels), or for an INT8 stem an int8 NHWC input
+  // binding of 3 channels (quantized with the stem's input scale, resolve's rule). QD_NO_IMAGE_STEM keeps the pass
+  // (A/B runs).
+  Expected<int> image_stem_input(int v, const ops::ConvGeom& geo, bool int8) {
     static const bool off = std::getenv("QD_NO_IMAGE_STEM") != nullptr;
     if (off || !uses_source("qdeploy") || geo.group != 1 || geo.c != 3 || geo.kh != 6 || geo.kw != 6 || geo.sh != 2 ||
         geo.sw != 2 || geo.ph != 2 || geo.pw != 2 || geo.dh != 1 || geo.dw != 1 || geo.m > 32 ||
@@ -657,7 +658,8 @@ class Lowerer {
     }
     const int t = io_in_[v] >= 0 ? io_in_[v] : QD_TRY(ensure_generic(v));
     const TensorRef& r = inst_->tensors[t];
-    const bool dtype_ok = r.dtype == DType::kFloat16 || r.dtype == DType::kFloat32;
+    const bool dtype_ok = r.dtype == DType::kFloat16 || r.dtype == DType::kFloat32 ||
+                          (int8 && r.dtype == DType::kInt8 && r.nhwc);
     return dtype_ok && (!r.nhwc || (r.ld == geo.c && r.coff == 0)) ? t : -1;
   }
   bool is_float4d(int v) const {
@@ -1382,7 +1384,7 @@ class Lowerer {
     l->int8 = int8;
     l->p.exact_silu = int8 && in_.opt->int8_mode == "bitexact";
     const bool s2d = s2d_[n.inputs[0]];
-    const int image = s2d ? QD_TRY(image_stem_input(n.inputs[0], geo)) : -1;
+    const int image = s2d ? QD_TRY(image_stem_input(n.inputs[0], geo, int8)) : -1;
     if (image >= 0) {
       l->in = image;
     } else {
@@ -1432,7 +1434,9 @@ class Lowerer {
     p.Kp = l->w->Kp;
     if (image >= 0) {
       const TensorRef& x = inst_->tensors[image];
-      p.in_format = x.dtype == DType::kFloat16 ? InFormat::kImageF16 : InFormat::kImageF32;
+      p.in_format = x.dtype == DType::kFloat16   ? InFormat::kImageF16
+                    : x.dtype == DType::kFloat32 ? InFormat::kImageF32
+                                                 : InFormat::kImageI8;
       p.in_nchw = !x.nhwc;
       p.in_channels = static_cast<int>(geo.c);
       if (int8) p.in_scale = qscale_[n.inputs[0]];
@@ -2158,7 +2162,7 @@ class Lowerer {
                   static_cast<int>(p.out_format), res);
     if (p.in_format != InFormat::kNhwc) {  // a stem reading the image: its layout and dtype
       return std::string(buf) + ":image" + (p.in_nchw ? "_nchw" : "_nhwc") + std::to_string(p.in_channels) +
-             (p.in_format == InFormat::kImageF16 ? "_f16" : "_f32");
+             (p.in_format == InFormat::kImageF16 ? "_f16" : p.in_format == InFormat::kImageF32 ? "_f32" : "_i8");
     }
     return buf;
   }

@@ -21,12 +21,13 @@ __device__ __forceinline__ float sigmoid_fast(float v) {
 // layers' epilogues. Its error is absolute (silu_tanh_error: under 8.1e-6 |x| / 2 as measured), a few ten-thousandths
 // of an int8 output's step: the epilogues' SiLU outside bit-exact plans (+-1 LSB by the contract; more values than
 // with silu_sigmoid land on the other side of a rounding tie, docs/benchmarks.md, session 26).
-__device__ __forceinline__ float silu_tanh(float v) {
-  const float h = 0.5f * v;
+// silu_tanh_half(h) is silu_tanh(2 h): for epilogues that compute h = v / 2 in the FMA that makes v (ChannelPair).
+__device__ __forceinline__ float silu_tanh_half(float h) {
   float t;
   asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(h));
   return fmaf(h, t, h);
 }
+__device__ __forceinline__ float silu_tanh(float v) { return silu_tanh_half(0.5f * v); }
 
 // SiLU within silu_fast_error of the reference's (relative): what bit-exact plans' epilogues compute before they
 // check a value's distance from a rounding tie (conv_igemm.cu's SiluTies).

@@ -25,8 +25,10 @@ enum class OutFormat : int { kNhwcF16 = 0, kNchwF16, kNchwF32, kNhwcI8 };
 // kernels). kImageF16 / kImageF32: a stem's image as the engine got it, fp16 or fp32, NCHW planes (in_nchw) or NHWC
 // pixels of exactly in_channels (3) values; the conv is the stride-1 one over its space-to-depth (H, W and the kernel
 // halved, C = 16 packed channels; lower.cpp's space_to_depth_weights) and the stem kernels (stem_image_*,
-// conv_warp_halo_kernel) read the image themselves, quantizing it with in_scale for INT8.
-enum class InFormat : int { kNhwc = 0, kImageF16, kImageF32 };
+// conv_warp_halo_kernel) read the image themselves, quantizing it with in_scale for INT8. kImageI8 (INT8 convs
+// only): NHWC pixels of in_channels int8 values, quantized with in_scale already (an int8:nhwc input binding, which
+// the preprocessing kernel writes), read as they are.
+enum class InFormat : int { kNhwc = 0, kImageF16, kImageF32, kImageI8 };
 // The optional second output (ConvArgs::y2), always NHWC: fp16, or int8 quantized with ConvParams::out2_scale.
 enum class Out2Format : int { kF16 = 0, kI8 };
 

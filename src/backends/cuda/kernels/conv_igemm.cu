@@ -209,7 +209,11 @@ __device__ __forceinline__ float epi_act(const ConvParams& p, float v) {
 
 // A fragment's channel pair k0, k0 + 1 in the epilogues: its bias and INT8 rescale s_x * s_w[k] (zero and one past
 // K), and the activated values y = act(acc * s + bias), rounded like the reference's Mul then Add (no FMA; the fp16
-// kernels' scale 1 leaves the fp32 accumulator as it is).
+// kernels' scale 1 leaves the fp32 accumulator as it is). The fast SiLU's (kAct SiLU) is the exception: silu_tanh
+// wants h = x / 2, which one FMA makes from the accumulator with the constants halved (exact scalings), so that an
+// INT8 SiLU value takes two FP32 instructions fewer than the Mul, Add and halving apart (the usual INT8 layer's
+// epilogue is bound by instruction issue). fp16: the same bits (a single rounding of (acc + b) / 2); INT8: x rounded
+// once instead of twice, within an ulp of the reference's, far inside the tanh's error.
 template <bool kI8, int kAct>
 struct ChannelPair {
   float b0, b1, s0, s1;
@@ -233,8 +237,18 @@ struct ChannelPair {
   }
   template <bool kSmall = false, typename Acc>
   __device__ __forceinline__ float2 activate(const ConvParams& p, const Acc (&f)[4], int h) const {
-    const float2 x = affine<kSmall>(f, h);
-    return make_float2(epi_act<kAct>(p, x.x), epi_act<kAct>(p, x.y));
+    if constexpr (kAct == static_cast<int>(Act::kSilu)) {
+      if constexpr (kI8) {
+        return make_float2(silu_tanh_half(fmaf(acc_float<kSmall>(f[2 * h]), 0.5f * s0, 0.5f * b0)),
+                           silu_tanh_half(fmaf(acc_float<kSmall>(f[2 * h + 1]), 0.5f * s1, 0.5f * b1)));
+      } else {
+        return make_float2(silu_tanh_half(fmaf(f[2 * h], 0.5f, 0.5f * b0)),
+                           silu_tanh_half(fmaf(f[2 * h + 1], 0.5f, 0.5f * b1)));
+      }
+    } else {
+      const float2 x = affine<kSmall>(f, h);
+      return make_float2(epi_act<kAct>(p, x.x), epi_act<kAct>(p, x.y));
+    }
   }
 };
 
@@ -1378,8 +1392,8 @@ bool halo_lean_fits(const ConvParams& p, const ConvArgs& a) {
 }
 
 // What conv_warp_halo_kernel reads: NHWC activations of 32 channels (kActs), or a stem's 3-channel image, fp16 or
-// fp32, NHWC or NCHW.
-enum HaloSrc : int { kActs = 0, kImageF16Nhwc, kImageF16Nchw, kImageF32Nhwc, kImageF32Nchw };
+// fp32, NHWC or NCHW, or (INT8) int8 NHWC, quantized already.
+enum HaloSrc : int { kActs = 0, kImageF16Nhwc, kImageF16Nchw, kImageF32Nhwc, kImageF32Nchw, kImageI8Nhwc };
 
 // A 3x3 stride-1 pad-1 convolution with at most 32 outputs over 16 or 32 input channels, by warps that each work alone
 // (no barrier after the weights' load): a warp takes 32 output columns of a strip of rows and sweeps down it a row at
@@ -1395,7 +1409,8 @@ enum HaloSrc : int { kActs = 0, kImageF16Nhwc, kImageF16Nchw, kImageF32Nhwc, kIm
 //   is the 3x3 one over the space-to-depth input, whose pixel (i, j) holds the image's 2 x 2 pixels (2i + dy, 2j + dx)
 //   as channels (dy * 2 + dx) * 3 + c (12 of 16; lower.cpp's space_to_depth_weights orders the weights so). Each lane
 //   loads the image values of its space-to-depth pixel (lanes 0 and 1 a second, the halo's) into registers a row
-//   before it converts (fp16) or quantizes (INT8, the contract's exact rule) them and writes the pixel whole.
+//   before it converts (fp16) or quantizes (INT8, the contract's exact rule) them and writes the pixel whole. An
+//   int8 image (kImageI8Nhwc, an int8:nhwc input binding) is copied: the pixel's two rows of 6 bytes, then zeros.
 //   conv_stem_halo_kernel, which this replaces where the input is the image, took a block-wide barrier per row (three
 //   with its epilogue's), four warps working on each row together, and a separate pass for the space-to-depth (Nsight
 //   Compute: SM 40%, DRAM 17% of peak at batch 32).
@@ -1412,7 +1427,10 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
   using Acc = std::conditional_t<kI8, int, float>;
   constexpr bool kImage = kSrc != kActs;
   constexpr bool kNchw = kSrc == kImageF16Nchw || kSrc == kImageF32Nchw;
-  using TX = std::conditional_t<kSrc == kImageF32Nhwc || kSrc == kImageF32Nchw, float, __half>;  // the image's
+  constexpr bool kBytes = kSrc == kImageI8Nhwc;  // the image's int8 values, copied as they are
+  static_assert(kI8 || !kBytes, "an int8 image feeds INT8 stems only");
+  using TX = std::conditional_t<kSrc == kImageF32Nhwc || kSrc == kImageF32Nchw, float,
+                                std::conditional_t<kBytes, int8_t, __half>>;  // the image's
   using Raw = std::conditional_t<std::is_same_v<TX, float>, float2, uint32_t>;  // two neighbouring image values
   constexpr WarpHaloLayout kL(kI8, kImage);
   constexpr int kWarps = kL.warps, kCols = kL.cols, kBN = kL.bn, kCin = 3;
@@ -1489,6 +1507,8 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
         const TX* src = at + (kNchw ? ((q % kCin) * IH + q / kCin) * IW : (q / kCin) * IW * kCin + 2 * (q % kCin));
         if constexpr (std::is_same_v<TX, float>) {
           raw[k][q] = ok ? __ldg(reinterpret_cast<const float2*>(src)) : make_float2(0.f, 0.f);
+        } else if constexpr (kBytes) {
+          raw[k][q] = ok ? __ldg(reinterpret_cast<const unsigned short*>(src)) : 0u;
         } else {
           raw[k][q] = ok ? __ldg(reinterpret_cast<const unsigned int*>(src)) : 0u;
         }
@@ -1512,6 +1532,11 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
       if constexpr (kCopy) {
         *reinterpret_cast<uint4*>(slot + chunk_at(px, 0)) = make_uint4(raw[k][0], raw[k][1], raw[k][2], raw[k][3]);
         *reinterpret_cast<uint4*>(slot + chunk_at(px, 1)) = make_uint4(raw[k][4], raw[k][5], 0u, 0u);
+        continue;
+      }
+      if constexpr (kBytes) {  // channels 2q, 2q + 1 are pair q's two bytes
+        *reinterpret_cast<uint4*>(slot + chunk_at(px, 0)) =
+            make_uint4(raw[k][0] | raw[k][1] << 16, raw[k][2] | raw[k][3] << 16, raw[k][4] | raw[k][5] << 16, 0u);
         continue;
       }
       float v[16] = {};  // the pixel's channels
@@ -1690,7 +1715,7 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
 
 bool stem_image_fits(const ConvParams& p) {
   return same_size_3x3(p) && p.C == 16 && p.in_channels == 3 && (p.in_nchw || p.in_ld == 3) && p.K <= 32 &&
-         p.OW % 32 == 0 && p.Kp >= 9 * 16;
+         p.OW % 32 == 0 && p.Kp >= 9 * 16 && !(p.in_format == InFormat::kImageI8 && p.in_nchw);
 }
 
 // conv_warp_halo_kernel over activations: 3x3 stride-1 pad-1 over 32 channels in 16-byte aligned pixels, at most 32
@@ -2105,7 +2130,8 @@ const Config kConfigs[] = {
     {"stem_halo_f16", 64, 32, 128, 0, conv_stem_halo_kernel<false>, false, false, true},
     {"stem_halo_i8", 64, 32, 128, 0, conv_stem_halo_kernel<true>, true, false, true},
     // Warps alone on 32 columns of a strip of rows (conv_warp_halo_kernel): the thin 3x3 layers over 32 channels, and
-    // the stem reading the image itself (the space-to-depth pass folded in; fp16 or fp32, NCHW or NHWC).
+    // the stem reading the image itself (the space-to-depth pass folded in; fp16 or fp32, NCHW or NHWC; INT8 also
+    // int8 NHWC).
 #define QD_WARP_HALO(NAME, I8, SRC, IN, NCHW)                                                                     \
   {NAME, 32, 32, 128, 0, conv_warp_halo_kernel<I8, SRC>, I8, false, true, false, 64, IN, NCHW, true, nullptr, \
    lean_halo_kernel<I8, SRC>()}
@@ -2119,6 +2145,7 @@ const Config kConfigs[] = {
     QD_WARP_HALO("stem_image_i8_nhwc16", true, kImageF16Nhwc, InFormat::kImageF16, false),
     QD_WARP_HALO("stem_image_i8_nchw32", true, kImageF32Nchw, InFormat::kImageF32, true),
     QD_WARP_HALO("stem_image_i8_nhwc32", true, kImageF32Nhwc, InFormat::kImageF32, false),
+    QD_WARP_HALO("stem_image_i8_nhwc8", true, kImageI8Nhwc, InFormat::kImageI8, false),
 #undef QD_WARP_HALO
     // Hopper's warpgroup MMA (sm_90a).
     QD_WG_CONFIG(128, 256, 4, false, 64, "wgmma_f16_128x256_s4"),
