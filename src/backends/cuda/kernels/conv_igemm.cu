@@ -1715,7 +1715,7 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
 
 bool stem_image_fits(const ConvParams& p) {
   return same_size_3x3(p) && p.C == 16 && p.in_channels == 3 && (p.in_nchw || p.in_ld == 3) && p.K <= 32 &&
-         p.OW % 32 == 0 && p.Kp >= 9 * 16 && !(p.in_format == InFormat::kImageI8 && p.in_nchw);
+         p.OW % 32 == 0 && p.Kp >= 9 * 16;
 }
 
 // conv_warp_halo_kernel over activations: 3x3 stride-1 pad-1 over 32 channels in 16-byte aligned pixels, at most 32
