@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backends/cuda/kernels/fast_div.h"
 #include "core/status.h"
 
 namespace qd::cuda {
@@ -86,6 +87,10 @@ struct ConvParams {
   // rate) instead of I2F, which runs at 16 per clock per SM, the rate of SiLU's exp2 and reciprocal. The same value.
   // launch_conv_igemm clears it with QD_NO_SMALL_ACC (A/B runs).
   bool small_acc = false;
+  // Set by launch_conv_igemm: OH * OW and OW as multiply-high divisors (fast_divisor), for the implicit GEMM's im2col
+  // rows' pixel coordinates (two integer divisions per row and M tile took a third of /model.1's instructions).
+  uint32_t hw_magic = 0, ow_magic = 0;
+  uint8_t hw_shift = 0, ow_shift = 0;
 };
 
 // The largest |accumulator| an INT8 conv with these weights ([K][per_k] int8, any order within a row, padding zero)

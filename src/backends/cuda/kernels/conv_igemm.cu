@@ -104,11 +104,18 @@ __device__ __forceinline__ float out_scale_at(const ConvParams& p, int k) {
 // Integers to float without I2F, which runs at 16 per clock per SM (the rate of SiLU's exp2 and reciprocal, which
 // the same epilogues issue: the conversions made a third to a half of an INT8 SiLU epilogue's work on that pipe).
 // The magic float 1.5 * 2^23 + i has i in its low mantissa bits for i in [-2^22, 2^22): an integer add puts it
-// there and a float subtract takes it out, both at full rate, exact. An accumulator where ConvParams::small_acc
-// says it fits (kSmall), else I2F.
-template <bool kSmall>
+// there and a float subtract takes it out, both at full rate, exact. An accumulator's form (kForm):
+// - kAccI2F: any int32, by I2F;
+// - kAccSmall: ConvParams::small_acc holds, by the add and the subtract;
+// - kAccBiased: small_acc holds and the MMAs started from kAccBias instead of 0 (the lean copies, whose only
+//   epilogue converts this way), so the accumulator is the magic float's bits already: the subtract alone, an
+//   instruction fewer per value.
+enum AccForm : int { kAccI2F = 0, kAccSmall, kAccBiased };
+constexpr int kAccBias = 0x4B400000;  // the bits of kRoundMagic
+template <int kForm>
 __device__ __forceinline__ float acc_float(int v) {
-  if constexpr (kSmall) return __fsub_rn(__int_as_float(v + 0x4B400000), kRoundMagic);
+  if constexpr (kForm == kAccBiased) return __fsub_rn(__int_as_float(v), kRoundMagic);
+  if constexpr (kForm == kAccSmall) return __fsub_rn(__int_as_float(v + kAccBias), kRoundMagic);
   return static_cast<float>(v);
 }
 // Byte b of `word` (int8 values) as a float: the byte, biased to q + 128 (XOR 0x80), moved into the magic float's low
@@ -224,29 +231,29 @@ struct ChannelPair {
         b1(k0 + 1 < p.K ? a.bias[k0 + 1] : 0.f),
         s0(kI8 && k0 < p.K ? a.alpha[k0] : 1.f),
         s1(kI8 && k0 + 1 < p.K ? a.alpha[k0 + 1] : 1.f) {}
-  // Rows h = 0 (g) and 1 (g + 8) of an m16n8 accumulator fragment, before the activation. kSmall: ConvParams::
-  // small_acc holds (acc_float).
-  template <bool kSmall = false, typename Acc>
+  // Rows h = 0 (g) and 1 (g + 8) of an m16n8 accumulator fragment, before the activation; kForm: the accumulator's
+  // (acc_float).
+  template <int kForm = kAccI2F, typename Acc>
   __device__ __forceinline__ float2 affine(const Acc (&f)[4], int h) const {
     if constexpr (!kI8) {
       return make_float2(__fadd_rn(f[2 * h], b0), __fadd_rn(f[2 * h + 1], b1));  // s = 1
     } else {
-      return make_float2(__fadd_rn(__fmul_rn(acc_float<kSmall>(f[2 * h]), s0), b0),
-                         __fadd_rn(__fmul_rn(acc_float<kSmall>(f[2 * h + 1]), s1), b1));
+      return make_float2(__fadd_rn(__fmul_rn(acc_float<kForm>(f[2 * h]), s0), b0),
+                         __fadd_rn(__fmul_rn(acc_float<kForm>(f[2 * h + 1]), s1), b1));
     }
   }
-  template <bool kSmall = false, typename Acc>
+  template <int kForm = kAccI2F, typename Acc>
   __device__ __forceinline__ float2 activate(const ConvParams& p, const Acc (&f)[4], int h) const {
     if constexpr (kAct == static_cast<int>(Act::kSilu)) {
       if constexpr (kI8) {
-        return make_float2(silu_tanh_half(fmaf(acc_float<kSmall>(f[2 * h]), 0.5f * s0, 0.5f * b0)),
-                           silu_tanh_half(fmaf(acc_float<kSmall>(f[2 * h + 1]), 0.5f * s1, 0.5f * b1)));
+        return make_float2(silu_tanh_half(fmaf(acc_float<kForm>(f[2 * h]), 0.5f * s0, 0.5f * b0)),
+                           silu_tanh_half(fmaf(acc_float<kForm>(f[2 * h + 1]), 0.5f * s1, 0.5f * b1)));
       } else {
         return make_float2(silu_tanh_half(fmaf(f[2 * h], 0.5f, 0.5f * b0)),
                            silu_tanh_half(fmaf(f[2 * h + 1], 0.5f, 0.5f * b1)));
       }
     } else {
-      const float2 x = affine<kSmall>(f, h);
+      const float2 x = affine<kForm>(f, h);
       return make_float2(epi_act<kAct>(p, x.x), epi_act<kAct>(p, x.y));
     }
   }
@@ -395,7 +402,7 @@ __host__ __device__ __forceinline__ bool quad_fits(const ConvParams& p, const Co
 // kRes: the layer has a residual (compiled apart: tested per value, its loads and adds were issued, predicated off,
 // in every layer's epilogue). Each lane's channel constants come as float2 pairs (K % 8 == 0: a pair is in or out
 // whole), the out_split reciprocal once per n-tile.
-template <int WM, int WN, int kAct, bool kSmall, bool kRes, typename Acc, int kMT, int kNT>
+template <int WM, int WN, int kAct, int kForm, bool kRes, typename Acc, int kMT, int kNT>
 __device__ __forceinline__ void quad_epilogue_i8(const ConvParams& p, const ConvArgs& a, int M, int block_m,
                                                  int block_n, int warp_m, int warp_n, int lane,
                                                  const Acc (&acc)[kMT][kNT][4]) {
@@ -428,7 +435,7 @@ __device__ __forceinline__ void quad_epilogue_i8(const ConvParams& p, const Conv
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int k0 = kq + j * 8 + t * 2;
-          const float2 v = ch[j].template activate<kSmall>(p, acc[i][jg + j], h);
+          const float2 v = ch[j].template activate<kForm>(p, acc[i][jg + j], h);
           float v0 = v.x, v1 = v.y;
           if constexpr (kRes) {
             if (m < M && k0 < p.K) add_residual2(p, a, m, k0, v0, v1);
@@ -466,11 +473,11 @@ __device__ __forceinline__ bool try_quad_epilogue(const ConvParams& p, const Con
       constexpr bool kRes = decltype(res)::value;
       constexpr int kSilu = static_cast<int>(Act::kSilu);
       if (p.act == Act::kSilu && p.small_acc) {  // the usual INT8 layer: its own code without I2F
-        quad_epilogue_i8<WM, WN, kSilu, true, kRes>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+        quad_epilogue_i8<WM, WN, kSilu, kAccSmall, kRes>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
       } else if (p.act == Act::kSilu) {
-        quad_epilogue_i8<WM, WN, kSilu, false, kRes>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+        quad_epilogue_i8<WM, WN, kSilu, kAccI2F, kRes>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
       } else {
-        quad_epilogue_i8<WM, WN, -1, false, kRes>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+        quad_epilogue_i8<WM, WN, -1, kAccI2F, kRes>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
       }
     };
     if (has_residual(a)) {
@@ -494,9 +501,9 @@ __device__ __forceinline__ void lean_epilogue(const ConvParams& p, const ConvArg
                                               int warp_m, int warp_n, int lane, const Acc (&acc)[kMT][kNT][4]) {
   constexpr int kSilu = static_cast<int>(Act::kSilu);
   if (has_residual(a)) {
-    quad_epilogue_i8<WM, WN, kSilu, true, true>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+    quad_epilogue_i8<WM, WN, kSilu, kAccBiased, true>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
   } else {
-    quad_epilogue_i8<WM, WN, kSilu, true, false>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
+    quad_epilogue_i8<WM, WN, kSilu, kAccBiased, false>(p, a, M, block_m, block_n, warp_m, warp_n, lane, acc);
   }
 }
 
@@ -953,8 +960,8 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
         a_src[i] = static_cast<const char*>(a.x) + static_cast<int64_t>(m) * p.in_ld * kElem;
         continue;
       }
-      const int n = m / (p.OH * p.OW), pix = m - n * p.OH * p.OW;
-      const int oh = pix / p.OW, ow = pix - oh * p.OW;
+      const int n = fast_div(m, p.hw_magic, p.hw_shift), pix = m - n * p.OH * p.OW;
+      const int oh = fast_div(pix, p.ow_magic, p.ow_shift), ow = pix - oh * p.OW;
       a_ih[i] = m < M ? oh * p.stride_h - p.pad_h : INT_MIN / 2;
       a_iw[i] = ow * p.stride_w - p.pad_w;
       a_src[i] = static_cast<const char*>(a.x) +
@@ -1015,14 +1022,17 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
     }
   };
 
+  // The lean copy's accumulators start from kAccBias (kAccBiased), in a split-K cluster the first block's alone
+  // (cluster_split_reduce adds the others' partial sums to its).
   Acc acc[kMT][kNT][4];
+  const Acc acc0 = kEpi == kEpiLean && blockIdx.z == 0 ? kAccBias : 0;
   auto clear = [&] {
 #pragma unroll
     for (int i = 0; i < kMT; ++i)
 #pragma unroll
       for (int j = 0; j < kNT; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
+        for (int e = 0; e < 4; ++e) acc[i][j][e] = acc0;
   };
   clear();
 
@@ -1429,6 +1439,7 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
   constexpr bool kNchw = kSrc == kImageF16Nchw || kSrc == kImageF32Nchw;
   constexpr bool kBytes = kSrc == kImageI8Nhwc;  // the image's int8 values, copied as they are
   static_assert(kI8 || !kBytes, "an int8 image feeds INT8 stems only");
+  static_assert(kI8 || !kLean, "lean copies are INT8's");
   using TX = std::conditional_t<kSrc == kImageF32Nhwc || kSrc == kImageF32Nchw, float,
                                 std::conditional_t<kBytes, int8_t, __half>>;  // the image's
   using Raw = std::conditional_t<std::is_same_v<TX, float>, float2, uint32_t>;  // two neighbouring image values
@@ -1493,10 +1504,27 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
   const TX* img = static_cast<const TX*>(a.x) + static_cast<int64_t>(n) * kCin * IH * IW;
   const float rcp = __frcp_rn(p.in_scale);
   Raw raw[2][kPairs];
+  // Where a pixel's values are converted (not copied), the halo's two pixels (ring columns 32 and 33) go a value per
+  // lane: lane l < 24 has channel l % 12 of pixel 32 + l / 12, lanes 24-31 write their channels 12-15 (zeros). Lanes
+  // 0 and 1 converting them whole made the warp issue a second pixel's conversion per row for two lanes.
+  constexpr bool kSplitHalo = !kCopy && !kBytes;
+  TX halo_raw{};
+  const int halo_px = lane < 24 ? 32 + lane / 12 : 32 + (lane - 24) / 4;
+  const int halo_ch = lane < 24 ? lane % 12 : 12 + (lane - 24) % 4;
   // Space-to-depth row ih into registers; zeros outside the image and past the strip's last row oh1.
   const auto fetch = [&](int ih) {
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
+      if constexpr (kSplitHalo) {
+        if (k == 1) {  // channel e = (dy * 2 + dx) * 3 + c: image row 2 ih + dy, column 2 iw + dx
+          const int e = halo_ch, iw = c0 - 1 + halo_px, c = e % kCin, dy = e / (2 * kCin), dx = e / kCin % 2;
+          const bool ok = lane < 24 && ih >= 0 && ih < p.H && ih <= oh1 && iw < p.W;
+          const TX* src = img + (kNchw ? (c * IH + 2 * ih + dy) * IW + 2 * iw + dx
+                                       : ((2 * ih + dy) * IW + 2 * iw + dx) * kCin + c);
+          halo_raw = ok ? __ldg(src) : TX{};
+          break;
+        }
+      }
       const int iw = c0 - 1 + lane + 32 * k;
       const bool ok = (k == 0 || lane < 2) && ih >= 0 && ih < p.H && ih <= oh1 && iw >= 0 && iw < p.W;
       // Pair q's first value: NCHW plane c = q % 3, image row 2 ih + dy (dy = q / 3), columns 2 iw, 2 iw + 1; NHWC
@@ -1527,8 +1555,24 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
       const int px = lane + 32 * k;
-      if (k == 1 && lane >= 2) break;
       unsigned char* slot = ring + (ih & (kRing - 1)) * kSlot;
+      if constexpr (kSplitHalo) {
+        if (k == 1) {  // the halo's pixels, a value per lane (the zero channels from lanes 24-31)
+          float v = 0.f;
+          if constexpr (std::is_same_v<TX, float>) {
+            v = lane < 24 ? halo_raw : 0.f;
+          } else {
+            v = lane < 24 ? __half2float(halo_raw) : 0.f;
+          }
+          if constexpr (kI8) {
+            slot[chunk_at(halo_px, 0) + halo_ch] = static_cast<unsigned char>(quantize_int8(v, p.in_scale));
+          } else {
+            *reinterpret_cast<__half*>(slot + chunk_at(halo_px, halo_ch / 8) + halo_ch % 8 * 2) = __float2half_rn(v);
+          }
+          break;
+        }
+      }
+      if (k == 1 && lane >= 2) break;
       if constexpr (kCopy) {
         *reinterpret_cast<uint4*>(slot + chunk_at(px, 0)) = make_uint4(raw[k][0], raw[k][1], raw[k][2], raw[k][3]);
         *reinterpret_cast<uint4*>(slot + chunk_at(px, 1)) = make_uint4(raw[k][4], raw[k][5], 0u, 0u);
@@ -1616,7 +1660,13 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
       cp_async_wait<1>();  // rows oh - 1 .. oh + 1
     }
     __syncwarp();
-    Acc acc[2][4][4] = {};  // [m tile][n tile]
+    Acc acc[2][4][4];  // [m tile][n tile], from kAccBias in the lean copy (kAccBiased)
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][j][e] = kLean ? kAccBias : 0;
 #pragma unroll
     for (int step = 0; step < kSteps; ++step) {
       uint32_t b[2][4];
@@ -1661,10 +1711,16 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
     // From the registers: each lane's 2 channels of 4 n tiles for 4 pixels, stored as pairs (half2, or 2 int8). The
     // residual's kind (none, fp16, int8: kRes 0, 1, 2) picked once per row, not per value: the compiler predicates
     // short branches, and the INT8 stem issued the residual loads and conversions it never used (a tenth of its
-    // instructions).
-    const auto store_row = [&](auto res, auto small) {
+    // instructions). Addresses from this lane's first pixel's (a pointer per row) and the uniform distances of its
+    // others (m tile i, row h: 16 i + 8 h pixels), n tile j's channels an immediate offset: each value's own 64-bit
+    // index arithmetic had taken a third of the INT8 stem's epilogue (SASS, session 33).
+    const auto store_row = [&](auto res, auto form) {
       constexpr int kRes = decltype(res)::value;
-      constexpr bool kSmall = decltype(small)::value;  // ConvParams::small_acc
+      constexpr int kForm = decltype(form)::value;  // the accumulators' (acc_float)
+      using Out = std::conditional_t<kI8, int8_t, __half>;
+      const int m_lane = m0 + (lane >> 2);
+      Out* const y_lane = static_cast<Out*>(a.y) + (static_cast<int64_t>(m_lane) * p.out_ld + p.out_coff + kq);
+      const int64_t r_lane = static_cast<int64_t>(m_lane) * p.res_ld + kq;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         if (8 * j >= p.K) break;  // K is a multiple of 8 (staging)
@@ -1672,42 +1728,44 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_kernel(const ConvParams
         for (int i = 0; i < 2; ++i)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            float2 v = ch[j].template activate<kSmall>(p, acc[i][j], h);
-            const int m = m0 + i * 16 + (lane >> 2) + 8 * h, k = 8 * j + kq;
-            const int64_t r_at = static_cast<int64_t>(m) * p.res_ld + k;
+            float2 v = ch[j].template activate<kForm>(p, acc[i][j], h);
+            const int dm = i * 16 + 8 * h;  // pixels after this lane's first
             if constexpr (kRes == 1) {
-              const __half2 r = *reinterpret_cast<const __half2*>(a.residual + r_at);
+              const __half2 r =
+                  *reinterpret_cast<const __half2*>(a.residual + r_lane + dm * p.res_ld + 8 * j);
               v.x += __low2float(r);
               v.y += __high2float(r);
             } else if constexpr (kRes == 2) {
-              const uint32_t r = *reinterpret_cast<const uint16_t*>(a.residual_i8 + r_at);
+              const uint32_t r = *reinterpret_cast<const uint16_t*>(a.residual_i8 + r_lane + dm * p.res_ld + 8 * j);
               v.x += __fmul_rn(int8_float(r, 0), p.res_scale);
               v.y += __fmul_rn(int8_float(r, 1), p.res_scale);
             }
-            const int64_t at = static_cast<int64_t>(m) * p.out_ld + p.out_coff + k;
+            Out* const at = y_lane + dm * p.out_ld + 8 * j;
             if constexpr (kI8) {
               const uint32_t q = __byte_perm(__float_as_uint(quantize_int8_biased(v.x, out_rcp)),
                                              __float_as_uint(quantize_int8_biased(v.y, out_rcp)), 0x0040);
-              *reinterpret_cast<uint16_t*>(static_cast<int8_t*>(a.y) + at) = static_cast<uint16_t>(q);
+              *reinterpret_cast<uint16_t*>(at) = static_cast<uint16_t>(q);
             } else {
-              *reinterpret_cast<__half2*>(static_cast<__half*>(a.y) + at) = __floats2half2_rn(v.x, v.y);
+              *reinterpret_cast<__half2*>(at) = __floats2half2_rn(v.x, v.y);
             }
           }
       }
     };
-    const auto with_res = [&](auto small) {
+    const auto with_res = [&](auto form) {
       if (a.residual) {
-        store_row(std::integral_constant<int, 1>(), small);
+        store_row(std::integral_constant<int, 1>(), form);
       } else if (kI8 && a.residual_i8) {
-        store_row(std::integral_constant<int, 2>(), small);
+        store_row(std::integral_constant<int, 2>(), form);
       } else {
-        store_row(std::integral_constant<int, 0>(), small);
+        store_row(std::integral_constant<int, 0>(), form);
       }
     };
-    if (kLean || (kI8 && p.small_acc)) {
-      with_res(std::true_type());
-    } else if constexpr (!kLean) {
-      with_res(std::false_type());
+    if constexpr (kLean) {
+      with_res(std::integral_constant<int, kAccBiased>());
+    } else if (kI8 && p.small_acc) {
+      with_res(std::integral_constant<int, kAccSmall>());
+    } else {
+      with_res(std::integral_constant<int, kAccI2F>());
     }
   }
   if constexpr (!kImage) cp_async_wait<0>();  // the strip's last loads (rows past it, zeros) land before the exit
@@ -1887,11 +1945,11 @@ __global__ void __launch_bounds__(kTmaThreads, kMinBlocks)
     }
     return;
   }
-  int acc[1][BN / 8][4];
+  int acc[1][BN / 8][4];  // from kAccBias in the lean copy (kAccBiased)
 #pragma unroll
   for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[0][j][e] = 0;
+    for (int e = 0; e < 4; ++e) acc[0][j][e] = kLean ? kAccBias : 0;
   const uint64_t da0 = wgmma_desc<kRow>(base + (warp >> 2) * 64 * kRow), db0 = wgmma_desc<kRow>(base + kABytes);
   for (int kt = 0; kt < ktiles; ++kt) {
     tma_mma_tile<BN, kStages, kRow>(acc, full0, da0, db0, kt);  // then K tile kt - 1's stage goes to the producer
@@ -1930,11 +1988,11 @@ __global__ void __launch_bounds__(kTmaConsumers, kMinBlocks)
     copier.start(p, block_m);
     while (copier.next < ktiles && copier.next < kStages) copier.copy(p, maps, base, full0, block_n);
   }
-  int acc[1][BN / 8][4];
+  int acc[1][BN / 8][4];  // from kAccBias in the lean copy (kAccBiased)
 #pragma unroll
   for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[0][j][e] = 0;
+    for (int e = 0; e < 4; ++e) acc[0][j][e] = kLean ? kAccBias : 0;
   const uint64_t da0 = wgmma_desc<kRow>(base + (warp >> 2) * 64 * kRow), db0 = wgmma_desc<kRow>(base + kABytes);
   for (int kt = 0; kt < ktiles; ++kt) {
     tma_mma_tile<BN, kStages, kRow>(acc, full0, da0, db0, kt);  // K tile kt - 1's MMAs are done: its stage is free
@@ -2238,6 +2296,8 @@ ConvParams launch_params(const ConvParams& p, const Config& c) {
   q.direct_epilogue = g_direct_epilogue;
   q.no_quad_epilogue = p.no_quad_epilogue || g_no_quad_epilogue;
   q.small_acc = p.small_acc && c.int8 && !g_no_small_acc;
+  fast_divisor(int64_t{q.OH} * q.OW, &q.hw_magic, &q.hw_shift);
+  fast_divisor(q.OW, &q.ow_magic, &q.ow_shift);
   return q;
 }
 // Which of configuration c's kernels runs q (launch_params) and a: the full one, or a copy with one epilogue alone.

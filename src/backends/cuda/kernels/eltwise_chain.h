@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "backends/cuda/kernels/fast_div.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -20,27 +21,6 @@ enum class EwOp : uint8_t {
 
 constexpr int kMaxEwSteps = 16;
 constexpr int kMaxEwOperands = 8;
-
-// Division by a divisor d fixed for a kernel, for n < 2^31, as a multiply-high and a shift: fast_divisor gives d's
-// magic number and shift (p = 31 + ceil(log2 d), magic ceil(2^p / d), shift p - 32; magic 0 for d = 1, and 1, a
-// quotient of 0, for d over 2^31), fast_div the quotient.
-inline void fast_divisor(int64_t d, uint32_t* magic, uint8_t* shift) {
-  *magic = d > (int64_t{1} << 31) ? 1 : 0;
-  *shift = 0;
-  if (d <= 1 || d > (int64_t{1} << 31)) return;
-  int log2 = 0;
-  while ((int64_t{1} << log2) < d) ++log2;
-  const int p = 31 + log2;
-  *magic = static_cast<uint32_t>(((uint64_t{1} << p) + static_cast<uint64_t>(d) - 1) / static_cast<uint64_t>(d));
-  *shift = static_cast<uint8_t>(p - 32);
-}
-__host__ __device__ inline uint32_t fast_div(uint32_t n, uint32_t magic, uint32_t shift) {
-#ifdef __CUDA_ARCH__
-  return magic ? __umulhi(n, magic) >> shift : n;
-#else
-  return magic ? static_cast<uint32_t>((uint64_t{n} * magic) >> 32) >> shift : n;
-#endif
-}
 
 // A constant broadcast to x: element i of x reads p[sum_t (i / div[t]) % mod[t] * mul[t]], one term per run of
 // dims the constant does not broadcast over (at most two: e.g. YOLO's anchors [1, 3, 1, 1, 2] over [N, 3, H, W, 2];
