@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "backends/cuda/device.h"
 #include "backends/cuda/device_buffer.h"
@@ -92,11 +94,17 @@ cuda::ConvParams stem_params(const StemCase& cs, int kp, bool nchw, bool f16) {
   return p;
 }
 
-// The configuration that runs p (one stem kernel per precision and image dtype), or -1.
-int stem_config(const cuda::ConvParams& p, bool int8) {
+// The configuration that runs p (one stem kernel per precision and image dtype), or -1; with `variants`, also the
+// INT8 kernel's copies with another register cap (stem_image_i8_nhwc16_b5: the same code, so the same results).
+int stem_config(const cuda::ConvParams& p, bool int8, std::vector<int>* variants = nullptr) {
   int found = -1;
   for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) {
     if (cuda::conv_igemm_config_int8(cfg) != int8 || !cuda::conv_igemm_config_fits(cfg, p)) continue;
+    if (cuda::conv_igemm_config_name(cfg).find("_b") != std::string::npos) {
+      EXPECT_TRUE(variants) << cuda::conv_igemm_config_name(cfg);
+      if (variants) variants->push_back(cfg);
+      continue;
+    }
     EXPECT_EQ(found, -1) << "two configurations fit an image stem";
     found = cfg;
   }
@@ -262,7 +270,8 @@ TEST_P(ConvStemImage, Int8MatchesReference) {
         if (dtype == 2) p.in_format = cuda::InFormat::kImageI8;
         p.in_scale = sx;
         p.exact_silu = exact;  // the bit-exact plans' flag: the staged epilogue, not the registers'
-        const int cfg = stem_config(p, true);
+        std::vector<int> variants;
+        const int cfg = stem_config(p, true, &variants);
         ASSERT_GE(cfg, 0);
         cuda::ConvArgs a;
         a.x = dx.get();
@@ -306,6 +315,11 @@ TEST_P(ConvStemImage, Int8MatchesReference) {
         ps.out_ld = ps.K;
         ps.act = cuda::Act::kSilu;
         EXPECT_EQ(cuda::conv_igemm_config_lean(cfg, ps, a), !exact && cs.k % 8 == 0);
+        for (const int v : variants) {
+          EXPECT_EQ(run_nhwc_silu(p, a, v, true, so), q) << cuda::conv_igemm_config_name(v);
+          EXPECT_EQ(run_nhwc_silu(ps, a, v, true, so), q) << cuda::conv_igemm_config_name(v) << " without I2F";
+        }
+        EXPECT_EQ(variants.size(), !nchw && dtype != 1 ? 1u : 0u) << "register-capped copies of the NHWC stems";
         // With an fp16 output (the next layer in fp16).
         const std::vector<float> h = run_nhwc_silu(p, a, cfg, false, 1.f);
         double herr = 0;
@@ -333,7 +347,9 @@ TEST(ConvStemImage, FitsOnlyThreeChannelsAndWhole32Columns) {
       cuda::ConvParams p = stem_params(StemCase{1, 3, 8, 128, 32}, 160, nchw, f16);
       int fit = 0;
       for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) fit += cuda::conv_igemm_config_fits(cfg, p);
-      EXPECT_EQ(fit, 2) << "one fp16 and one INT8 configuration";
+      // One fp16 and one INT8 configuration, and for an fp16 NHWC image the INT8 one's copy capped for 5 blocks per
+      // SM (stem_image_i8_nhwc16_b5).
+      EXPECT_EQ(fit, !nchw && f16 ? 3 : 2);
       for (const StemCase& cs : {StemCase{1, 4, 8, 128, 32}, StemCase{1, 3, 8, 112, 32}}) {
         p = stem_params(cs, 160, nchw, f16);
         for (int cfg = 0; cfg < cuda::conv_igemm_configs(); ++cfg) EXPECT_FALSE(cuda::conv_igemm_config_fits(cfg, p));
@@ -349,7 +365,7 @@ TEST(ConvStemImage, FitsOnlyThreeChannelsAndWhole32Columns) {
       ++fit;
       EXPECT_TRUE(cuda::conv_igemm_config_int8(cfg)) << cuda::conv_igemm_config_name(cfg);
     }
-    EXPECT_EQ(fit, nchw ? 0 : 1);
+    EXPECT_EQ(fit, nchw ? 0 : 2);  // stem_image_i8_nhwc8 and its _b5 copy
   }
 }
 
@@ -432,16 +448,24 @@ TEST(ConvWarpHalo, SiluResidualMatchesReference) {
         SCOPED_TRACE(out_i8 ? "int8 output" : "fp16 output");
         p.out_format = out_i8 ? cuda::OutFormat::kNhwcI8 : cuda::OutFormat::kNhwcF16;
         int cfg = -1;
+        std::vector<int> variants;  // the INT8 kernel's copies with other register caps (halo3x3_i8_c32_b5, _b6)
         for (int c = 0; c < cuda::conv_igemm_configs(); ++c) {
-          if (cuda::conv_igemm_config_int8(c) == i8 && cuda::conv_igemm_config_fits(c, p) &&
-              cuda::conv_igemm_config_name(c).rfind("halo3x3_", 0) == 0) {
+          const std::string name = cuda::conv_igemm_config_name(c);
+          if (cuda::conv_igemm_config_int8(c) != i8 || !cuda::conv_igemm_config_fits(c, p) ||
+              name.rfind("halo3x3_", 0) != 0) {
+            continue;
+          }
+          if (name.find("_b") != std::string::npos) {
+            variants.push_back(c);
+          } else {
             cfg = c;
           }
         }
         ASSERT_GE(cfg, 0) << "no halo3x3 configuration fits";
-        const auto run = [&](const cuda::ConvParams& q, const cuda::ConvArgs& qa) {
+        EXPECT_EQ(variants.size(), i8 ? 2u : 0u);
+        const auto run = [&](const cuda::ConvParams& q, const cuda::ConvArgs& qa, int config = -1) {
           EXPECT_EQ(cudaMemset(dy.get(), 0x55, dy.size()), cudaSuccess);
-          EXPECT_TRUE(cuda::launch_conv_igemm(q, qa, cfg, nullptr).is_ok());
+          EXPECT_TRUE(cuda::launch_conv_igemm(q, qa, config < 0 ? cfg : config, nullptr).is_ok());
           std::vector<unsigned char> out(dy.size());
           EXPECT_EQ(cudaMemcpy(out.data(), dy.get(), out.size(), cudaMemcpyDeviceToHost), cudaSuccess);
           return out;
@@ -455,6 +479,10 @@ TEST(ConvWarpHalo, SiluResidualMatchesReference) {
           cuda::ConvArgs plain = a;
           plain.residual_i8 = nullptr;
           EXPECT_EQ(run(ps, plain), run(p, plain)) << "the lean kernel's output without a residual";
+          for (const int v : variants) {  // the same code under another register cap: the same bytes
+            EXPECT_EQ(run(ps, a, v), got) << cuda::conv_igemm_config_name(v);
+            EXPECT_EQ(run(ps, plain, v), run(p, plain)) << cuda::conv_igemm_config_name(v) << " without a residual";
+          }
         }
         const size_t used = pixels * cs.k * (out_i8 ? 1 : 2);
         EXPECT_EQ(std::count(got.begin() + used, got.end(), 0x55), static_cast<std::ptrdiff_t>(got.size() - used))

@@ -3,9 +3,9 @@
 //
 // cuDNN is optional: libcudnn.so.9 is loaded at run time (dlopen; QD_CUDNN_LIBRARY names another file), so qdeploy
 // starts and builds without it, with its own kernels only. cuDNN computes the convolution (fp16 in and out, fp32
-// accumulation, tensor cores) into a scratch tensor; conv_epilogue (conv_igemm.cu) then applies the fused layer's
-// bias, activation and residual add and writes its output format, so a cuDNN layer computes what the fused kernel
-// does, with one more pass over the output.
+// accumulation, tensor cores) into a scratch tensor; conv_epilogue (conv_igemm_kernels.cuh) then applies the fused
+// layer's bias, activation and residual add and writes its output format, so a cuDNN layer computes what the fused
+// kernel does, with one more pass over the output.
 #pragma once
 
 #include <cuda_runtime.h>

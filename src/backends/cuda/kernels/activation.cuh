@@ -30,7 +30,7 @@ __device__ __forceinline__ float silu_tanh_half(float h) {
 __device__ __forceinline__ float silu_tanh(float v) { return silu_tanh_half(0.5f * v); }
 
 // SiLU within silu_fast_error of the reference's (relative): what bit-exact plans' epilogues compute before they
-// check a value's distance from a rounding tie (conv_igemm.cu's SiluTies).
+// check a value's distance from a rounding tie (conv_igemm_kernels.cuh's SiluTies).
 __device__ __forceinline__ float silu_sigmoid(float v) { return v * sigmoid_fast(v); }
 
 // kFast: SiLU from the approximate tanh (the fp16 and INT8 tensor-core convs' epilogues), else from exp2 and a
@@ -54,7 +54,7 @@ __device__ __forceinline__ float apply_act(float v, Act act, float a, float b) {
 
 // SiLU as the reference backend computes it: its Sigmoid node in double, rounded to float, then its Mul node in
 // float. The INT8 epilogues use it where the fast SiLU's value lies so close to a rounding tie of the output's scale
-// that the two could quantize to different integers (SiluTies in conv_igemm.cu); that keeps INT8 tensors
+// that the two could quantize to different integers (SiluTies in conv_igemm_kernels.cuh); that keeps INT8 tensors
 // identical to the reference's, instead of differing by one code wherever a value lands near a tie, which every later
 // layer then reads.
 __device__ __forceinline__ float silu_exact(float x) {

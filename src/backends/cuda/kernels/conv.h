@@ -73,8 +73,8 @@ struct ConvParams {
   // Set by launch_conv_igemm (QD_NO_STAGED_EPILOGUE, for A/B runs): the epilogue stores from the registers even where
   // it could go through shared memory.
   bool direct_epilogue = false;
-  // INT8 layers that the quad-transposed register epilogue (conv_igemm.cu's quad_epilogue_i8) could write take the
-  // others (tests; launch_conv_igemm sets it for all with QD_NO_QUAD_EPILOGUE, for A/B runs).
+  // INT8 layers that the quad-transposed register epilogue (conv_igemm_kernels.cuh's quad_epilogue_i8) could write
+  // take the others (tests; launch_conv_igemm sets it for all with QD_NO_QUAD_EPILOGUE, for A/B runs).
   bool no_quad_epilogue = false;
   // INT8 convs with SiLU and an int8 output (BuildOptions::int8_mode "bitexact"): values whose fast SiLU lands near a
   // rounding tie get the reference's SiLU instead (silu_exact), so that they quantize as the reference does. In the

@@ -2,8 +2,8 @@
 // tile of B, both read straight from shared memory through matrix descriptors, into accumulators in registers laid
 // out as N/8 mma.sync m16n8 C fragments per warp (warp w of the group holds rows 16w..16w+15), so the implicit GEMM's
 // epilogue takes them unchanged. The tiles are K-major rows of 64 bytes in the 64-byte swizzle (16-byte chunk c of
-// row r at chunk c ^ ((r >> 1) & 3), conv_igemm.cu's tile_offset) or of 128 bytes in the 128-byte swizzle (c ^ (r &
-// 7)).
+// row r at chunk c ^ ((r >> 1) & 3), conv_igemm_kernels.cuh's tile_offset) or of 128 bytes in the 128-byte swizzle
+// (c ^ (r & 7)).
 //
 // Only code compiled for sm_90a has the instruction (QD_WGMMA_DEVICE); elsewhere the functions trap, and
 // conv_igemm_init finds out which the loaded binary has before offering the configurations that use them.
