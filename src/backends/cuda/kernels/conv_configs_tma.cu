@@ -17,7 +17,7 @@ namespace {
 // `full` (the copies' bytes arrived) and `empty` (every consumer warp's MMAs on it completed). Two consumer warpgroups
 // run wgmma on their 64 rows and then the usual register epilogue. For layers whose channels are whole multiples of
 // kRow (each K tile one tap), unsplit.
-// (TmaMaps: at the top of this header, shared with the configuration tables.)
+// (TmaMaps, kTmaBM and tma_fits: in conv_igemm_kernels.cuh, which the launcher reads too.)
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
 #if QD_WGMMA_DEVICE

@@ -3,7 +3,8 @@
 // conv_igemm.cu (the launcher) and the conv_configs_*.cu tables, which hold the other kernels and instantiate every
 // configuration, split across translation units so that they compile in parallel (one unit had taken 19 of a clean
 // CI build's 20 minutes).
-// Implicit-GEMM convolution on tensor cores (mma.sync m16n8k16, fp16 x fp16 -> fp32) with a fused epilogue.
+// conv_igemm_kernel: implicit-GEMM convolution on tensor cores (mma.sync m16n8k16, fp16 x fp16 -> fp32; INT8
+// m16n8k32; wgmma on sm_90a) with a fused epilogue.
 // GEMM view: M = N*OH*OW output pixels, N = K output channels, K = R*S*C (the weight row, padded to 32).
 // Tiles of A (im2col rows gathered on the fly) and B (weights) stream through a 3-stage cp.async pipeline; padding
 // pixels and rows past the end are zero-filled by cp.async's src-size operand, so no branch reaches the inner loop.
@@ -35,7 +36,6 @@ struct TmaMaps {
 };
 
 namespace {
-
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
