@@ -2401,9 +2401,9 @@ class Lowerer {
       if (!st.is_ok()) break;
       std::sort(own.begin(), own.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
       std::vector<Candidate>& near = close[sig] = {best_c};
-      const bool alone = c->p.N == 1;  // see refine_in_graph
+      const RefineNet net = refine_net(c->p.N);
       for (const auto& [ms, cand] : own) {
-        if (near.size() < (alone ? 4u : 3u) && ms <= best * (alone ? 1.15f : 1.1f) &&
+        if (near.size() < net.candidates && ms <= best * net.within &&
             candidate_name(cand) != candidate_name(best_c)) {
           near.push_back(cand);
         }
@@ -2427,6 +2427,15 @@ class Lowerer {
   // YOLOv5s INT8 3% faster (H200, session 34); a larger batch may run as two lanes sharing the GPU, which one graph
   // alone does not show (the same net made batch 32 1% slower). Not where a cuDNN kernel was picked (its handles must
   // exist before a capture) nor with QD_NO_GRAPH_REFINE set (A/B runs).
+  // refine_in_graph's net for a batch: candidates checked per layer (the pick among them), how close they timed alone
+  // (a factor of the pick's time), and the factor of the picks' network time a candidate's must beat.
+  struct RefineNet {
+    size_t candidates;
+    float within, keep;
+  };
+  static RefineNet refine_net(int batch) {
+    return batch == 1 ? RefineNet{4, 1.15f, 0.998f} : RefineNet{3, 1.1f, 0.995f};
+  }
   Status refine_in_graph(const std::map<std::string, std::vector<Candidate>>& close, const Pointers& ptrs,
                          DeviceBuffer* workspace, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1) {
     if (std::getenv("QD_NO_GRAPH_REFINE")) return Status::ok();
@@ -2501,8 +2510,7 @@ class Lowerer {
         float mp = 0.f, mo = 0.f;
         if (st.is_ok()) st = capture(&other);
         if (st.is_ok()) st = medians(picked, other, &mp, &mo);
-        const bool alone = it->second.front()->p.N == 1;
-        if (st.is_ok() && mo < mp * (alone ? 0.998f : 0.995f)) {
+        if (st.is_ok() && mo < mp * refine_net(it->second.front()->p.N).keep) {
           kept = cands[k];
           (*in_.choices)[it->first] = candidate_name(kept);
           std::swap(picked, other);
