@@ -69,13 +69,18 @@ Status write_minmax_cache(const std::string& model, const std::string& input, co
                           const std::string& path) {
   auto g = import_onnx_file(model);
   if (!g) return g.status();
+  return write_minmax_cache(*g, {{input, feed}}, path);
+}
+
+Status write_minmax_cache(const Graph& graph, const std::map<std::string, Tensor>& feeds, const std::string& path) {
+  Graph g = graph;
   PrepareOptions prep;
-  prep.input_shapes[input] = feed.shape();
-  QD_RETURN_IF_ERROR(prepare_graph(*g, prep));
+  for (const auto& [name, t] : feeds) prep.input_shapes[name] = t.shape();
+  QD_RETURN_IF_ERROR(prepare_graph(g, prep));
   CalibOptions co;
   co.algo = CalibAlgo::kMinMax;
-  Calibrator cal(*g, co);
-  QD_RETURN_IF_ERROR(cal.observe_range({{input, feed}}));
+  Calibrator cal(g, co);
+  QD_RETURN_IF_ERROR(cal.observe_range(feeds));
   return write_calib_cache(path, cal.result());
 }
 

@@ -1,6 +1,7 @@
 // Helpers shared by the unit tests.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "core/status.h"
@@ -24,6 +25,8 @@ double max_abs_diff(const Tensor& a, const Tensor& b);
 // (the model is prepared for its shape), written to `path`.
 Status write_minmax_cache(const std::string& model, const std::string& input, const Tensor& feed,
                           const std::string& path);
+// The same for graph `g` (a copy prepared for the feeds' shapes) and its inputs `feeds`.
+Status write_minmax_cache(const Graph& g, const std::map<std::string, Tensor>& feeds, const std::string& path);
 // An exported model of batch 1 made dynamic: its inputs' first dim becomes "batch", and each Reshape whose constant
 // target shape starts with 1 copies that dim from its input (0) instead. The shipped models at any batch.
 Graph with_dynamic_batch(Graph g);

@@ -22,6 +22,7 @@
 #include "onnx/importer.h"
 #include "ops/quantize.h"
 #include "quant/calib_cache.h"
+#include "quant/int8_options.h"
 #include "passes/passes.h"
 #include "plan/plan_file.h"
 #include "runtime/io_format.h"
@@ -174,13 +175,22 @@ void reference_outputs(const Graph& g, const std::map<std::string, Tensor>& in, 
 
 std::unique_ptr<cuda::CudaEngine> make_engine(Graph g, const std::string& precision,
                                               std::vector<std::string> tactic_sources = {},
-                                              std::vector<std::string> output_formats = {}) {
+                                              std::vector<std::string> output_formats = {},
+                                              const std::string& calib_cache = "") {
   BuildOptions opt;
   opt.device = "cuda";
   opt.precision = precision;
+  opt.calib_cache = calib_cache;
   opt.tactic_sources = std::move(tactic_sources);
   opt.output_formats = std::move(output_formats);
-  auto e = cuda::CudaEngine::create(std::move(g), opt);
+  Int8Options int8;
+  if (precision == "int8") {  // the scales from the cache, as build_engine loads them
+    auto o = load_int8_options(g, opt);
+    EXPECT_TRUE(o) << o.status().to_string();
+    if (!o) return nullptr;
+    int8 = std::move(*o);
+  }
+  auto e = cuda::CudaEngine::create(std::move(g), opt, {}, std::move(int8));
   EXPECT_TRUE(e) << e.status().to_string();
   return e ? std::move(*e) : nullptr;
 }
@@ -336,7 +346,8 @@ TEST(CudaEngine, ElementwiseChainIsFused) {
 // 12 x 12, 6 x 6 and 3 x 3 planes end in partial tiles of the kernel's 64 pixels (16, 36 and 9 pixels: an odd count
 // leaves a lane one pixel); the 36- and 9-pixel planes are not a whole number of 16-byte fp16 groups (scalar loads),
 // and the rows of 7 values are 16-byte aligned only in some tiles (scalar stores in the others). Rows of 100 values
-// (95 classes) make the fp32 tiles of fp16 plans with fp32 outputs need over 48 KiB of shared memory.
+// (95 classes) make the fp32 tiles of fp16 plans with fp32 outputs need over 48 KiB of shared memory. INT8 plans
+// (min-max scales from the input) run the same layers, their head convs in INT8.
 class DetectionHead : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(DetectionHead, DecodesInOnePassPerLevel) {
@@ -383,11 +394,13 @@ TEST_P(DetectionHead, DecodesInOnePassPerLevel) {
   const std::map<std::string, Shape> shapes = shapes_of(in);
   std::vector<Tensor> ref;
   ASSERT_NO_FATAL_FAILURE(reference_outputs(g, in, &ref));
-  for (const std::string config : {"fp32", "fp16", "fp16 out"}) {
+  const std::string cache = test::temp_dir("detection_head") + "/minmax.cache";
+  ASSERT_TRUE(test::write_minmax_cache(g, in, cache).is_ok());
+  for (const std::string config : {"fp32", "fp16", "fp16 out", "int8", "int8 out"}) {
     const std::string precision = config.substr(0, 4);
-    const bool half_out = config == "fp16 out";
+    const bool half_out = config.find(" out") != std::string::npos, int8 = precision == "int8";
     const std::vector<std::string> out_formats = half_out ? std::vector<std::string>{"fp16"} : std::vector<std::string>{};
-    auto engine = make_engine(g, precision, {}, out_formats);
+    auto engine = make_engine(g, precision, {}, out_formats, int8 ? cache : "");
     ASSERT_TRUE(engine);
     auto layers = engine->layer_info(shapes);
     ASSERT_TRUE(layers);
@@ -401,11 +414,13 @@ TEST_P(DetectionHead, DecodesInOnePassPerLevel) {
         }
       }
       const bool expected = l.kind == "slice_concat" || l.kind == "conv" || l.kind == "reformat" ||
+                            (int8 && l.kind == "quantize") ||
                             (std::string(precision) == "fp32" && (l.kind == "Conv" || l.kind == "Reshape" ||
                                                                  l.kind == "Transpose" || l.kind == "Sigmoid"));
       EXPECT_TRUE(expected) << precision << ": " << l.name << " runs as a " << l.kind << " layer";
       if (l.kind == "conv") {
         EXPECT_NE(l.name.find("sigmoid"), std::string::npos) << l.name << ": the Sigmoid is not fused";
+        EXPECT_EQ(l.precision, precision) << config << ": " << l.name;
       }
     }
     EXPECT_EQ(decode, 3) << config;
@@ -413,7 +428,8 @@ TEST_P(DetectionHead, DecodesInOnePassPerLevel) {
     ASSERT_TRUE(out) << out.status().to_string();
     ASSERT_EQ((*out)[0].dtype(), half_out ? DType::kFloat16 : DType::kFloat32) << config;
     const double range = std::max(1.0, max_abs(ref[0]));
-    EXPECT_LE(test::max_abs_diff(ref[0], (*out)[0]), (precision == "fp32" ? 1e-5 : 2e-3) * range) << config;
+    EXPECT_LE(test::max_abs_diff(ref[0], (*out)[0]), (precision == "fp32" ? 1e-5 : int8 ? 3e-2 : 2e-3) * range)
+        << config;
   }
 }
 
