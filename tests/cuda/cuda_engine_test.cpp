@@ -22,7 +22,6 @@
 #include "onnx/importer.h"
 #include "ops/quantize.h"
 #include "quant/calib_cache.h"
-#include "quant/int8_options.h"
 #include "passes/passes.h"
 #include "plan/plan_file.h"
 #include "runtime/io_format.h"
@@ -183,16 +182,7 @@ std::unique_ptr<cuda::CudaEngine> make_engine(Graph g, const std::string& precis
   opt.calib_cache = calib_cache;
   opt.tactic_sources = std::move(tactic_sources);
   opt.output_formats = std::move(output_formats);
-  Int8Options int8;
-  if (precision == "int8") {  // the scales from the cache, as build_engine loads them
-    auto o = load_int8_options(g, opt);
-    EXPECT_TRUE(o) << o.status().to_string();
-    if (!o) return nullptr;
-    int8 = std::move(*o);
-  }
-  auto e = cuda::CudaEngine::create(std::move(g), opt, {}, std::move(int8));
-  EXPECT_TRUE(e) << e.status().to_string();
-  return e ? std::move(*e) : nullptr;
+  return test::cuda_engine_of(std::move(g), opt);
 }
 
 class FusedConv : public ::testing::TestWithParam<ConvCase> {};

@@ -12,7 +12,6 @@
 #include "cuda/gpu_test.h"
 #include "backends/cuda/engine_detect.h"
 #include "onnx/importer.h"
-#include "quant/int8_options.h"
 #include "tasks/detector.h"
 #include "tasks/image_io.h"
 #include "test_util.h"
@@ -47,17 +46,8 @@ std::unique_ptr<cuda::CudaEngine> yolo_engine(bool dynamic_batch, const std::str
   opt.precision = precision;
   opt.input_formats = std::move(input_formats);
   opt.output_formats = std::move(output_formats);
-  Int8Options int8;
-  if (precision == "int8") {
-    opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
-    auto o = load_int8_options(*g, opt);
-    EXPECT_TRUE(o) << o.status().to_string();
-    if (!o) return nullptr;
-    int8 = std::move(*o);
-  }
-  auto e = cuda::CudaEngine::create(std::move(*g), opt, {}, std::move(int8));
-  EXPECT_TRUE(e) << e.status().to_string();
-  return e ? std::move(*e) : nullptr;
+  if (precision == "int8") opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
+  return test::cuda_engine_of(std::move(*g), opt);
 }
 
 // "" when equal: same count, classes and order per image, boxes within 1e-3 px, scores within 1e-6.

@@ -4,7 +4,12 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <utility>
+
+#include "backends/cuda/cuda_engine.h"
 #include "backends/cuda/device.h"
+#include "quant/int8_options.h"
 
 namespace qd::test {
 
@@ -33,5 +38,24 @@ class GpuStreamTest : public ::testing::Test {
   }
   cudaStream_t stream_ = nullptr;
 };
+
+}  // namespace qd::test
+
+namespace qd::test {
+
+// A CUDA engine of graph g built with opt, INT8 ones with the scales load_int8_options reads (opt.calib_cache), as
+// build_engine loads them for a model file; null, with the test failed, where that or the build fails.
+inline std::unique_ptr<cuda::CudaEngine> cuda_engine_of(Graph g, const BuildOptions& opt) {
+  Int8Options int8;
+  if (opt.precision == "int8") {
+    auto o = load_int8_options(g, opt);
+    EXPECT_TRUE(o) << o.status().to_string();
+    if (!o) return nullptr;
+    int8 = std::move(*o);
+  }
+  auto e = cuda::CudaEngine::create(std::move(g), opt, {}, std::move(int8));
+  EXPECT_TRUE(e) << e.status().to_string();
+  return e ? std::move(*e) : nullptr;
+}
 
 }  // namespace qd::test

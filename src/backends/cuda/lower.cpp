@@ -2417,6 +2417,15 @@ class Lowerer {
     return st;
   }
 
+  // refine_in_graph's net for a batch: candidates checked per layer (the pick among them), how close they timed alone
+  // (a factor of the pick's time), and the factor of the picks' network time a candidate's must beat.
+  struct RefineNet {
+    size_t candidates;
+    float within, keep;
+  };
+  static RefineNet refine_net(int batch) {
+    return batch == 1 ? RefineNet{4, 1.15f, 0.998f} : RefineNet{3, 1.1f, 0.995f};
+  }
   // The kernels picked one layer at a time (each timed alone, its weights and input hot in L2 from the launch before)
   // checked in the network as it runs: where other configurations of a layer timed within 10% of the pick (up to
   // two), the whole network runs as a CUDA graph with each in turn, launched alternately with the graph of the picks
@@ -2427,15 +2436,6 @@ class Lowerer {
   // YOLOv5s INT8 3% faster (H200, session 34); a larger batch may run as two lanes sharing the GPU, which one graph
   // alone does not show (the same net made batch 32 1% slower). Not where a cuDNN kernel was picked (its handles must
   // exist before a capture) nor with QD_NO_GRAPH_REFINE set (A/B runs).
-  // refine_in_graph's net for a batch: candidates checked per layer (the pick among them), how close they timed alone
-  // (a factor of the pick's time), and the factor of the picks' network time a candidate's must beat.
-  struct RefineNet {
-    size_t candidates;
-    float within, keep;
-  };
-  static RefineNet refine_net(int batch) {
-    return batch == 1 ? RefineNet{4, 1.15f, 0.998f} : RefineNet{3, 1.1f, 0.995f};
-  }
   Status refine_in_graph(const std::map<std::string, std::vector<Candidate>>& close, const Pointers& ptrs,
                          DeviceBuffer* workspace, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1) {
     if (std::getenv("QD_NO_GRAPH_REFINE")) return Status::ok();
