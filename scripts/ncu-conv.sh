@@ -48,7 +48,7 @@ PYEOF
   "$B/qdeploy" inspect "/tmp/ncu-conv/$tag.plan" 2>&1 | grep -i "conv" | head -3 > "$OUT/ncu-$tag.txt"
   sass=()
   [ "${QD_NCU_SASS:-0}" = 1 ] && sass=(--section SourceCounters --section InstructionStats -f -o "/tmp/ncu-conv/$tag")
-  ncu -k regex:"conv_igemm_kernel|conv_stem_halo|conv_warp_halo|conv_tma" --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+  ncu -k regex:"conv_igemm_kernel|conv_stem_halo|conv_warp_halo|conv_warp_pw|conv_tma" --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis "${sass[@]}" \
     "$B/qdeploy" bench "/tmp/ncu-conv/$tag.plan" --batch "$n" --warmup 0 --iterations 1 >> "$OUT/ncu-$tag.txt" 2>&1
   if [ ${#sass[@]} -gt 0 ]; then
@@ -79,6 +79,6 @@ for key, name in ((st, "stall samples"), (ex, "executed")):
         print(f"{num(r, ex):10.0f} {num(r, st):8.0f}  {r[src][:90]}")
 PYEOF
   fi
-  grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|conv_igemm_kernel<|conv_stem_halo|Executed Ipc|Issue Slots Busy|Block Size|Grid Size|L1/TEX Hit|L2 Hit" \
+  grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|conv_igemm_kernel<|conv_stem_halo|conv_warp|Executed Ipc|Issue Slots Busy|Block Size|Grid Size|L1/TEX Hit|L2 Hit" \
     "$OUT/ncu-$tag.txt" | head -40
 done

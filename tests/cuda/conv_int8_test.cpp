@@ -369,6 +369,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvInt8,
                                            Case{1, 128, 10, 10, 128, 3, 3, 1, 1},
                                            // thin 3x3 layers: halo3x3_i8_c32 runs too (several strips of rows)
                                            Case{4, 32, 40, 64, 32, 3, 3, 1, 1}, Case{1, 32, 5, 96, 24, 3, 3, 1, 1},
+                                           // YOLOv5's second layer: halo3x3s2_i8_c32 runs too (odd sizes: the last
+                                           // windows' bottom row and right column outside the image)
+                                           Case{2, 32, 33, 63, 40, 3, 3, 2, 1},
+                                           // pointwise ones that pw_i8_* run too (partial last tiles)
+                                           Case{2, 64, 24, 40, 48, 1, 1, 1, 0}, Case{3, 128, 11, 13, 96, 1, 1, 1, 0},
                                            // the TMA kernels' (channels whole K tiles of 64 or 128): strided and
                                            // not square, so that the im2col map's corners and strides are checked
                                            Case{2, 64, 9, 13, 64, 3, 3, 2, 1}, Case{3, 128, 7, 11, 64, 3, 3, 1, 1},

@@ -515,5 +515,112 @@ TEST(ConvWarpHalo, SiluResidualMatchesReference) {
   }
 }
 
+// The warp-streaming INT8 kernels over activations (conv_warp_halo_s2_kernel, conv_warp_pw_kernel) on one shape, as
+// inside a network: SiLU into an int8 NHWC output wider than the layer's (8 channels before it, 8 after: nothing may
+// be written outside its channels), the input pixels in_ld channels apart (a slice of a wider tensor), against a plain
+// loop over the same integers. Both copies run: the lean one (small accumulators, the quad epilogue) and the full one
+// (I2F, igemm_epilogue), each within 1 LSB of the reference and 99% identical to it.
+void expect_warp_conv_silu(const char* config, const test::ConvCase& cs, int in_ld) {
+  const int oh = (cs.h + 2 * cs.pad - cs.r) / cs.stride + 1, ow = (cs.w + 2 * cs.pad - cs.s) / cs.stride + 1;
+  SCOPED_TRACE(std::string(config) + " " + std::to_string(cs.n) + "x" + std::to_string(cs.h) + "x" +
+               std::to_string(cs.w) + "x" + std::to_string(cs.c) + " -> " + std::to_string(cs.k));
+  std::mt19937 rng(cs.h + cs.k);
+  std::uniform_int_distribution<int> q8(-127, 127), w8(-20, 20);
+  std::uniform_real_distribution<float> ub(-1.f, 1.f);
+  const int64_t pixels = static_cast<int64_t>(cs.n) * oh * ow;
+  const int row = cs.r * cs.s * cs.c, kp = (row + 63) / 64 * 64;
+  std::vector<int8_t> x(static_cast<size_t>(cs.n) * cs.h * cs.w * in_ld), w(static_cast<size_t>(cs.k) * kp, 0);
+  for (auto& v : x) v = static_cast<int8_t>(q8(rng));
+  for (int k = 0; k < cs.k; ++k)
+    for (int i = 0; i < row; ++i) w[k * kp + i] = static_cast<int8_t>(w8(rng));  // [K][R][S][C], rows of kp
+  std::vector<float> bias(cs.k), alpha(cs.k);
+  for (int k = 0; k < cs.k; ++k) bias[k] = ub(rng), alpha[k] = 2e-4f * (2.f + ub(rng));
+  const int out_ld = cs.k + 16, out_coff = 8;
+  const float out_scale = 0.05f;
+  cuda::DeviceBuffer dx, dw, db, da, dy;
+  ASSERT_TRUE(dx.upload(x).is_ok() && dw.upload(w).is_ok() && db.upload(bias).is_ok() && da.upload(alpha).is_ok() &&
+              dy.alloc(pixels * out_ld).is_ok());
+  cuda::ConvParams p = test::conv_params(cs, cs.c, kp, oh, ow);
+  p.in_ld = in_ld;
+  p.act = cuda::Act::kSilu;
+  p.out_format = cuda::OutFormat::kNhwcI8;
+  p.out_ld = out_ld;
+  p.out_coff = out_coff;
+  p.out_scale = out_scale;
+  cuda::ConvArgs a;
+  a.x = dx.get();
+  a.w = dw.get();
+  a.bias = static_cast<const float*>(db.get());
+  a.alpha = static_cast<const float*>(da.get());
+  a.y = dy.get();
+  int cfg = -1;
+  for (int c = 0; c < cuda::conv_igemm_configs(); ++c) {
+    if (cuda::conv_igemm_config_name(c) == config) cfg = c;
+  }
+  ASSERT_GE(cfg, 0);
+  ASSERT_TRUE(cuda::conv_igemm_config_fits(cfg, p));
+  const auto run = [&](bool small) {
+    p.small_acc = small;  // the weights allow it: 128 * 288 * 20 < 2^22
+    EXPECT_EQ(cuda::conv_igemm_config_lean(cfg, p, a), small);
+    EXPECT_EQ(cudaMemset(dy.get(), 0x55, dy.size()), cudaSuccess);
+    EXPECT_TRUE(cuda::launch_conv_igemm(p, a, cfg, nullptr).is_ok());
+    std::vector<int8_t> out(dy.size());
+    EXPECT_EQ(cudaMemcpy(out.data(), dy.get(), out.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  };
+  const std::vector<int8_t> lean = run(true), full = run(false);
+  int64_t within = 0, same = 0, untouched = 0;
+  for (int n = 0; n < cs.n; ++n)
+    for (int y = 0; y < oh; ++y)
+      for (int xx = 0; xx < ow; ++xx) {
+        const int64_t m = (static_cast<int64_t>(n) * oh + y) * ow + xx;
+        for (int c = 0; c < out_ld; ++c) {
+          const bool outside = c < out_coff || c >= out_coff + cs.k;
+          untouched += outside && lean[m * out_ld + c] == 0x55 && full[m * out_ld + c] == 0x55;
+        }
+        for (int k = 0; k < cs.k; ++k) {
+          int64_t sum = 0;
+          for (int r = 0; r < cs.r; ++r)
+            for (int t = 0; t < cs.s; ++t) {
+              const int iy = y * cs.stride - cs.pad + r, ix = xx * cs.stride - cs.pad + t;
+              if (iy < 0 || iy >= cs.h || ix < 0 || ix >= cs.w) continue;
+              const int8_t* px = &x[((static_cast<size_t>(n) * cs.h + iy) * cs.w + ix) * in_ld];
+              const int8_t* wr = &w[k * kp + (r * cs.s + t) * cs.c];
+              for (int c = 0; c < cs.c; ++c) sum += px[c] * wr[c];
+            }
+          const int want =
+              ops::quantize_value(silu(static_cast<float>(sum) * alpha[k] + bias[k]), out_scale, 0, -128, 127);
+          const int ql = lean[m * out_ld + out_coff + k], qf = full[m * out_ld + out_coff + k];
+          within += std::abs(ql - want) <= 1 && std::abs(qf - want) <= 1;
+          same += (ql == want) + (qf == want);
+        }
+      }
+  EXPECT_EQ(within, pixels * cs.k) << "beyond 1 LSB of the reference";
+  EXPECT_GE(same, 2 * pixels * cs.k * 99 / 100) << "fewer than 99% identical";
+  EXPECT_EQ(untouched, pixels * (out_ld - cs.k)) << "written outside the layer's channels";
+}
+
+// halo3x3s2_i8_c32 (YOLOv5's second layer, 3x3 stride 2 over 32 channels). The ConvInt8 suite runs it on small
+// shapes (strips of one row); here the first image is tall enough that each warp sweeps strips of several rows (the
+// ring's slots reused), and odd sizes put the last windows' bottom row and right column outside the image.
+TEST(ConvWarpKernels, HaloS2SiluMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
+  expect_warp_conv_silu("halo3x3s2_i8_c32", test::ConvCase{8, 32, 799, 256, 16, 3, 3, 2, 1}, 32);
+  expect_warp_conv_silu("halo3x3s2_i8_c32", test::ConvCase{3, 32, 200, 127, 64, 3, 3, 2, 1}, 48);
+}
+
+// The pointwise ones (pw_i8_*): enough pixels that each warp streams a run of several tiles past the ring's 4 slots
+// (one wave of warps: 2,112 on an H100 or H200, a run of 11 tiles in the first case), runs whose last tile is
+// partial, and an input slice of a wider tensor.
+TEST(ConvWarpKernels, PointwiseSiluMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
+  expect_warp_conv_silu("pw_i8_c64_n64", test::ConvCase{16, 64, 206, 206, 48, 1, 1, 1, 0}, 128);
+  expect_warp_conv_silu("pw_i8_c64_n64", test::ConvCase{3, 64, 37, 41, 64, 1, 1, 1, 0}, 64);
+  expect_warp_conv_silu("pw_i8_c64_n128", test::ConvCase{2, 64, 30, 50, 128, 1, 1, 1, 0}, 128);
+  expect_warp_conv_silu("pw_i8_c128_n128", test::ConvCase{4, 128, 80, 80, 96, 1, 1, 1, 0}, 128);
+}
+
 }  // namespace
 }  // namespace qd

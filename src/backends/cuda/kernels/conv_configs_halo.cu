@@ -383,6 +383,234 @@ constexpr ConvKernel lean_halo_kernel() {
   }
 }
 
+// YOLOv5's second layer (3x3 stride 2 pad 1, 32 -> 64 int8 channels at 320 -> 160), as conv_warp_halo_kernel does
+// the thin stride-1 ones: a warp takes 32 output columns of a strip of rows and sweeps down it, its input rows (the
+// 65 pixels of the columns' windows) in a ring of 4 in its own shared memory, loaded by cp.async, and its A fragments
+// read from there by ldmatrix (a tap's 16 output columns read every other pixel: the ring row keeps the even and the
+// odd columns apart, so that they are 16 consecutive pixels, their 16-byte chunks XOR-swizzled against bank
+// conflicts). An output row takes input rows 2 oh - 1 .. 2 oh + 1: row 2 oh + 2 is loaded as the row starts, 2 oh + 3
+// as soon as its first tap row is done (into that row's slot), each about a row ahead of its use. The implicit GEMM
+// (igemm_i8_128x64_w64x32_s4) issued three times the instructions for this layer, two thirds of them the im2col
+// loads' address arithmetic and bounds checks (Nsight Compute, batch 32, H200: 60 M warp instructions, IMAD alone
+// 13%). Epilogues: the lean copy's quad epilogue (kLean, where lean_fits), else igemm_epilogue, both from the
+// registers (not a staged configuration).
+template <bool kLean>
+__global__ void __launch_bounds__(128, 4) conv_warp_halo_s2_kernel(const ConvParams p, const ConvArgs a) {
+  using L = WarpHaloS2Layout;
+  constexpr int kRing = L::ring_rows, kSlot = L::slot, kWRow = L::w_row, kOdd = L::cols + 1;  // odd columns' first
+  extern __shared__ __align__(16) unsigned char halo_smem[];
+  unsigned char* ws = halo_smem;                                              // [bn][w_row]
+  unsigned char* ring = ws + L::weights + (threadIdx.x >> 5) * kRing * kSlot;  // this warp's [kRing][kSlot]
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // Chunk c of ring pixel px (its 8 consecutive pixels in distinct banks: chunks swapped in every other 4).
+  const auto chunk_at = [](int px, int c) { return px * L::pix_bytes + ((c ^ (px >> 2 & 1)) << 4); };
+  // The weights are constants: loaded before waiting for the kernel that writes the input.
+  for (int i = tid; i < L::bn * kWRow / 16; i += L::warps * 32) {
+    const int k = i / (kWRow / 16), off = i % (kWRow / 16) * 16;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (k < p.K && off < 9 * L::pix_bytes) {
+      v = *reinterpret_cast<const uint4*>(static_cast<const char*>(a.w) + static_cast<int64_t>(k) * p.Kp + off);
+    }
+    *reinterpret_cast<uint4*>(ws + k * kWRow + off) = v;
+  }
+  __syncthreads();
+  // This warp's task: image n, output columns c0 .. c0 + 31, rows oh0 .. oh1 - 1 (a strip; the grid's y extent).
+  const int groups = p.OW / L::cols;
+  const int task = blockIdx.x * L::warps + warp;
+  const int rows = (p.OH + gridDim.y - 1) / gridDim.y;
+  const int n = task / groups, c0 = task % groups * L::cols;
+  const int oh0 = blockIdx.y * rows, oh1 = min(p.OH, oh0 + rows);
+  if (n >= p.N || oh0 >= oh1) return;
+  // Input row ih into its slot (zeros outside the image and past the strip's last window), one commit group. Ring
+  // pixel q / 2 holds input column 2 c0 - 1 + q for even q, kOdd + q / 2 for odd q. Lane l copies chunk l % 2 of
+  // columns 2 c0 - 1 + l / 2 + 16 k (k = 0..3, and 4 for lanes 0 and 1: the 65th column): ring pixels 8 k apart, the
+  // same swizzle, so that a row's addresses are the lane's first ones plus constants (Nsight Compute: the version
+  // that derived each chunk's pixel, column and swizzle from its index issued 150 instructions per row for its loads).
+  const char* const img = static_cast<const char*>(a.x) + static_cast<int64_t>(n) * p.H * p.W * p.in_ld;
+  const int lq = lane >> 1, lc = lane & 1, iw0 = 2 * c0 - 1 + lq;
+  const int ring_off = chunk_at((lq & 1 ? kOdd : 0) + (lq >> 1), lc);
+  const int64_t col_step = int64_t{16} * p.in_ld;
+  const auto load_row = [&](int ih) {
+    const bool row_ok = ih >= 0 && ih < p.H && ih < 2 * oh1;
+    const char* src = img + (static_cast<int64_t>(ih) * p.W + iw0) * p.in_ld + lc * 16;
+    unsigned char* dst = ring + (ih & (kRing - 1)) * kSlot + ring_off;
+#pragma unroll
+    for (int k = 0; k < 5; ++k) {
+      if (k == 4 && lane >= 2) break;
+      const int iw = iw0 + 16 * k;
+      const bool ok = row_ok && iw >= 0 && iw < p.W;
+      cp_async16(smem_addr(dst + 8 * k * L::pix_bytes), ok ? src + k * col_step : a.x, ok ? 16 : 0);
+    }
+    cp_async_commit();
+  };
+  // ldmatrix.x4 addressing: A's four 8x8 matrices are (rows 0-7 | 8-15) x (first | second 16-byte chunk), B's
+  // (n-tile j | j + 1) x (first | second chunk). Output column i * 16 + a_row reads input column 2 (c0 + i * 16 +
+  // a_row) - 1 + s: ring pixel q = 2 (i * 16 + a_row) + s, at the same place in every ring row (a_off[s][i]).
+  const int a_row = (lane & 7) + (lane >> 3 & 1) * 8, a_half = lane >> 4;
+  const int b_row = (lane & 7) + (lane >> 4) * 8, b_half = lane >> 3 & 1;
+  int a_off[3][2];
+#pragma unroll
+  for (int s = 0; s < 3; ++s)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      a_off[s][i] = chunk_at(s == 1 ? kOdd + i * 16 + a_row : i * 16 + a_row + s / 2, a_half);
+    }
+  const uint32_t b_base = smem_addr(ws + b_row * kWRow + b_half * 16);
+  const int M = p.N * p.OH * p.OW;
+  pdl_wait();
+  load_row(2 * oh0 - 1);
+  load_row(2 * oh0);
+  load_row(2 * oh0 + 1);
+  for (int oh = oh0; oh < oh1; ++oh) {
+    __syncwarp();      // the warp is done with row 2 oh - 2, whose slot row 2 oh + 2 takes
+    load_row(2 * oh + 2);
+    cp_async_wait<1>();  // rows 2 oh - 1 .. 2 oh + 1
+    __syncwarp();
+    int acc[2][8][4];  // [m tile][n tile], from kAccBias in the lean copy (kAccBiased)
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][j][e] = kLean ? kAccBias : 0;
+#pragma unroll
+    for (int tap = 0; tap < 9; ++tap) {
+      const int r = tap / 3, s = tap % 3;
+      if (tap == 3) {  // row 2 oh - 1 is done: row 2 oh + 3 into its slot
+        __syncwarp();
+        load_row(2 * oh + 3);
+      }
+      uint32_t b[4][4];
+#pragma unroll
+      for (int jp = 0; jp < 4; ++jp) {
+        ldmatrix_x4(b_base + jp * 16 * kWRow + tap * L::pix_bytes, b[jp][0], b[jp][1], b[jp][2], b[jp][3]);
+      }
+      const uint32_t row = smem_addr(ring + ((2 * oh - 1 + r) & (kRing - 1)) * kSlot);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        uint32_t af[4];
+        ldmatrix_x4(row + a_off[s][i], af[0], af[1], af[2], af[3]);
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp) {
+          mma_16832_s8(acc[i][2 * jp], af, b[jp][0], b[jp][1]);
+          mma_16832_s8(acc[i][2 * jp + 1], af, b[jp][2], b[jp][3]);
+        }
+      }
+    }
+    if (oh + 1 == oh1) pdl_trigger();
+    const int m0 = (n * p.OH + oh) * p.OW + c0;
+    if constexpr (kLean) {
+      lean_epilogue<L::cols, L::bn>(p, a, M, m0, 0, 0, 0, lane, acc);
+    } else {
+      igemm_epilogue<L::cols, L::bn, L::cols, L::bn, true>(p, a, M, m0, 0, 0, 0, lane, acc);
+    }
+  }
+  cp_async_wait<0>();  // the strip's last loads (rows past it, zeros) land before the exit
+}
+
+// Pointwise (1x1) INT8 convs over kC input channels into at most kBN outputs, by warps that each stream a run of
+// pixel tiles (16 x 128 / kBN consecutive pixels: the accumulators are 64 registers either way): the tiles' rows go
+// through a ring of 4 slots in the warp's own shared memory, loaded by cp.async three tiles ahead, the weights stay
+// in the block's shared memory, and each tile ends in the lean copy's quad epilogue (kLean, where lean_fits) or
+// igemm_epilogue, from the registers. For the thin pointwise layers, whose tiles have one or two K steps, the implicit
+// GEMM's blocks spent as many instructions on their set-up and im2col addressing as on the MMAs and the epilogue, and
+// waited on each tile's loads (YOLOv5s at batch 32 ran the 64 -> 64 ones at 80 x 80 in about three times the time
+// their memory traffic takes).
+template <int kC, int kBN, bool kLean>
+__global__ void __launch_bounds__(128, 4) conv_warp_pw_kernel(const ConvParams p, const ConvArgs a) {
+  constexpr WarpPwLayout L(kC, kBN);
+  constexpr int kMT = 128 / kBN, kNT = kBN / 8, kPix = L.pixels, kChunks = kC / 16, kSlots = WarpPwLayout::slots;
+  static_assert(kMT * kNT * 4 == 64 && kPix == 16 * kMT, "64 accumulators per lane");
+  extern __shared__ __align__(16) unsigned char pw_smem[];
+  unsigned char* ws = pw_smem;                                                      // [kBN][w_row]
+  unsigned char* ring = ws + L.weights + (threadIdx.x >> 5) * kSlots * L.slot;  // this warp's [kSlots][slot]
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // Chunk c of tile row (pixel) px: an ldmatrix phase's 8 rows in distinct banks.
+  const auto chunk_at = [](int px, int c) { return px * kC + ((c ^ (px / (8 / kChunks) % kChunks)) << 4); };
+  for (int i = tid; i < kBN * L.w_row / 16; i += WarpPwLayout::warps * 32) {  // the weights, before the input's wait
+    const int k = i / (L.w_row / 16), off = i % (L.w_row / 16) * 16;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (k < p.K && off < kC) {
+      v = *reinterpret_cast<const uint4*>(static_cast<const char*>(a.w) + static_cast<int64_t>(k) * p.Kp + off);
+    }
+    *reinterpret_cast<uint4*>(ws + k * L.w_row + off) = v;
+  }
+  __syncthreads();
+  // This warp's tiles: t0 .. t1 - 1.
+  const int M = p.N * p.OH * p.OW;
+  const int tiles = (M + kPix - 1) / kPix;
+  const int warps = gridDim.x * WarpPwLayout::warps;
+  const int run = (tiles + warps - 1) / warps;
+  const int t0 = (blockIdx.x * WarpPwLayout::warps + warp) * run, t1 = min(tiles, t0 + run);
+  if (t0 >= t1) return;
+  // Tile t into slot t % kSlots (rows past M zeros; nothing past the run), one commit group either way. Lane l copies
+  // chunk l % kChunks of pixels l / kChunks + k * 32 / kChunks.
+  const int lp = lane / kChunks, lc = lane % kChunks;
+  const auto load_tile = [&](int t) {
+    if (t < t1) {
+      unsigned char* slot = ring + (t % kSlots) * L.slot;
+#pragma unroll
+      for (int k = 0; k < kPix * kChunks / 32; ++k) {
+        const int px = lp + k * (32 / kChunks), m = t * kPix + px;
+        const bool ok = m < M;
+        cp_async16(smem_addr(slot + chunk_at(px, lc)),
+                   ok ? static_cast<const char*>(a.x) + (static_cast<int64_t>(m) * p.in_ld + lc * 16) : a.x,
+                   ok ? 16 : 0);
+      }
+    }
+    cp_async_commit();
+  };
+  // ldmatrix.x4 addressing: A's four 8x8 matrices are (rows 0-7 | 8-15) x (first | second 16-byte chunk of a K step),
+  // B's (n-tile j | j + 1) x (first | second chunk).
+  const int a_row = (lane & 7) + (lane >> 3 & 1) * 8, a_half = lane >> 4;
+  const int b_row = (lane & 7) + (lane >> 4) * 8, b_half = lane >> 3 & 1;
+  const uint32_t b_base = smem_addr(ws + b_row * L.w_row + b_half * 16);
+  pdl_wait();
+  load_tile(t0);
+  load_tile(t0 + 1);
+  load_tile(t0 + 2);
+  for (int t = t0; t < t1; ++t) {
+    __syncwarp();  // the warp is done with tile t - 1, whose slot tile t + 3 takes
+    load_tile(t + 3);
+    cp_async_wait<3>();  // tile t
+    __syncwarp();
+    int acc[kMT][kNT][4];
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+      for (int j = 0; j < kNT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][j][e] = kLean ? kAccBias : 0;
+    const unsigned char* slot = ring + (t % kSlots) * L.slot;
+#pragma unroll
+    for (int ks = 0; ks < kC / 32; ++ks) {
+      uint32_t af[kMT][4];
+#pragma unroll
+      for (int i = 0; i < kMT; ++i) {
+        ldmatrix_x4(smem_addr(slot + chunk_at(i * 16 + a_row, 2 * ks + a_half)), af[i][0], af[i][1], af[i][2],
+                    af[i][3]);
+      }
+#pragma unroll
+      for (int jp = 0; jp < kNT / 2; ++jp) {
+        uint32_t b[4];
+        ldmatrix_x4(b_base + jp * 16 * L.w_row + ks * 32, b[0], b[1], b[2], b[3]);
+#pragma unroll
+        for (int i = 0; i < kMT; ++i) {
+          mma_16832_s8(acc[i][2 * jp], af[i], b[0], b[1]);
+          mma_16832_s8(acc[i][2 * jp + 1], af[i], b[2], b[3]);
+        }
+      }
+    }
+    if (t + 1 == t1) pdl_trigger();
+    if constexpr (kLean) {
+      lean_epilogue<kPix, kBN>(p, a, M, t * kPix, 0, 0, 0, lane, acc);
+    } else {
+      igemm_epilogue<kPix, kBN, kPix, kBN, true>(p, a, M, t * kPix, 0, 0, 0, lane, acc);
+    }
+  }
+  cp_async_wait<0>();
+}
+
 // name: block tile x warp tile, pipeline stages. Timing picks per layer.
 const Config kConfigs[] = {
     // Warps alone on 32 columns of a strip of rows (conv_warp_halo_kernel): the thin 3x3 layers over 32 channels, and
@@ -414,6 +642,17 @@ const Config kConfigs[] = {
     QD_WARP_HALO_B("stem_image_i8_nhwc16_b5", kImageF16Nhwc, InFormat::kImageF16, 5),
     QD_WARP_HALO_B("stem_image_i8_nhwc8_b5", kImageI8Nhwc, InFormat::kImageI8, 5),
 #undef QD_WARP_HALO_B
+    // YOLOv5's second layer (3x3 stride 2 over 32 int8 channels, at most 64 outputs).
+    {"halo3x3s2_i8_c32", 32, 64, 128, 0, conv_warp_halo_s2_kernel<false>, true, false, true, false, 64,
+     InFormat::kNhwc, false, true, nullptr, conv_warp_halo_s2_kernel<true>, nullptr, nullptr, nullptr, kWarpHaloS2},
+    // Pointwise INT8 convs over 64 or 128 channels into at most 64 or 128 outputs.
+#define QD_WARP_PW(NAME, C, BN)                                                                                  \
+  {NAME, 16 * 128 / BN, BN, 128, 0, conv_warp_pw_kernel<C, BN, false>, true, false, true, false, 64, InFormat::kNhwc, \
+   false, true, nullptr, conv_warp_pw_kernel<C, BN, true>, nullptr, nullptr, nullptr, kWarpPw, C}
+    QD_WARP_PW("pw_i8_c64_n64", 64, 64),
+    QD_WARP_PW("pw_i8_c64_n128", 64, 128),
+    QD_WARP_PW("pw_i8_c128_n128", 128, 128),
+#undef QD_WARP_PW
 };
 
 }  // namespace

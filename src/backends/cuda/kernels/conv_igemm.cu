@@ -169,6 +169,8 @@ Status encode_tma_maps(const ConvParams& p, const ConvArgs& a, int bn, int row, 
 // The dynamic shared memory a configuration's kernel takes.
 int config_smem(const Config& c) {
   if (c.tma) return c.stages * (tma_stage_bytes(c.bn, c.row) + 16);  // the stages, then two mbarriers per stage
+  if (c.warp_kind == kWarpHaloS2) return WarpHaloS2Layout::bytes();
+  if (c.warp_kind == kWarpPw) return WarpPwLayout(c.warp_c, c.bn).bytes();
   return c.warp_halo ? WarpHaloLayout(c.int8, c.in != InFormat::kNhwc).bytes() : c.stages * (c.bm + c.bn) * c.row;
 }
 
@@ -194,6 +196,8 @@ bool g_direct_epilogue = false;         // QD_NO_STAGED_EPILOGUE: ConvParams::di
 bool g_no_quad_epilogue = false;        // QD_NO_QUAD_EPILOGUE: ConvParams::no_quad_epilogue
 bool g_no_small_acc = false;            // QD_NO_SMALL_ACC: ConvParams::small_acc off
 bool g_no_lean = false;                 // QD_NO_LEAN_EPILOGUE: the full kernels, never their copies
+bool g_no_halo_s2 = false;              // QD_NO_HALO_S2: conv_warp_halo_s2_kernel fits nothing (A/B runs)
+bool g_no_warp_pw = false;              // QD_NO_WARP_PW: nor conv_warp_pw_kernel
 
 // Whether this binary's code for the device has wgmma (sm_90a): written by the code the device runs.
 __global__ void wgmma_probe_kernel(int* out) { *out = QD_WGMMA_DEVICE; }
@@ -217,13 +221,16 @@ bool conv_igemm_config_fits(int config, const ConvParams& p) {
   const Config& c = all_configs()[config];
   if (c.in != p.in_format || (c.in != InFormat::kNhwc && c.nchw != p.in_nchw)) return false;
   if (c.wg && !g_wgmma) return false;
-  if (c.halo && p.out_split < p.K) return false;  // their register epilogues quantize with out_scale alone
+  // The stems' and conv_warp_halo_kernel's register epilogues quantize with out_scale alone.
+  if (c.halo && c.warp_kind == kWarpHalo && p.out_split < p.K) return false;
   if (p.split_in_cluster && (p.splits < 2 || p.splits > 8 || !g_wgmma || c.persist || c.halo ||
                              !tile_stages(c.bm, c.bn, c.stages, c.row))) {
     return false;  // a cluster of at most 8 blocks (sm_90), whose tile fits the shared memory
   }
   if (g_only_config && !std::strstr(c.name, g_only_config)) return false;
   if (c.tma) return g_tma && tma_fits(p, c.row);
+  if (c.warp_kind == kWarpHaloS2) return !g_no_halo_s2 && warp_halo_s2_fits(p);
+  if (c.warp_kind == kWarpPw) return !g_no_warp_pw && warp_pw_fits(p, c.warp_c, c.bn);
   if (c.warp_halo) return c.in == InFormat::kNhwc ? warp_halo_fits(p, c.int8) : stem_image_fits(p);
   return !c.halo || stem_halo_fits(p);
 }
@@ -245,6 +252,7 @@ ConvParams launch_params(const ConvParams& p, const Config& c) {
 enum class Copy { kFull, kLean, kHead, kStaged };
 Copy kernel_copy(const Config& c, const ConvParams& q, const ConvArgs& a) {
   if (g_no_lean) return Copy::kFull;
+  if (c.warp_kind != kWarpHalo) return c.lean && lean_fits(q, a) ? Copy::kLean : Copy::kFull;
   if (c.warp_halo) return c.lean && halo_lean_fits(q, a) ? Copy::kLean : Copy::kFull;
   if ((c.lean || c.tma_lean) && lean_fits(q, a)) return Copy::kLean;
   if (c.head && head_fits(q, a)) return Copy::kHead;
@@ -287,6 +295,12 @@ Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cud
                                  // SM where there are rows enough, at most 16 rows each
     const int64_t strip_rows = std::clamp<int64_t>(p.OH / ceil_div(g_sms * 8, (p.OW / 64) * p.N), 1, 16);
     grid = dim3(p.OW / 64, static_cast<unsigned>(ceil_div(p.OH, strip_rows)), p.N);
+  } else if (c.warp_kind == kWarpPw) {  // one wave of warps, each streaming a run of pixel tiles (with a warp per
+                                        // tile, where 32 warps per SM had to take them, a warp had nothing to load
+                                        // ahead and the 1x1 layers at 80 x 80 ran no faster than the implicit GEMM)
+    const int64_t tiles = ceil_div(M, WarpPwLayout(c.warp_c, c.bn).pixels);
+    const int64_t run = ceil_div(tiles, g_sms * g_blocks_per_sm[config] * WarpPwLayout::warps);
+    grid = dim3(static_cast<unsigned>(ceil_div(tiles, WarpPwLayout::warps * run)));
   } else if (c.warp_halo) {  // a warp per 32 columns of a strip of rows (grid y), at least 32 warps per SM where
                              // there are rows enough, at most 16 rows each
     const int64_t columns = p.N * static_cast<int64_t>(p.OW / 32);
@@ -355,6 +369,8 @@ Status conv_igemm_init() {
   g_no_quad_epilogue = std::getenv("QD_NO_QUAD_EPILOGUE") != nullptr;
   g_no_small_acc = std::getenv("QD_NO_SMALL_ACC") != nullptr;
   g_no_lean = std::getenv("QD_NO_LEAN_EPILOGUE") != nullptr;
+  g_no_halo_s2 = std::getenv("QD_NO_HALO_S2") != nullptr;
+  g_no_warp_pw = std::getenv("QD_NO_WARP_PW") != nullptr;
   void* im2col = nullptr;
   void* tiled = nullptr;
   cudaDriverEntryPointQueryResult found1 = cudaDriverEntryPointSymbolNotFound, found2 = found1;

@@ -1218,6 +1218,40 @@ inline bool warp_halo_fits(const ConvParams& p, bool i8) {
          p.Kp >= 9 * 32;
 }
 
+// conv_warp_halo_s2_kernel (conv_configs_halo.cu): YOLOv5's second layer, 3x3 stride 2 pad 1 over 32 int8 channels,
+// at most 64 outputs, whole groups of 32 output columns. Its shared memory: the block's weights (bn rows of w_row
+// bytes) and each warp's ring of ring_rows input rows, a row's 65 pixels (the 32 output columns' windows) in two
+// halves, even then odd columns, so that a tap's 16 pixels are consecutive there.
+struct WarpHaloS2Layout {
+  static constexpr int warps = 4, cols = 32, ring_rows = 4, bn = 64, pix_bytes = 32, pixels = 2 * cols + 1;
+  static constexpr int w_row = 9 * pix_bytes + 16;  // + 16: an ldmatrix phase's 8 rows in distinct banks
+  static constexpr int slot = pixels * pix_bytes, weights = bn * w_row, rings = warps * ring_rows * slot;
+  static constexpr int bytes() { return weights + rings; }
+};
+inline bool warp_halo_s2_fits(const ConvParams& p) {
+  return p.R == 3 && p.S == 3 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 1 && p.pad_w == 1 &&
+         p.dil_h == 1 && p.dil_w == 1 && p.OH == (p.H - 1) / 2 + 1 && p.OW == (p.W - 1) / 2 + 1 && p.splits == 1 &&
+         p.C == 32 && p.in_ld % 16 == 0 && p.K <= WarpHaloS2Layout::bn && p.OW % 32 == 0 && p.Kp >= 9 * 32;
+}
+
+// conv_warp_pw_kernel (conv_configs_halo.cu): 1x1 INT8 convs over c (32, 64 or 128) channels into at most bn (64 or
+// 128) outputs, by warps that each stream runs of pixel tiles (16 x 128 / bn pixels). Its shared memory: the block's
+// weights (bn rows of c + 16 bytes) and each warp's ring of `slots` tiles (rows of c bytes, XOR-swizzled).
+struct WarpPwLayout {
+  static constexpr int warps = 4, slots = 4;
+  int c, bn, pixels, w_row, slot, weights, rings;
+  __host__ __device__ constexpr WarpPwLayout(int c_, int bn_)
+      : c(c_), bn(bn_), pixels(16 * 128 / bn_), w_row(c_ + 16), slot(16 * 128 / bn_ * c_), weights(bn_ * (c_ + 16)),
+        rings(warps * slots * (16 * 128 / bn_) * c_) {}
+  __host__ __device__ constexpr int bytes() const { return weights + rings; }
+};
+// Input channels exactly c (the padded count), more than half of bn outputs (fewer would idle half the MMAs).
+inline bool warp_pw_fits(const ConvParams& p, int c, int bn) {
+  return p.R == 1 && p.S == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0 &&
+         p.OH == p.H && p.OW == p.W && p.splits == 1 && p.C == c && p.in_ld % 16 == 0 && p.K <= bn &&
+         2 * p.K > bn && p.Kp >= c;
+}
+
 // ---- The TMA kernels (conv_tma_kernel, conv_tma_ip_kernel: in conv_configs_tma.cu) ----
 constexpr int kTmaBM = 128, kTmaConsumers = 256, kTmaThreads = kTmaConsumers + 32;
 __host__ __device__ constexpr int tma_stage_bytes(int bn, int row) { return (kTmaBM + bn) * row; }
@@ -1264,6 +1298,8 @@ constexpr ConvKernel staged_kernel() {
 
 }  // namespace
 
+enum WarpKind : int { kWarpHalo = 0, kWarpHaloS2, kWarpPw };
+
 // A tile configuration: its kernel and copies, and what the launcher needs to know of them.
 struct Config {
   const char* name;
@@ -1286,6 +1322,10 @@ struct Config {
   void (*tma_lean)(ConvParams, ConvArgs, TmaMaps) = nullptr;
   void (*head)(ConvParams, ConvArgs) = nullptr;
   void (*staged)(ConvParams, ConvArgs) = nullptr;
+  // warp_halo's kernel: conv_warp_halo_kernel, conv_warp_halo_s2_kernel (warp_halo_s2_fits) or conv_warp_pw_kernel
+  // (warp_pw_fits, over warp_c input channels).
+  WarpKind warp_kind = kWarpHalo;
+  int warp_c = 0;
 };
 
 // A translation unit's share of the configurations, in the order they are numbered (conv_igemm.cu concatenates).
