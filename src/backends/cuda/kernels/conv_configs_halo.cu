@@ -6,6 +6,17 @@
 namespace qd::cuda {
 namespace {
 
+// A warp's accumulators at their start: kAccBias in the lean copies (AccForm::kAccBiased), else zero.
+template <bool kLean, typename Acc, int kMT, int kNT>
+__device__ __forceinline__ void start_acc(Acc (&acc)[kMT][kNT][4]) {
+#pragma unroll
+  for (int i = 0; i < kMT; ++i)
+#pragma unroll
+    for (int j = 0; j < kNT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = kLean ? kAccBias : 0;
+}
+
 // A 3x3 stride-1 pad-1 convolution with at most 32 outputs over 16 or 32 input channels, by warps that each work alone
 // (no barrier after the weights' load): a warp takes 32 output columns of a strip of rows and sweeps down it a row at
 // a time, its input rows (34 pixels with the halo) in a ring of 4 in its own shared memory, filled a row ahead, and
@@ -262,13 +273,8 @@ __global__ void __launch_bounds__(128, kMinBlocks) conv_warp_halo_kernel(const C
       cp_async_wait<1>();  // rows oh - 1 .. oh + 1
     }
     __syncwarp();
-    Acc acc[2][4][4];  // [m tile][n tile], from kAccBias in the lean copy (kAccBiased)
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] = kLean ? kAccBias : 0;
+    Acc acc[2][4][4];  // [m tile][n tile]
+    start_acc<kLean>(acc);
 #pragma unroll
     for (int step = 0; step < kSteps; ++step) {
       uint32_t b[2][4];
@@ -466,13 +472,8 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_s2_kernel(const ConvPar
     load_row(2 * oh + 2);
     cp_async_wait<1>();  // rows 2 oh - 1 .. 2 oh + 1
     __syncwarp();
-    int acc[2][8][4];  // [m tile][n tile], from kAccBias in the lean copy (kAccBiased)
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] = kLean ? kAccBias : 0;
+    int acc[2][8][4];  // [m tile][n tile]
+    start_acc<kLean>(acc);
 #pragma unroll
     for (int tap = 0; tap < 9; ++tap) {
       const int r = tap / 3, s = tap % 3;
@@ -575,12 +576,7 @@ __global__ void __launch_bounds__(128, 4) conv_warp_pw_kernel(const ConvParams p
     cp_async_wait<3>();  // tile t
     __syncwarp();
     int acc[kMT][kNT][4];
-#pragma unroll
-    for (int i = 0; i < kMT; ++i)
-#pragma unroll
-      for (int j = 0; j < kNT; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] = kLean ? kAccBias : 0;
+    start_acc<kLean>(acc);
     const unsigned char* slot = ring + (t % kSlots) * L.slot;
 #pragma unroll
     for (int ks = 0; ks < kC / 32; ++ks) {
