@@ -396,10 +396,10 @@ constexpr ConvKernel lean_halo_kernel() {
 // odd columns apart, so that they are 16 consecutive pixels, their 16-byte chunks XOR-swizzled against bank
 // conflicts). An output row takes input rows 2 oh - 1 .. 2 oh + 1: row 2 oh + 2 is loaded as the row starts, 2 oh + 3
 // as soon as its first tap row is done (into that row's slot), each about a row ahead of its use. The implicit GEMM
-// (igemm_i8_128x64_w64x32_s4) issued three times the instructions for this layer, two thirds of them the im2col
-// loads' address arithmetic and bounds checks (Nsight Compute, batch 32, H200: 60 M warp instructions, IMAD alone
-// 13%). Epilogues: the lean copy's quad epilogue (kLean, where lean_fits), else igemm_epilogue, both from the
-// registers (not a staged configuration).
+// (igemm_i8_128x64_w64x32_s4) issued 60 M warp instructions for this layer at batch 32, about 45% of them integer
+// work, most of it the im2col loads' address arithmetic and bounds checks (Nsight Compute, H200; this kernel's first
+// version 41 M; YOLOv5s' /model.1 106 -> 78 us). Epilogues: the lean copy's quad epilogue (kLean, where lean_fits),
+// else igemm_epilogue, both from the registers (not a staged configuration).
 template <bool kLean>
 __global__ void __launch_bounds__(128, 4) conv_warp_halo_s2_kernel(const ConvParams p, const ConvArgs a) {
   using L = WarpHaloS2Layout;
@@ -430,8 +430,9 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_s2_kernel(const ConvPar
   // Input row ih into its slot (zeros outside the image and past the strip's last window), one commit group. Ring
   // pixel q / 2 holds input column 2 c0 - 1 + q for even q, kOdd + q / 2 for odd q. Lane l copies chunk l % 2 of
   // columns 2 c0 - 1 + l / 2 + 16 k (k = 0..3, and 4 for lanes 0 and 1: the 65th column): ring pixels 8 k apart, the
-  // same swizzle, so that a row's addresses are the lane's first ones plus constants (Nsight Compute: the version
-  // that derived each chunk's pixel, column and swizzle from its index issued 150 instructions per row for its loads).
+  // same swizzle, so that a row's addresses are the lane's first ones plus constants (the first version derived each
+  // chunk's pixel, column and swizzle from its index, and with the taps' A addresses likewise recomputed, about 400
+  // of its 1,600 instructions per warp and output row went to addresses: Nsight Compute, 108.7 -> 96.8 us).
   const char* const img = static_cast<const char*>(a.x) + static_cast<int64_t>(n) * p.H * p.W * p.in_ld;
   const int lq = lane >> 1, lc = lane & 1, iw0 = 2 * c0 - 1 + lq;
   const int ring_off = chunk_at((lq & 1 ? kOdd : 0) + (lq >> 1), lc);
