@@ -17,6 +17,19 @@ __device__ __forceinline__ void start_acc(Acc (&acc)[kMT][kNT][4]) {
       for (int e = 0; e < 4; ++e) acc[i][j][e] = kLean ? kAccBias : 0;
 }
 
+// The block's weights into shared memory, rows of w_row bytes: row k < K holds its first `used` bytes (row k of the
+// packed weights, row_bytes apart), zeros elsewhere. The 128 threads of a warp kernel's block, before the input's
+// wait (the weights are constants).
+__device__ __forceinline__ void stage_weights(unsigned char* ws, const void* w, int K, int64_t row_bytes, int rows,
+                                              int w_row, int used) {
+  for (int i = threadIdx.x; i < rows * w_row / 16; i += 128) {
+    const int k = i / (w_row / 16), off = i % (w_row / 16) * 16;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (k < K && off < used) v = *reinterpret_cast<const uint4*>(static_cast<const char*>(w) + k * row_bytes + off);
+    *reinterpret_cast<uint4*>(ws + k * w_row + off) = v;
+  }
+}
+
 // A 3x3 stride-1 pad-1 convolution with at most 32 outputs over 16 or 32 input channels, by warps that each work alone
 // (no barrier after the weights' load): a warp takes 32 output columns of a strip of rows and sweeps down it a row at
 // a time, its input rows (34 pixels with the halo) in a ring of 4 in its own shared memory, filled a row ahead, and
@@ -78,16 +91,8 @@ __global__ void __launch_bounds__(128, kMinBlocks) conv_warp_halo_kernel(const C
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Chunk c of pixel px in a ring row.
   const auto chunk_at = [](int px, int c) { return px * kPixBytes + ((c ^ (px / (8 / kChunks) % kChunks)) << 4); };
-  // The weights are constants: loaded before waiting for the kernel that writes the input.
-  for (int i = tid; i < kBN * kWRow / 16; i += kWarps * 32) {
-    const int k = i / (kWRow / 16), off = i % (kWRow / 16) * 16;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (k < p.K && off < 9 * kPixBytes) {
-      v = *reinterpret_cast<const uint4*>(static_cast<const char*>(a.w) + static_cast<int64_t>(k) * p.Kp *
-                                          (kI8 ? 1 : 2) + off);
-    }
-    *reinterpret_cast<uint4*>(ws + k * kWRow + off) = v;
-  }
+  static_assert(kWarps * 32 == 128, "stage_weights' threads");
+  stage_weights(ws, a.w, p.K, int64_t{p.Kp} * (kI8 ? 1 : 2), kBN, kWRow, 9 * kPixBytes);
   __syncthreads();
   // This warp's task: image n, output columns c0 .. c0 + 31, rows oh0 .. oh1 - 1 (a strip; the grid's y extent).
   const int groups = p.OW / kCols;
@@ -410,15 +415,7 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_s2_kernel(const ConvPar
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Chunk c of ring pixel px (its 8 consecutive pixels in distinct banks: chunks swapped in every other 4).
   const auto chunk_at = [](int px, int c) { return px * L::pix_bytes + ((c ^ (px >> 2 & 1)) << 4); };
-  // The weights are constants: loaded before waiting for the kernel that writes the input.
-  for (int i = tid; i < L::bn * kWRow / 16; i += L::warps * 32) {
-    const int k = i / (kWRow / 16), off = i % (kWRow / 16) * 16;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (k < p.K && off < 9 * L::pix_bytes) {
-      v = *reinterpret_cast<const uint4*>(static_cast<const char*>(a.w) + static_cast<int64_t>(k) * p.Kp + off);
-    }
-    *reinterpret_cast<uint4*>(ws + k * kWRow + off) = v;
-  }
+  stage_weights(ws, a.w, p.K, p.Kp, L::bn, kWRow, 9 * L::pix_bytes);
   __syncthreads();
   // This warp's task: image n, output columns c0 .. c0 + 31, rows oh0 .. oh1 - 1 (a strip; the grid's y extent).
   const int groups = p.OW / L::cols;
@@ -529,14 +526,7 @@ __global__ void __launch_bounds__(128, 4) conv_warp_pw_kernel(const ConvParams p
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Chunk c of tile row (pixel) px: an ldmatrix phase's 8 rows in distinct banks.
   const auto chunk_at = [](int px, int c) { return px * kC + ((c ^ (px / (8 / kChunks) % kChunks)) << 4); };
-  for (int i = tid; i < kBN * L.w_row / 16; i += WarpPwLayout::warps * 32) {  // the weights, before the input's wait
-    const int k = i / (L.w_row / 16), off = i % (L.w_row / 16) * 16;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (k < p.K && off < kC) {
-      v = *reinterpret_cast<const uint4*>(static_cast<const char*>(a.w) + static_cast<int64_t>(k) * p.Kp + off);
-    }
-    *reinterpret_cast<uint4*>(ws + k * L.w_row + off) = v;
-  }
+  stage_weights(ws, a.w, p.K, p.Kp, kBN, L.w_row, kC);
   __syncthreads();
   // This warp's tiles: t0 .. t1 - 1.
   const int M = p.N * p.OH * p.OW;
