@@ -374,6 +374,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvInt8,
                                            Case{2, 32, 33, 63, 40, 3, 3, 2, 1},
                                            // pointwise ones that pw_i8_* run too (partial last tiles)
                                            Case{2, 64, 24, 40, 48, 1, 1, 1, 0}, Case{3, 128, 11, 13, 96, 1, 1, 1, 0},
+                                           Case{2, 32, 21, 30, 24, 1, 1, 1, 0},
                                            // the TMA kernels' (channels whole K tiles of 64 or 128): strided and
                                            // not square, so that the im2col map's corners and strides are checked
                                            Case{2, 64, 9, 13, 64, 3, 3, 2, 1}, Case{3, 128, 7, 11, 64, 3, 3, 1, 1},

@@ -616,6 +616,8 @@ TEST(ConvWarpKernels, HaloS2SiluMatchesReference) {
 TEST(ConvWarpKernels, PointwiseSiluMatchesReference) {
   SKIP_WITHOUT_GPU();
   ASSERT_TRUE(cuda::conv_igemm_init().is_ok());
+  expect_warp_conv_silu("pw_i8_c32_n32", test::ConvCase{16, 32, 160, 160, 32, 1, 1, 1, 0}, 64);
+  expect_warp_conv_silu("pw_i8_c32_n32", test::ConvCase{3, 32, 37, 41, 24, 1, 1, 1, 0}, 32);
   expect_warp_conv_silu("pw_i8_c64_n64", test::ConvCase{16, 64, 206, 206, 48, 1, 1, 1, 0}, 128);
   expect_warp_conv_silu("pw_i8_c64_n64", test::ConvCase{3, 64, 37, 41, 64, 1, 1, 1, 0}, 64);
   expect_warp_conv_silu("pw_i8_c64_n128", test::ConvCase{2, 64, 30, 50, 128, 1, 1, 1, 0}, 128);

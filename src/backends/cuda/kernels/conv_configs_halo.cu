@@ -17,16 +17,128 @@ __device__ __forceinline__ void start_acc(Acc (&acc)[kMT][kNT][4]) {
       for (int e = 0; e < 4; ++e) acc[i][j][e] = kLean ? kAccBias : 0;
 }
 
-// The block's weights into shared memory, rows of w_row bytes: row k < K holds its first `used` bytes (row k of the
-// packed weights, row_bytes apart), zeros elsewhere. The 128 threads of a warp kernel's block, before the input's
-// wait (the weights are constants).
-__device__ __forceinline__ void stage_weights(unsigned char* ws, const void* w, int K, int64_t row_bytes, int rows,
-                                              int w_row, int used) {
+// The lean copies of the warp kernels stage their weight rows permuted within each 32 outputs: MMA column 8 j + 2 t + e
+// (n-tile j of four, lane t of a quad, e = 0, 1) computes output channel quad_channel(8 j + 2 t + e) = 8 t + 2 j + e,
+// so that a lane's four n-tiles hold 8 consecutive channels of each of its pixels, which it stores with one 8-byte
+// store (direct8). The quad epilogue transposes the fragments across the quad's lanes instead (two shuffles and
+// their byte permutes, about 1.6 of its 11.6 instructions per value: session 36), and the stems and the C3 3x3
+// stored 2-byte pairs, four stores where one does. The map swaps bits 1-2 and 3-4 of the index: its own inverse.
+__host__ __device__ constexpr int quad_channel(int n) {
+  return (n & ~31) | (n >> 1 & 3) << 3 | (n >> 3 & 3) << 1 | (n & 1);
+}
+static_assert(quad_channel(2) == 8 && quad_channel(8) == 2 && quad_channel(31) == 31 && quad_channel(45) == 51,
+              "quad_channel");
+
+// The block's weights into shared memory, rows of w_row bytes: row k holds the first `used` bytes of row k of the
+// packed weights (row_bytes apart; lean copies: of row quad_channel(k)) where that is below K, zeros elsewhere. The
+// 128 threads of a warp kernel's block, before the input's wait (the weights are constants). kLean (INT8 SiLU, K a
+// multiple of 8): each even row's last 16 bytes (the padding against bank conflicts, which ldmatrix never reads)
+// hold channels k and k + 1's SiLU constants, halved (HalfPair), which the lean epilogues read there.
+struct HalfPair {
+  float s0, s1, b0, b1;  // alpha / 2 and bias / 2 of a channel pair: SiLU's h = x / 2 in one FMA (ChannelPair)
+};
+template <bool kLean>
+__device__ __forceinline__ void stage_weights(unsigned char* ws, const ConvParams& p, const ConvArgs& a,
+                                              int64_t row_bytes, int rows, int w_row, int used) {
   for (int i = threadIdx.x; i < rows * w_row / 16; i += 128) {
-    const int k = i / (w_row / 16), off = i % (w_row / 16) * 16;
+    const int k = i / (w_row / 16), off = i % (w_row / 16) * 16, src = kLean ? quad_channel(k) : k;
     uint4 v = make_uint4(0, 0, 0, 0);
-    if (k < K && off < used) v = *reinterpret_cast<const uint4*>(static_cast<const char*>(w) + k * row_bytes + off);
+    if (src < p.K && off < used) {
+      v = *reinterpret_cast<const uint4*>(static_cast<const char*>(a.w) + src * row_bytes + off);
+    } else if (kLean && off == w_row - 16 && k % 2 == 0 && k < p.K) {
+      const HalfPair c{0.5f * a.alpha[k], 0.5f * a.alpha[k + 1], 0.5f * a.bias[k], 0.5f * a.bias[k + 1]};
+      v = *reinterpret_cast<const uint4*>(&c);
+    }
     *reinterpret_cast<uint4*>(ws + k * w_row + off) = v;
+  }
+}
+// Channels c, c + 1's constants (c even, below K) from the staged weights' padding.
+__device__ __forceinline__ HalfPair pair_constants(const unsigned char* ws, int w_row, int c) {
+  const float4 v = *reinterpret_cast<const float4*>(ws + c * w_row + w_row - 16);
+  return {v.x, v.y, v.z, v.w};
+}
+
+// The direct epilogue's 8 bytes of one pixel: rows h of the fragments f[j0 .. j0 + 3] (this lane's channels k ..
+// k + 7 of the pixel, their constants ch[j] those of k + 2 j, k + 2 j + 1), SiLU from the biased accumulators (the
+// lean copies' kAccBiased), plus the residual's 8 values at `res` (kRes: 0 none, 1 fp16, 2 int8; aligned: staging's
+// conditions), quantized with r255 (int8_rcp255). The quad epilogue's values, so its integers.
+template <int kRes, int kNT>
+__device__ __forceinline__ uint2 direct8(const ConvParams& p, const int (&f)[kNT][4], int j0, int h,
+                                         const HalfPair (&ch)[4], float r255, const void* res) {
+  float v[8];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    v[2 * j] = silu_tanh_half(fmaf(acc_float<kAccBiased>(f[j0 + j][2 * h]), ch[j].s0, ch[j].b0));
+    v[2 * j + 1] = silu_tanh_half(fmaf(acc_float<kAccBiased>(f[j0 + j][2 * h + 1]), ch[j].s1, ch[j].b1));
+  }
+  if constexpr (kRes == 1) {
+    const uint4 r = *static_cast<const uint4*>(res);
+    const __half2* r2 = reinterpret_cast<const __half2*>(&r);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[2 * j] += __low2float(r2[j]), v[2 * j + 1] += __high2float(r2[j]);
+  } else if constexpr (kRes == 2) {
+    const uint2 r = *static_cast<const uint2*>(res);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      v[e] += __fmul_rn(int8_float(r.x, e), p.res_scale);
+      v[4 + e] += __fmul_rn(int8_float(r.y, e), p.res_scale);
+    }
+  }
+  float q[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) q[e] = quantize_int8_biased(v[e], r255);
+  return make_uint2(pack_int8_biased(q[0], q[1], q[2], q[3]), pack_int8_biased(q[4], q[5], q[6], q[7]));
+}
+
+// A lean copy's int8_rcp255 for this lane's channels of each four n-tiles (out_split a multiple of 8), once per warp.
+template <int kGroups>
+__device__ __forceinline__ void direct_r255(const ConvParams& p, int lane, float (&r255)[kGroups]) {
+  const float lo = int8_rcp255(p.out_scale), hi = int8_rcp255(p.out_scale_hi);
+#pragma unroll
+  for (int g = 0; g < kGroups; ++g) r255[g] = g * 32 + (lane & 3) * 8 < p.out_split ? lo : hi;
+}
+
+// The lean copies' epilogue over permuted weights (quad_channel) for a warp's tile of kMT x 16 pixels from m0 and
+// kNT x 8 outputs from channel 0: each lane stores its 8 channels (k = 8 t of each 32) of each of its pixels, their
+// constants from the staged weights (ws, rows of w_row bytes).
+template <int kRes, int kMT, int kNT>
+__device__ __forceinline__ void direct_epilogue_res(const ConvParams& p, const ConvArgs& a, int M, int m0, int lane,
+                                                    const int (&acc)[kMT][kNT][4], const unsigned char* ws,
+                                                    int w_row, const float (&r255)[kNT / 4]) {
+  static_assert(kNT % 4 == 0, "four n-tiles per lane's 8 channels");
+  int8_t* const y = static_cast<int8_t*>(a.y) + p.out_coff;
+#pragma unroll
+  for (int jg = 0; jg < kNT; jg += 4) {
+    const int k = jg * 8 + (lane & 3) * 8;
+    if (k >= p.K) continue;  // K a multiple of 8: the lane's 8 channels are in or out
+    HalfPair ch[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) ch[j] = pair_constants(ws, w_row, k + 2 * j);
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + i * 16 + (lane >> 2) + h * 8;
+        if (m >= M) continue;
+        const int64_t r = static_cast<int64_t>(m) * p.res_ld + k;
+        const void* rp = nullptr;
+        if constexpr (kRes == 1) rp = a.residual + r;
+        if constexpr (kRes == 2) rp = a.residual_i8 + r;
+        *reinterpret_cast<uint2*>(y + static_cast<int64_t>(m) * p.out_ld + k) =
+            direct8<kRes>(p, acc[i], jg, h, ch, r255[jg / 4], rp);
+      }
+  }
+}
+template <int kMT, int kNT>
+__device__ __forceinline__ void direct_epilogue(const ConvParams& p, const ConvArgs& a, int M, int m0, int lane,
+                                                const int (&acc)[kMT][kNT][4], const unsigned char* ws, int w_row,
+                                                const float (&r255)[kNT / 4]) {
+  if (a.residual) {
+    direct_epilogue_res<1>(p, a, M, m0, lane, acc, ws, w_row, r255);
+  } else if (a.residual_i8) {
+    direct_epilogue_res<2>(p, a, M, m0, lane, acc, ws, w_row, r255);
+  } else {
+    direct_epilogue_res<0>(p, a, M, m0, lane, acc, ws, w_row, r255);
   }
 }
 
@@ -92,7 +204,7 @@ __global__ void __launch_bounds__(128, kMinBlocks) conv_warp_halo_kernel(const C
   // Chunk c of pixel px in a ring row.
   const auto chunk_at = [](int px, int c) { return px * kPixBytes + ((c ^ (px / (8 / kChunks) % kChunks)) << 4); };
   static_assert(kWarps * 32 == 128, "stage_weights' threads");
-  stage_weights(ws, a.w, p.K, int64_t{p.Kp} * (kI8 ? 1 : 2), kBN, kWRow, 9 * kPixBytes);
+  stage_weights<kLean>(ws, p, a, int64_t{p.Kp} * (kI8 ? 1 : 2), kBN, kWRow, 9 * kPixBytes);
   __syncthreads();
   // This warp's task: image n, output columns c0 .. c0 + 31, rows oh0 .. oh1 - 1 (a strip; the grid's y extent).
   const int groups = p.OW / kCols;
@@ -244,6 +356,19 @@ __global__ void __launch_bounds__(128, kMinBlocks) conv_warp_halo_kernel(const C
   // (n-tile j | j + 1) x (first | second k chunk).
   const int a_row = (lane & 7) + (lane >> 3 & 1) * 8, a_half = lane >> 4;
   const int b_row = (lane & 7) + (lane >> 4) * 8, b_half = lane >> 3 & 1;
+  const uint32_t b_base = smem_addr(ws + b_row * kWRow + b_half * 16);  // step s's K chunk at + 32 s
+  const uint32_t ring_base = smem_addr(ring);
+  // kActs: m-tile i's A fragments of tap column s and K half c (16-byte chunks 2 c, 2 c + 1) at the same place in
+  // every ring row, computed once (as conv_warp_halo_s2_kernel's: each tap's address arithmetic, recomputed, took a
+  // quarter of that kernel's instructions). The stems' taps go in pairs a lane apart, so theirs stay per step.
+  constexpr int kHalves = kTapPairs ? 1 : kPixBytes / 32;
+  int a_off[3][2][kHalves];
+#pragma unroll
+  for (int s = 0; s < 3; ++s)
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int c = 0; c < kHalves; ++c) a_off[s][i][c] = chunk_at(i * 16 + a_row + s, 2 * c + a_half);
   const Staging st = staging(p, a);
   const int M = p.N * p.OH * p.OW;
   // The register epilogue's cases, its channels' constants loaded once (Nsight Compute, the fp16 stem at batch 32 on
@@ -252,10 +377,18 @@ __global__ void __launch_bounds__(128, kMinBlocks) conv_warp_halo_kernel(const C
   // the staged epilogue converts (this one wrote half2 pairs into the int8 tensor, past its end).
   const OutFormat own = kI8 ? OutFormat::kNhwcI8 : OutFormat::kNhwcF16;
   const bool lean = kLean || halo_lean(p, a, own);
-  const int kq = (lane & 3) * 2;  // this lane's first channel of each n tile
-  const ChannelPair<kI8, static_cast<int>(Act::kSilu)> ch[4] = {{p, a, kq}, {p, a, 8 + kq}, {p, a, 16 + kq},
-                                                                {p, a, 24 + kq}};
-  const float out_rcp = __frcp_rn(p.out_scale);
+  const int kq = (lane & 3) * 2;  // this lane's first channel of each n tile (lean copies: 4 kq, its 8's first)
+  ChannelPair<kI8, static_cast<int>(Act::kSilu)> ch[4];
+  HalfPair lean_ch[4];  // kLean: the constants of channels 4 kq + 2 j, + 1 (from the staged weights' padding)
+  const float out_r255 = kI8 ? int8_rcp255(p.out_scale) : 0.f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if constexpr (kLean) {
+      lean_ch[j] = pair_constants(ws, kWRow, 4 * kq + 2 * j);
+    } else {
+      ch[j] = {p, a, 8 * j + kq};
+    }
+  }
   pdl_wait();
   if constexpr (kImage) {
     fetch(oh0 - 1);
@@ -285,18 +418,17 @@ __global__ void __launch_bounds__(128, kMinBlocks) conv_warp_halo_kernel(const C
       uint32_t b[2][4];
 #pragma unroll
       for (int jp = 0; jp < 2; ++jp) {
-        const int off = kTapPairs ? (2 * step + b_half) * 16 : step * 32 + b_half * 16;
-        ldmatrix_x4(smem_addr(ws + (jp * 16 + b_row) * kWRow + off), b[jp][0], b[jp][1], b[jp][2], b[jp][3]);
+        ldmatrix_x4(b_base + jp * 16 * kWRow + step * 32, b[jp][0], b[jp][1], b[jp][2], b[jp][3]);
       }
       // A's tap and 16-byte chunk (two taps for the INT8 stem: the tenth reads the ninth's pixel, against zero
       // weights).
-      const int tap = kTapPairs ? min(2 * step + a_half, 8) : step / (kPixBytes / 32);
-      const int chunk = kTapPairs ? 0 : step % (kPixBytes / 32) * 2 + a_half;
-      const unsigned char* row = ring + ((oh - 1 + tap / 3) & (kRing - 1)) * kSlot;
+      const int tap = kTapPairs ? min(2 * step + a_half, 8) : step / kHalves;
+      const uint32_t row = ring_base + ((oh - 1 + tap / 3) & (kRing - 1)) * kSlot;
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         uint32_t af[4];
-        ldmatrix_x4(smem_addr(row + chunk_at(i * 16 + a_row + tap % 3, chunk)), af[0], af[1], af[2], af[3]);
+        const int at = kTapPairs ? chunk_at(i * 16 + a_row + tap % 3, 0) : a_off[tap % 3][i][step % kHalves];
+        ldmatrix_x4(row + at, af[0], af[1], af[2], af[3]);
 #pragma unroll
         for (int jp = 0; jp < 2; ++jp) {
           if constexpr (kI8) {
@@ -332,6 +464,22 @@ __global__ void __launch_bounds__(128, kMinBlocks) conv_warp_halo_kernel(const C
       constexpr int kForm = decltype(form)::value;  // the accumulators' (acc_float)
       using Out = std::conditional_t<kI8, int8_t, __half>;
       const int m_lane = m0 + (lane >> 2);
+      if constexpr (kLean) {  // permuted weights (quad_channel): this lane's 8 channels from 4 kq, one store each
+        if (4 * kq >= p.K) return;
+        int8_t* const y8 = static_cast<int8_t*>(a.y) + (static_cast<int64_t>(m_lane) * p.out_ld + p.out_coff + 4 * kq);
+        const int64_t r8 = static_cast<int64_t>(m_lane) * p.res_ld + 4 * kq;
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int dm = i * 16 + 8 * h;  // pixels after this lane's first
+            const void* rp = nullptr;
+            if constexpr (kRes == 1) rp = a.residual + r8 + dm * p.res_ld;
+            if constexpr (kRes == 2) rp = a.residual_i8 + r8 + dm * p.res_ld;
+            *reinterpret_cast<uint2*>(y8 + dm * p.out_ld) = direct8<kRes>(p, acc[i], 0, h, lean_ch, out_r255, rp);
+          }
+        return;
+      }
       Out* const y_lane = static_cast<Out*>(a.y) + (static_cast<int64_t>(m_lane) * p.out_ld + p.out_coff + kq);
       const int64_t r_lane = static_cast<int64_t>(m_lane) * p.res_ld + kq;
 #pragma unroll
@@ -355,8 +503,8 @@ __global__ void __launch_bounds__(128, kMinBlocks) conv_warp_halo_kernel(const C
             }
             Out* const at = y_lane + dm * p.out_ld + 8 * j;
             if constexpr (kI8) {
-              const uint32_t q = __byte_perm(__float_as_uint(quantize_int8_biased(v.x, out_rcp)),
-                                             __float_as_uint(quantize_int8_biased(v.y, out_rcp)), 0x0040);
+              const uint32_t q = __byte_perm(__float_as_uint(quantize_int8_biased(v.x, out_r255)),
+                                             __float_as_uint(quantize_int8_biased(v.y, out_r255)), 0x0040);
               *reinterpret_cast<uint16_t*>(at) = static_cast<uint16_t>(q);
             } else {
               *reinterpret_cast<__half2*>(at) = __floats2half2_rn(v.x, v.y);
@@ -415,7 +563,7 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_s2_kernel(const ConvPar
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Chunk c of ring pixel px (its 8 consecutive pixels in distinct banks: chunks swapped in every other 4).
   const auto chunk_at = [](int px, int c) { return px * L::pix_bytes + ((c ^ (px >> 2 & 1)) << 4); };
-  stage_weights(ws, a.w, p.K, p.Kp, L::bn, kWRow, 9 * L::pix_bytes);
+  stage_weights<kLean>(ws, p, a, p.Kp, L::bn, kWRow, 9 * L::pix_bytes);
   __syncthreads();
   // This warp's task: image n, output columns c0 .. c0 + 31, rows oh0 .. oh1 - 1 (a strip; the grid's y extent).
   const int groups = p.OW / L::cols;
@@ -461,6 +609,8 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_s2_kernel(const ConvPar
     }
   const uint32_t b_base = smem_addr(ws + b_row * kWRow + b_half * 16);
   const int M = p.N * p.OH * p.OW;
+  float r255[L::bn / 32];
+  if constexpr (kLean) direct_r255(p, lane, r255);
   pdl_wait();
   load_row(2 * oh0 - 1);
   load_row(2 * oh0);
@@ -499,7 +649,7 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_s2_kernel(const ConvPar
     if (oh + 1 == oh1) pdl_trigger();
     const int m0 = (n * p.OH + oh) * p.OW + c0;
     if constexpr (kLean) {
-      lean_epilogue<L::cols, L::bn>(p, a, M, m0, 0, 0, 0, lane, acc);
+      direct_epilogue(p, a, M, m0, lane, acc, ws, kWRow, r255);
     } else {
       igemm_epilogue<L::cols, L::bn, L::cols, L::bn, true>(p, a, M, m0, 0, 0, 0, lane, acc);
     }
@@ -526,7 +676,7 @@ __global__ void __launch_bounds__(128, 4) conv_warp_pw_kernel(const ConvParams p
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Chunk c of tile row (pixel) px: an ldmatrix phase's 8 rows in distinct banks.
   const auto chunk_at = [](int px, int c) { return px * kC + ((c ^ (px / (8 / kChunks) % kChunks)) << 4); };
-  stage_weights(ws, a.w, p.K, p.Kp, kBN, L.w_row, kC);
+  stage_weights<kLean>(ws, p, a, p.Kp, kBN, L.w_row, kC);
   __syncthreads();
   // This warp's tiles: t0 .. t1 - 1.
   const int M = p.N * p.OH * p.OW;
@@ -557,6 +707,8 @@ __global__ void __launch_bounds__(128, 4) conv_warp_pw_kernel(const ConvParams p
   const int a_row = (lane & 7) + (lane >> 3 & 1) * 8, a_half = lane >> 4;
   const int b_row = (lane & 7) + (lane >> 4) * 8, b_half = lane >> 3 & 1;
   const uint32_t b_base = smem_addr(ws + b_row * L.w_row + b_half * 16);
+  float r255[kBN / 32];
+  if constexpr (kLean) direct_r255(p, lane, r255);
   pdl_wait();
   load_tile(t0);
   load_tile(t0 + 1);
@@ -590,7 +742,7 @@ __global__ void __launch_bounds__(128, 4) conv_warp_pw_kernel(const ConvParams p
     }
     if (t + 1 == t1) pdl_trigger();
     if constexpr (kLean) {
-      lean_epilogue<kPix, kBN>(p, a, M, t * kPix, 0, 0, 0, lane, acc);
+      direct_epilogue(p, a, M, t * kPix, lane, acc, ws, L.w_row, r255);
     } else {
       igemm_epilogue<kPix, kBN, kPix, kBN, true>(p, a, M, t * kPix, 0, 0, 0, lane, acc);
     }
@@ -632,10 +784,11 @@ const Config kConfigs[] = {
     // YOLOv5's second layer (3x3 stride 2 over 32 int8 channels, at most 64 outputs).
     {"halo3x3s2_i8_c32", 32, 64, 128, 0, conv_warp_halo_s2_kernel<false>, true, false, true, false, 64,
      InFormat::kNhwc, false, true, nullptr, conv_warp_halo_s2_kernel<true>, nullptr, nullptr, nullptr, kWarpHaloS2},
-    // Pointwise INT8 convs over 64 or 128 channels into at most 64 or 128 outputs.
+    // Pointwise INT8 convs over 32, 64 or 128 channels into at most 32, 64 or 128 outputs.
 #define QD_WARP_PW(NAME, C, BN)                                                                                  \
   {NAME, 16 * 128 / BN, BN, 128, 0, conv_warp_pw_kernel<C, BN, false>, true, false, true, false, 64, InFormat::kNhwc, \
    false, true, nullptr, conv_warp_pw_kernel<C, BN, true>, nullptr, nullptr, nullptr, kWarpPw, C}
+    QD_WARP_PW("pw_i8_c32_n32", 32, 32),
     QD_WARP_PW("pw_i8_c64_n64", 64, 64),
     QD_WARP_PW("pw_i8_c64_n128", 64, 128),
     QD_WARP_PW("pw_i8_c128_n128", 128, 128),

@@ -252,7 +252,9 @@ ConvParams launch_params(const ConvParams& p, const Config& c) {
 enum class Copy { kFull, kLean, kHead, kStaged };
 Copy kernel_copy(const Config& c, const ConvParams& q, const ConvArgs& a) {
   if (g_no_lean) return Copy::kFull;
-  if (c.warp_kind != kWarpHalo) return c.lean && lean_fits(q, a) ? Copy::kLean : Copy::kFull;
+  if (c.warp_kind != kWarpHalo) {  // their lean copies' 8-byte stores and residual loads: staging's alignment
+    return c.lean && lean_fits(q, a) && staging(q, a) == Staging::kNhwc ? Copy::kLean : Copy::kFull;
+  }
   if (c.warp_halo) return c.lean && halo_lean_fits(q, a) ? Copy::kLean : Copy::kFull;
   if ((c.lean || c.tma_lean) && lean_fits(q, a)) return Copy::kLean;
   if (c.head && head_fits(q, a)) return Copy::kHead;

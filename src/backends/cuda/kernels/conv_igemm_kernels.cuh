@@ -409,14 +409,14 @@ __device__ __forceinline__ void quad_epilogue_i8(const ConvParams& p, const Conv
   static_assert(kNT % 4 == 0, "four n-tiles per transpose");
   const int t = lane & 3;
   const bool odd = t & 1, upper = t & 2;
-  const float rcp_lo = __frcp_rn(p.out_scale), rcp_hi = __frcp_rn(p.out_scale_hi);
+  const float r255_lo = int8_rcp255(p.out_scale), r255_hi = int8_rcp255(p.out_scale_hi);
   int8_t* const y = static_cast<int8_t*>(a.y) + p.out_coff;
 #pragma unroll
   for (int jg = 0; jg < kNT; jg += 4) {
     const int kq = block_n + warp_n * WN + jg * 8;  // the first channel of these four n-tiles
     using Pair = ChannelPair<true, kAct>;
     Pair ch[4];
-    float rcp[4];
+    float r255[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int k0 = kq + j * 8 + t * 2;
@@ -424,7 +424,7 @@ __device__ __forceinline__ void quad_epilogue_i8(const ConvParams& p, const Conv
       const float2 b = in ? *reinterpret_cast<const float2*>(a.bias + k0) : make_float2(0.f, 0.f);
       const float2 s = in ? *reinterpret_cast<const float2*>(a.alpha + k0) : make_float2(1.f, 1.f);
       ch[j] = Pair(b, s);
-      rcp[j] = kq + j * 8 < p.out_split ? rcp_lo : rcp_hi;  // out_split a multiple of 8: the n-tile's
+      r255[j] = kq + j * 8 < p.out_split ? r255_lo : r255_hi;  // out_split a multiple of 8: the n-tile's
     }
 #pragma unroll
     for (int i = 0; i < kMT; ++i)
@@ -440,8 +440,8 @@ __device__ __forceinline__ void quad_epilogue_i8(const ConvParams& p, const Conv
           if constexpr (kRes) {
             if (m < M && k0 < p.K) add_residual2(p, a, m, k0, v0, v1);
           }
-          w[j] = __byte_perm(__float_as_uint(quantize_int8_biased(v0, rcp[j])),
-                             __float_as_uint(quantize_int8_biased(v1, rcp[j])), 0x0040);
+          w[j] = __byte_perm(__float_as_uint(quantize_int8_biased(v0, r255[j])),
+                             __float_as_uint(quantize_int8_biased(v1, r255[j])), 0x0040);
         }
         // The quad's 4 x 4 matrix of pairs (lane t, n-tile j) transposed: lane t ends with n-tile jg + t's 4 pairs.
         uint32_t A = __byte_perm(w[0], w[1], 0x5410), B = __byte_perm(w[2], w[3], 0x5410);
@@ -544,11 +544,11 @@ __device__ __forceinline__ uint4 pack_half8(const float (&v)[8]) {
   return raw;
 }
 
-// 8 channels quantized with one scale (rcp: its reciprocal), q gets the integers: exactly as the INT8 contract's
+// 8 channels quantized with one scale (r255: its int8_rcp255), q gets the integers: exactly as the INT8 contract's
 // division (quantize_int8: the division only near a rounding tie; ConvParams::exact_silu, bit-exact plans), or
 // branch-free with the reciprocal alone (quantize_int8_biased, within +-1 LSB): the thin layers' epilogues are bound
 // by instruction issue, and the tie checks were a third of an INT8 SiLU epilogue's instructions (Nsight Compute).
-__device__ __forceinline__ uint2 pack_int8x8(const float (&v)[8], float scale, float rcp, bool exact, float (&q)[8]) {
+__device__ __forceinline__ uint2 pack_int8x8(const float (&v)[8], float scale, float r255, bool exact, float (&q)[8]) {
   if (exact) {
     uint2 raw;
     int8_t* b = reinterpret_cast<int8_t*>(&raw);
@@ -563,7 +563,7 @@ __device__ __forceinline__ uint2 pack_int8x8(const float (&v)[8], float scale, f
   float t[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
-    t[j] = quantize_int8_biased(v[j], rcp);
+    t[j] = quantize_int8_biased(v[j], r255);
     q[j] = int8_value(t[j]);
   }
   return make_uint2(pack_int8_biased(t[0], t[1], t[2], t[3]), pack_int8_biased(t[4], t[5], t[6], t[7]));
@@ -672,7 +672,7 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
   const int c = g0 % kGroups * 8, k0 = block_n + c;
   if (k0 >= p.K) return;
   const bool lo = k0 < p.out_split;  // the 8 channels' int8 scale (out_split a multiple of 8)
-  const float out_scale = lo ? p.out_scale : p.out_scale_hi, rcp1 = __frcp_rn(out_scale);
+  const float out_scale = lo ? p.out_scale : p.out_scale_hi, r255 = int8_rcp255(out_scale);
 #pragma unroll 1
   for (int step = 0; step < (BM + kRowStep - 1) / kRowStep; ++step) {
     const int r = g0 / kGroups + step * kRowStep;
@@ -717,7 +717,7 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
         }
         if (near) {
           exact_silu_fix(p, a, near, t_lo, t_hi, m, k0, v);
-          if (i8) raw = pack_int8x8(v, out_scale, rcp1, true, q);
+          if (i8) raw = pack_int8x8(v, out_scale, r255, true, q);
         }
         packed = true;
       }
@@ -727,7 +727,7 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
 #pragma unroll
     for (int j = 0; j < 8; ++j) u[j] = v[j];
     if (i8) {
-      if (!packed) raw = pack_int8x8(v, out_scale, rcp1, exact, q);
+      if (!packed) raw = pack_int8x8(v, out_scale, r255, exact, q);
       *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y) + out_at) = raw;
       if (!kI8 || p.out2_of_q) {
 #pragma unroll
@@ -742,7 +742,7 @@ __device__ __forceinline__ void staged_epilogue(const ConvParams& p, const ConvA
     if (kI8 && p.out2_format == Out2Format::kI8) {
       float q2[8];
       *reinterpret_cast<uint2*>(static_cast<int8_t*>(a.y2) + out2_at) =
-          pack_int8x8(u, p.out2_scale, __frcp_rn(p.out2_scale), exact, q2);
+          pack_int8x8(u, p.out2_scale, int8_rcp255(p.out2_scale), exact, q2);
     } else {
       *reinterpret_cast<uint4*>(static_cast<__half*>(a.y2) + out2_at) = pack_half8(u);
     }
