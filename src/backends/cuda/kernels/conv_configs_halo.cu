@@ -551,8 +551,9 @@ constexpr ConvKernel lean_halo_kernel() {
 // as soon as its first tap row is done (into that row's slot), each about a row ahead of its use. The implicit GEMM
 // (igemm_i8_128x64_w64x32_s4) issued 60 M warp instructions for this layer at batch 32, about 45% of them integer
 // work, most of it the im2col loads' address arithmetic and bounds checks (Nsight Compute, H200; this kernel's first
-// version 41 M; YOLOv5s' /model.1 106 -> 78 us). Epilogues: the lean copy's quad epilogue (kLean, where lean_fits),
-// else igemm_epilogue, both from the registers (not a staged configuration).
+// version 41 M; YOLOv5s' /model.1 106 -> 78 us). Epilogues: the lean copy's direct_epilogue over permuted weights
+// (kLean, where lean_fits and staging's alignment hold), else igemm_epilogue, both from the registers (not a staged
+// configuration).
 template <bool kLean>
 __global__ void __launch_bounds__(128, 4) conv_warp_halo_s2_kernel(const ConvParams p, const ConvArgs a) {
   using L = WarpHaloS2Layout;
@@ -660,11 +661,11 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_s2_kernel(const ConvPar
 // Pointwise (1x1) INT8 convs over kC input channels into at most kBN outputs, by warps that each stream a run of
 // pixel tiles (16 x 128 / kBN consecutive pixels: the accumulators are 64 registers either way): the tiles' rows go
 // through a ring of 4 slots in the warp's own shared memory, loaded by cp.async three tiles ahead, the weights stay
-// in the block's shared memory, and each tile ends in the lean copy's quad epilogue (kLean, where lean_fits) or
-// igemm_epilogue, from the registers. For the thin pointwise layers, whose tiles have one or two K steps, the implicit
-// GEMM's blocks spent as many instructions on their set-up and im2col addressing as on the MMAs and the epilogue, and
-// waited on each tile's loads (YOLOv5s at batch 32 ran the 64 -> 64 ones at 80 x 80 in about three times the time
-// their memory traffic takes).
+// in the block's shared memory, and each tile ends in the lean copy's direct_epilogue over permuted weights (kLean,
+// where lean_fits and staging's alignment hold) or igemm_epilogue, from the registers. For the thin pointwise layers,
+// whose tiles have one or two K steps, the implicit GEMM's blocks spent as many instructions on their set-up and
+// im2col addressing as on the MMAs and the epilogue, and waited on each tile's loads (YOLOv5s at batch 32 ran the
+// 64 -> 64 ones at 80 x 80 in about three times the time their memory traffic takes).
 template <int kC, int kBN, bool kLean>
 __global__ void __launch_bounds__(128, 4) conv_warp_pw_kernel(const ConvParams p, const ConvArgs a) {
   constexpr WarpPwLayout L(kC, kBN);
