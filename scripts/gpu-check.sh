@@ -11,7 +11,8 @@
 #             (its QAT row from the shipped QAT model, or QD_PRECISION_QAT=MODEL.onnx)
 #   qat       QAT fine-tuning of the shipped detector (python -m qdeploy.qat; QD_QAT_ARGS replaces its flags), then INT8 GPU
 #             plans built from its Q/DQ model (all INT8, and with layers in fp16: QD_QAT_FALLBACKS) evaluated on the val set
-# QD_TEST_FILTER narrows the tests (a gtest filter); QD_BENCH_ARGS adds flags to bench/yolov5s_vs_pytorch.py.
+# QD_TEST_FILTER narrows the tests (a gtest filter), QD_TEST_SHARDS runs them as that many processes at once;
+# QD_BENCH_ARGS adds flags to bench/yolov5s_vs_pytorch.py.
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu-check.sh OUTDIR [STEP...]}
 shift
@@ -61,9 +62,21 @@ for step in $STEPS; do
       python3 -c 'import torch, onnxruntime; print("torch", torch.__version__, "ort", onnxruntime.__version__)' | tee -a "$OUT/gpu.txt"
       ;;
     tests)
+      # QD_TEST_SHARDS=N runs each binary as N gtest shards at once (the GPU machine's cores share the suites' host-side
+      # reference loops: the ConvInt8 suite alone took over 400 s in one process, session 37), logs concatenated.
+      shards=${QD_TEST_SHARDS:-1}
       for t in "$B"/tests/test_*; do
-        "$t" --gtest_brief=1 --gtest_filter="${QD_TEST_FILTER:-*}" > "$OUT/$(basename "$t").log" 2>&1 || rc=1
-        grep -E "FAILED|PASSED|SKIPPED|SNR|max \|diff\|" "$OUT/$(basename "$t").log" | tail -40
+        [ -f "$t" ] && [ -x "$t" ] || continue  # (a local build folder also has CTest's .cmake files here)
+        log="$OUT/$(basename "$t").log"
+        pids=()
+        for ((i = 0; i < shards; i++)); do
+          GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$t" --gtest_brief=1 --gtest_filter="${QD_TEST_FILTER:-*}" \
+            > "$log.$i" 2>&1 &
+          pids+=($!)
+        done
+        for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+        for ((i = 0; i < shards; i++)); do cat "$log.$i"; done > "$log" && rm -f "$log".*
+        grep -E "FAILED|PASSED|SKIPPED|SNR|max \|diff\|" "$log" | tail -40
       done
       ;;
     sanitizer)

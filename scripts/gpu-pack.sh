@@ -72,6 +72,6 @@ size_kb=$(du -sk --apparent-size .device | cut -f1)
 repo_kb=$(git ls-files -z --cached --others --exclude-standard | du -ck --apparent-size --files0-from=- 2>/dev/null | tail -1 | cut -f1)
 if [ $((size_kb + repo_kb)) -gt $((63 * 1024 + 512)) ]; then
   echo "error: .device (${size_kb} KiB) + the repository (${repo_kb} KiB) is over the 63.5 MiB budget; pack fewer" \
-       "steps (scripts/gpu-pack.sh STEP...)" >&2
+       "steps (scripts/gpu-pack.sh STEP...) or binaries (two builds: scripts/bench-rounds.sh, one per call)" >&2
   exit 1
 fi

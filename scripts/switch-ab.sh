@@ -5,6 +5,8 @@
 # binary instead of build-gpu/qdeploy), fp16 and int8, at the given batches, alternating for ROUNDS rounds. Each side
 # keeps its own timing cache (its own kernel choices); round 0 fills them, and its times are printed too.
 # Usage: scripts/switch-ab.sh VAR|BINARY OUTDIR [ROUNDS] [BATCHES]   (per-layer profiles of the last round: OUTDIR)
+# Two builds whose binaries do not fit one carry (every kernel changed, so that xz shares little between them): run
+# scripts/bench-rounds.sh in two calls back to back instead, one build each.
 # QD_AB_PRECISIONS narrows the precisions (default "fp16 int8"); QD_AB_FLAGS adds `qdeploy bench` flags to both
 # sides (e.g. "--input-format fp16:nhwc --output-format fp16", the bindings PyTorch's FP16 model has).
 set -uo pipefail
