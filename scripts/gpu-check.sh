@@ -22,8 +22,12 @@ mkdir -p "$OUT"
 # Unpack the binaries scripts/gpu-pack.sh carried over.
 if [ -f .device/bin/binaries.tar.xz ]; then
   mkdir -p $B/tests/conformance /tmp/qd-bin
-  if [ ! -f /tmp/qd-bin/.stamp ] || [ .device/bin/binaries.tar.xz -nt /tmp/qd-bin/.stamp ]; then
-    xz -dc .device/bin/binaries.tar.xz | tar -C /tmp/qd-bin -xf - && touch /tmp/qd-bin/.stamp
+  # Unpacked again whenever the tar differs from the last one (by checksum: a warm machine keeps /tmp between calls,
+  # and the tar carried by a later call, e.g. the other build of an A/B, need not be newer).
+  sum=$(md5sum < .device/bin/binaries.tar.xz | cut -d' ' -f1)
+  if [ "$(cat /tmp/qd-bin/.stamp 2>/dev/null)" != "$sum" ]; then
+    rm -rf /tmp/qd-bin && mkdir -p /tmp/qd-bin
+    xz -dc .device/bin/binaries.tar.xz | tar -C /tmp/qd-bin -xf - && echo "$sum" > /tmp/qd-bin/.stamp
   fi
   for f in /tmp/qd-bin/*; do
     n=$(basename "$f")
