@@ -1235,9 +1235,9 @@ inline bool warp_halo_s2_fits(const ConvParams& p) {
 }
 
 // conv_warp_pw_kernel (conv_configs_halo.cu): 1x1 INT8 convs over c channels (a multiple of 32; the configurations
-// take 64 and 128) into at most bn (64 or 128) outputs, by warps that each stream runs of pixel tiles (16 x 128 / bn
-// pixels). Its shared memory: the block's weights (bn rows of c + 16 bytes) and each warp's ring of `slots` tiles
-// (rows of c bytes, XOR-swizzled).
+// take 32, 64 and 128) into at most bn (32, 64 or 128) outputs, by warps that each stream runs of pixel tiles
+// (16 x 128 / bn pixels). Its shared memory: the block's weights (bn rows of c + 16 bytes) and each warp's ring of
+// `slots` tiles (rows of c bytes, XOR-swizzled).
 struct WarpPwLayout {
   static constexpr int warps = 4, slots = 4;
   int c, bn, pixels, w_row, slot, weights, rings;

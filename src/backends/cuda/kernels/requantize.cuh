@@ -23,7 +23,8 @@ __device__ __forceinline__ int quantize_int8(float v, float scale) {
 // the second scales it back and adds 1.5 * 2^23 - 128, which rounds the product to an integer in the low mantissa
 // bits. r255 = int8_rcp255(scale). The two roundings (r255, and u to 24 bits) move v / scale by under 5e-5, so this
 // differs from quantize_int8 only where v / scale lies that close to a half-integer (within +-1 LSB, not
-// bit-exact). It replaced an FMA and two min/max per value (a tenth of the thin layers' epilogues).
+// bit-exact). It replaced an FMA and two min/max per value (of the quad epilogue's 11.6 instructions per value: SASS,
+// session 36).
 constexpr float kRoundMagic = 12582912.f;
 __device__ __forceinline__ float int8_rcp255(float scale) { return __frcp_rn(255.f * scale); }
 __device__ __forceinline__ float quantize_int8_biased(float v, float r255) {
