@@ -53,7 +53,7 @@ Expected<Tensor> ImageBatches::get(int k) const {
 }
 
 Expected<CalibCache> calibrate_model(const std::string& model, const ImageBatches& data, const CalibOptions& opt,
-                                     const std::string& algo_name, bool quiet) {
+                                     const std::string& algo_name, bool quiet, CalibReport* report) {
   Tensor first = QD_TRY(data.get(0));
   Graph g = QD_TRY(load_prepared(model, {{data.input_name(), first.shape()}}));
   Calibrator cal(g, opt);
@@ -68,6 +68,7 @@ Expected<CalibCache> calibrate_model(const std::string& model, const ImageBatche
       if (!quiet) progress.update(static_cast<int64_t>(pass) * data.num_batches() + k + 1, "batches");
     }
   }
+  if (report) *report = cal.report();
   return cal.result();
 }
 

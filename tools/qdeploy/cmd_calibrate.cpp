@@ -1,11 +1,14 @@
-// qdeploy calibrate MODEL --data DIR|FILES --algo minmax|entropy|percentile|mse --cache out.cache
+// qdeploy calibrate MODEL --data DIR|FILES --algo minmax|entropy|percentile|mse|auto --cache out.cache
+//                  [--bias-correction] [--adaround] [-o adjusted.onnx] [--json report.json]
 // Runs representative images through the reference backend (preprocessed exactly as `qdeploy eval` does: the
 // detector's letterbox in the style of --letterbox, default val as eval's; eval --classes' classifier_input for
 // classifiers) and writes per-tensor INT8 scales in TensorRT's calibration cache format.
 #include <cstdio>
 
 #include "build_flags.h"
+#include "calib_adjust.h"
 #include "calib_data.h"
+#include "core/file_io.h"
 #include "commands.h"
 
 namespace qd::cli {
@@ -23,6 +26,10 @@ struct CalibrateArgs {
   std::string cache;
   std::string header;
   std::string letterbox = kDefaultLetterbox;
+  bool no_head_rule = false;
+  bool bias_correction = false, adaround = false;
+  std::string output;  // the model with adjusted weights
+  std::string json;
 };
 
 int run_calibrate(const CalibrateArgs& a) {
@@ -32,6 +39,12 @@ int run_calibrate(const CalibrateArgs& a) {
   if (!(a.percentile > 0 && a.percentile <= 100)) return report(invalid("--percentile must be in (0, 100]"));
   auto algo = parse_calib_algo(a.algo);
   if (!algo) return report(algo.status());
+  if ((a.bias_correction || a.adaround) && a.output.empty()) {
+    return report(invalid("--bias-correction and --adaround change the weights: give the model to write, -o FILE.onnx"));
+  }
+  if (!a.output.empty() && !(a.bias_correction || a.adaround)) {
+    return report(invalid("-o writes the model with adjusted weights: add --bias-correction and/or --adaround"));
+  }
   CalibCache header;
   if (!a.header.empty()) {
     if (Status s = parse_cache_header(a.header, &header); !s) return report(s.prefix("--cache-header"));
@@ -46,7 +59,9 @@ int run_calibrate(const CalibrateArgs& a) {
   CalibOptions opt;
   opt.algo = *algo;
   opt.percentile = a.percentile;
-  auto calibrated = calibrate_model(a.model, data, opt, a.algo);
+  opt.float_head = !a.no_head_rule;
+  CalibReport calib_report;
+  auto calibrated = calibrate_model(a.model, data, opt, a.algo, false, &calib_report);
   if (!calibrated) return report(calibrated.status());
   CalibCache& cache = *calibrated;
   if (!a.header.empty()) {
@@ -54,8 +69,27 @@ int run_calibrate(const CalibrateArgs& a) {
     cache.algorithm = header.algorithm;
   }
   if (Status s = write_calib_cache(a.cache, cache); !s) return report(s);
+  print_calib_report(calib_report);
   std::printf("wrote %zu tensor scales (%s, %d images) to %s\n", cache.scales.size(), a.algo.c_str(),
               data.num_batches() * data.batch(), a.cache.c_str());
+  Json j;
+  j["cache"] = a.cache;
+  j["algo"] = a.algo;
+  j["images"] = data.num_batches() * data.batch();
+  j.update(calib_report_json(calib_report));
+  if (!a.output.empty()) {
+    WeightAdjustOptions wo;
+    wo.adaround = a.adaround;
+    wo.bias_correction = a.bias_correction;
+    auto adjusted = adjust_and_export(a.model, data, cache, wo, a.output, false);
+    if (!adjusted) return report(adjusted.status());
+    std::printf("wrote the model with adjusted weights to %s (use it with %s)\n", a.output.c_str(), a.cache.c_str());
+    j["adjusted_model"] = a.output;
+    j["weight_adjustments"] = weight_adjust_json(*adjusted);
+  }
+  if (!a.json.empty()) {
+    if (Status s = write_file_atomic(a.json, j.dump(2) + "\n"); !s) return report(s);
+  }
   return 0;
 }
 
@@ -67,7 +101,10 @@ RunFn add_calibrate(CLI::App& app) {
   sub->add_option("model", a->model, "ONNX model")->required();
   sub->add_option("--data", a->data, "Calibration images: folders or files (jpg/png)");
   sub->add_option("--fmnist", a->fmnist, "Calibrate a classifier on the Fashion-MNIST train split (IDX folder)");
-  sub->add_option("--algo", a->algo, "minmax, entropy, percentile or mse")->capture_default_str();
+  sub->add_option("--algo", a->algo,
+                  "minmax, entropy, percentile, mse, or auto (per tensor, the one with the smallest quantization "
+                  "error; reported)")
+      ->capture_default_str();
   sub->add_option("--percentile", a->percentile, "For --algo percentile")->capture_default_str();
   sub->add_option("--batches", a->batches, "Use at most this many batches (0: all)")->capture_default_str();
   sub->add_option("--batch-size", a->batch_size, "Images per batch when the model's batch is dynamic")
@@ -75,6 +112,15 @@ RunFn add_calibrate(CLI::App& app) {
   sub->add_option("--cache", a->cache, "Output calibration cache")->required();
   sub->add_option("--cache-header", a->header, "Header to write, e.g. TRT-8600-EntropyCalibration2");
   add_letterbox_option(sub, a->letterbox);
+  sub->add_flag("--no-head-rule", a->no_head_rule,
+                "Give scales to the detection head's decode tensors too (by default the tensors after its last "
+                "convs, Sigmoid and box decode, get none, so no engine squeezes them into one INT8 scale)");
+  sub->add_flag("--bias-correction", a->bias_correction,
+                "Fold the mean output shift INT8 causes in each conv (measured on the data) into its bias; needs -o");
+  sub->add_flag("--adaround", a->adaround,
+                "Round each conv's weights up or down to reconstruct its float output on the data; needs -o");
+  sub->add_option("-o,--output", a->output, "With --bias-correction/--adaround: the ONNX model to write");
+  sub->add_option("--json", a->json, "Write auto's choices, the head rule's tensors and the adjustments as JSON");
   return [a] { return run_calibrate(*a); };
 }
 
