@@ -80,25 +80,28 @@ std::vector<std::string> head_tensors(const Graph& g) {
   for (const Node& n : g.nodes) {
     if (is_mac(n) && !n.inputs.empty() && n.inputs[0] >= 0) conv_inputs.insert(n.inputs[0]);
   }
-  std::vector<char> seen(g.values.size(), 0);
-  std::vector<int> stack(g.outputs.begin(), g.outputs.end());
-  bool sigmoid = false;
-  while (!stack.empty()) {
-    const int v = stack.back();
-    stack.pop_back();
-    if (v < 0 || seen[v] || g.is_constant(v)) continue;
-    seen[v] = 1;
-    const int p = producer[v];
-    if (p < 0 || is_mac(g.nodes[p])) continue;  // a graph input, or the head's last Conv/Gemm
-    sigmoid |= g.nodes[p].op == OpType::Sigmoid;
-    for (int in : g.nodes[p].inputs) stack.push_back(in);
+  std::vector<char> head(g.values.size(), 0);
+  for (int output : g.outputs) {  // each output's region on its own: a plain output next to a detector's stays out
+    std::vector<char> seen(g.values.size(), 0);
+    std::vector<int> stack{output};
+    bool sigmoid = false;
+    while (!stack.empty()) {
+      const int v = stack.back();
+      stack.pop_back();
+      // A tensor a Conv/Gemm reads belongs to the quantized network: the region stops there.
+      if (v < 0 || seen[v] || g.is_constant(v) || conv_inputs.count(v)) continue;
+      seen[v] = 1;
+      const int p = producer[v];
+      if (p < 0 || is_mac(g.nodes[p])) continue;  // a graph input, or the head's last Conv/Gemm
+      sigmoid |= g.nodes[p].op == OpType::Sigmoid;
+      for (int in : g.nodes[p].inputs) stack.push_back(in);
+    }
+    if (!sigmoid) continue;
+    for (size_t v = 0; v < seen.size(); ++v) head[v] |= seen[v];
   }
   std::vector<std::string> out;
-  if (!sigmoid) return out;
   for (size_t v = 0; v < g.values.size(); ++v) {
-    if (seen[v] && !conv_inputs.count(static_cast<int>(v)) && g.values[v].dtype == DType::kFloat32) {
-      out.push_back(g.values[v].name);
-    }
+    if (head[v] && g.values[v].dtype == DType::kFloat32) out.push_back(g.values[v].name);
   }
   return out;
 }

@@ -24,10 +24,10 @@
 // Detection-head rule (CalibOptions::float_head, on by default): tensors on the float side of a model's output
 //   head get no scale, so that no engine reading the cache (TensorRT's implicit INT8 in particular, which runs any
 //   tensor with a scale in INT8 when that is faster) squeezes a Sigmoid, a box decode or concatenated boxes and
-//   scores into one per-tensor INT8 scale. These tensors are head_tensors(g): walking back from the graph outputs
-//   through every node that is not a Conv/Gemm, the tensors met (the last Conv/Gemm outputs included), when that
-//   region holds a Sigmoid (a detection decode), minus any tensor a Conv/Gemm reads as its data input (a
-//   quantization point of the INT8 contract keeps its scale). The head's convs stay INT8: their inputs keep their
+//   scores into one per-tensor INT8 scale. These tensors are head_tensors(g): for each graph output, walking back
+//   through every node that is not a Conv/Gemm and stopping at tensors a Conv/Gemm reads (quantization points of
+//   the INT8 contract keep their scales), the tensors met (the last Conv/Gemm outputs included), when that region
+//   holds a Sigmoid (a detection decode). The head's convs stay INT8: their inputs keep their
 //   scales and their outputs are written in float, as in Ultralytics' and NNCF's ignored-scope rules for YOLO heads.
 // Bins: value |x| goes to bin floor(|x| * bins / max), max|x| itself to the last; NaN and inf are skipped.
 // tests/quant/calibrator_test.cpp checks each rule against thresholds derived by hand or by brute force.
