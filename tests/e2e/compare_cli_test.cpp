@@ -94,7 +94,7 @@ TEST_F(CalibCompareCli, CompareTableJsonSvgAndBisect) {
             0);
   const std::string int8 = " --precision int8 --calib-cache " + dir_ + "/c.cache";
   const CliResult r = cli("compare " + model_ + " --fmnist " + fm_ + int8 + " --json " + dir_ + "/c.json --svg " +
-                          dir_ + "/c.svg --bisect --target-snr 25");
+                          dir_ + "/c.svg --bisect --target-snr 10");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = json(dir_ + "/c.json");
   EXPECT_EQ(j["inputs"], 4);
@@ -112,8 +112,8 @@ TEST_F(CalibCompareCli, CompareTableJsonSvgAndBisect) {
   for (const auto& l : j["layers"]) saturated |= l["saturated_share"].get<double>() > 0.01;
   EXPECT_TRUE(saturated);
   const auto& b = j["bisect"];
-  EXPECT_LT(b["all_int8_db"].get<double>(), 25.0);
-  EXPECT_GE(b["final_db"].get<double>(), 25.0);
+  EXPECT_LT(b["all_int8_db"].get<double>(), 10.0);
+  EXPECT_GE(b["final_db"].get<double>(), 10.0);
   EXPECT_GE(b["float_layers"].size(), 1u);
   EXPECT_LT(b["float_layers"].size(), 5u);
   EXPECT_NE(slurp(dir_ + "/c.svg").find("<rect class=\"bar\""), std::string::npos);
