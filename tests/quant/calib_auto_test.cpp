@@ -4,7 +4,9 @@
 #include <cmath>
 #include <random>
 
+#include "backends/cpu/reference.h"
 #include "passes/passes.h"
+#include "quant/int8.h"
 #include "quant/calibrator.h"
 #include "test_util.h"
 
@@ -135,6 +137,32 @@ TEST(CalibAuto, DetectionHeadRuleLeavesTheDecodeInFloat) {
       EXPECT_FLOAT_EQ(*s, static_cast<float>((amax > 0 ? amax : 1.0) / 127)) << c.tensor;
     }
   }
+}
+
+// qdeploy's INT8 quantizes Conv/Gemm inputs only: the rule's tensors never were quantization points, so an INT8
+// model gives the same outputs with or without their scales.
+TEST(CalibAuto, DetectionHeadRuleLeavesTheInt8ModelAsItWas) {
+  const Graph g = head_graph(true);
+  const Tensor x = test::random_f32({1, 2, 4, 4}, 4);
+  std::vector<Tensor> outs;
+  for (bool rule : {true, false}) {
+    CalibOptions o;
+    o.algo = CalibAlgo::kMinMax;
+    o.float_head = rule;
+    Calibrator cal(g, o);
+    ASSERT_TRUE(cal.observe_range({{"x", x}}).is_ok());
+    Int8Options io;
+    for (const auto& [name, s] : cal.result().scales) io.act_scales[name] = s;
+    EXPECT_EQ(io.act_scales.size(), rule ? 3u : 6u);  // x, c1, r1 (+ c2, s2, y)
+    Graph q = g;
+    auto rep = lower_int8(q, io);
+    ASSERT_TRUE(rep) << rep.status().to_string();
+    EXPECT_EQ(rep->int8_nodes.size(), 2u);
+    auto y = run_reference(q, {{"x", x}});
+    ASSERT_TRUE(y) << y.status().to_string();
+    outs.push_back((*y)[0]);
+  }
+  EXPECT_EQ(test::max_abs_diff(outs[0], outs[1]), 0.0);
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 // INT8 range. CPU plans: every node output of the graph the plan runs, observed while it runs. CUDA INT8 plans: the
 // tensors the plan quantizes (each a layer's output that an INT8 conv reads), read from the engine itself.
 // --bisect: the small set of layers whose fallback to float brings the output SNR to --target-snr.
+#include <algorithm>
 #include <cstdio>
+#include <set>
 #include <filesystem>
 #include <unistd.h>
 
@@ -239,15 +241,24 @@ int run_compare(const CompareArgs& a) {
     BarChart c;
     c.title = "qdeploy compare: " + std::filesystem::path(a.model).filename().string() + " against " + a.reference;
     BarPanel snr{"SNR per layer output", "dB", {}, 0.0, {}}, sat{"beyond the INT8 range", "% of values", {}, 0.0, {}};
-    for (const TensorCompare& c2 : *layers) {
-      if (a.quantized_only || cuda || c2.op == "Conv" || c2.op == "Gemm" || c2.layer.empty()) {
-        c.rows.push_back(c2.layer.empty() ? c2.tensor : c2.layer);
-        c.highlight.push_back(std::find(fallback.begin(), fallback.end(), c2.layer) != fallback.end());
+    std::set<std::string> read_by_fallback;  // the inputs of the --bisect layers
+    for (const Node& n : prepared.nodes) {
+      if (!n.inputs.empty() && n.inputs[0] >= 0 && std::count(fallback.begin(), fallback.end(), n.name)) {
+        read_by_fallback.insert(prepared.values[n.inputs[0]].name);
+      }
+    }
+    // Rows: the tensors the engine quantizes (each a layer's output an INT8 conv reads: SNR and saturation both
+    // apply), and the last tensor (the model's output).
+    for (size_t i = 0; i < layers->size(); ++i) {
+      const TensorCompare& c2 = (*layers)[i];
+      if (c2.scale > 0 || i + 1 == layers->size()) {
+        c.rows.push_back(c2.layer.empty() ? c2.tensor : c2.layer + " (" + c2.op + ")");
+        c.highlight.push_back(read_by_fallback.count(c2.tensor) != 0);
         snr.values.push_back(c2.snr_db());
         sat.values.push_back(c2.scale > 0 ? 100 * c2.saturated_share() : NAN);
       }
     }
-    c.highlight_legend = "the --bisect fallback";
+    c.highlight_legend = "read by a layer --bisect keeps in float";
     c.panels = {snr, sat};
     if (Status s = write_file_atomic(a.svg, svg_bar_chart(c)); !s) return report(s);
   }
@@ -270,7 +281,7 @@ RunFn add_compare(CLI::App& app) {
   sub->add_flag("--bisect", a->bisect, "Find the layers whose fallback to float brings the output SNR to --target-snr");
   sub->add_option("--target-snr", a->target_snr, "With --bisect: the output SNR to reach, in dB (default 30)");
   sub->add_option("--json", a->json, "Write the per-layer table (and the bisection) as JSON");
-  sub->add_option("--svg", a->svg, "Write a bar chart of the per-layer SNR (SVG); Conv/Gemm outputs");
+  sub->add_option("--svg", a->svg, "Write a bar chart of the quantized tensors' SNR and saturation (SVG)");
   add_build_flags(sub, a->flags);
   return [a] { return run_compare(*a); };
 }
