@@ -121,7 +121,7 @@ class BatchCheck {
       case OpType::Abs: case OpType::Acos: case OpType::Acosh: case OpType::Asin: case OpType::Asinh:
       case OpType::Atan: case OpType::Atanh: case OpType::Ceil: case OpType::Celu: case OpType::Clip:
       case OpType::Cos: case OpType::Cosh: case OpType::Dropout: case OpType::Elu: case OpType::Erf:
-      case OpType::Exp: case OpType::Floor: case OpType::HardSigmoid: case OpType::HardSwish:
+      case OpType::Exp: case OpType::Floor: case OpType::Gelu: case OpType::Swish: case OpType::HardSigmoid: case OpType::HardSwish:
       case OpType::Identity: case OpType::LeakyRelu: case OpType::Log: case OpType::Mish: case OpType::Neg:
       case OpType::Not: case OpType::Reciprocal: case OpType::Relu: case OpType::Round: case OpType::Selu:
       case OpType::Sigmoid: case OpType::Sign: case OpType::Sin: case OpType::Sinh: case OpType::Softplus:
@@ -135,7 +135,7 @@ class BatchCheck {
       // Per item: windows, channels, normalization within an item.
       case OpType::Conv: case OpType::ConvInteger: case OpType::ConvTranspose: case OpType::AveragePool:
       case OpType::GlobalAveragePool: case OpType::GlobalLpPool: case OpType::GlobalMaxPool: case OpType::LpPool:
-      case OpType::MaxPool: case OpType::BatchNormalization: case OpType::InstanceNormalization: case OpType::LRN:
+      case OpType::MaxPool: case OpType::BatchNormalization: case OpType::InstanceNormalization: case OpType::GroupNormalization: case OpType::LRN:
       case OpType::DepthToSpace: case OpType::SpaceToDepth: case OpType::Resize: case OpType::Upsample:
         if (n.op == OpType::BatchNormalization && attr_int(n, "training_mode", 0) != 0) {
           return no("training-mode statistics over the batch");

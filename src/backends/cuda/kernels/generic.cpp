@@ -19,7 +19,7 @@ Factory factory_for(OpType op) {
     case OpType::Abs: case OpType::Acos: case OpType::Acosh: case OpType::Asin: case OpType::Asinh:
     case OpType::Atan: case OpType::Atanh: case OpType::Ceil: case OpType::Celu: case OpType::Clip:
     case OpType::Cos: case OpType::Cosh: case OpType::Elu: case OpType::Erf:
-    case OpType::Exp: case OpType::Floor: case OpType::HardSigmoid: case OpType::HardSwish: case OpType::LeakyRelu:
+    case OpType::Exp: case OpType::Floor: case OpType::Gelu: case OpType::Swish: case OpType::HardSigmoid: case OpType::HardSwish: case OpType::LeakyRelu:
     case OpType::Log: case OpType::Mish: case OpType::Neg: case OpType::Not: case OpType::Reciprocal:
     case OpType::Relu: case OpType::Round: case OpType::Selu: case OpType::Sigmoid: case OpType::Sign:
     case OpType::Sin: case OpType::Sinh: case OpType::Softplus: case OpType::Softsign: case OpType::Sqrt:
@@ -59,6 +59,7 @@ Factory factory_for(OpType op) {
     case OpType::ArgMax: case OpType::ArgMin: return make_argminmax;
     case OpType::BatchNormalization: return make_batch_norm;
     case OpType::InstanceNormalization: return make_instance_norm;
+    case OpType::GroupNormalization: return make_group_norm;
     case OpType::LayerNormalization: return make_layer_norm;
     // matmul.cu, conv_direct.cu
     case OpType::MatMul: case OpType::Gemm: return make_matmul;

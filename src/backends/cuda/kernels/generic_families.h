@@ -76,6 +76,7 @@ MadeKernel make_reduce(const NodeArgs& a);       // reduce.cu: Reduce*
 MadeKernel make_argminmax(const NodeArgs& a);    // reduce.cu: ArgMax, ArgMin
 MadeKernel make_batch_norm(const NodeArgs& a);   // norm.cu
 MadeKernel make_instance_norm(const NodeArgs& a);  // norm.cu
+MadeKernel make_group_norm(const NodeArgs& a);      // norm.cu: GroupNormalization
 MadeKernel make_layer_norm(const NodeArgs& a);   // norm.cu
 MadeKernel make_matmul(const NodeArgs& a);       // matmul.cu: MatMul, Gemm
 MadeKernel make_conv(const NodeArgs& a);         // conv_direct.cu
