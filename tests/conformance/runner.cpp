@@ -10,11 +10,11 @@
 #include <map>
 #include <regex>
 
-#include "backends/cpu/reference.h"
 #include "core/file_io.h"
 #include "onnx.pb.h"
 #include "onnx/importer.h"
 #include "onnx/tensor_proto.h"
+#include "ops/interpret.h"
 #include "passes/passes.h"
 #include "runtime/engine.h"
 
