@@ -13,11 +13,11 @@
 
 #include <unistd.h>
 
-#include "backends/cpu/reference.h"
 #include "core/file_io.h"
 #include "onnx.pb.h"
 #include "onnx/importer.h"
 #include "onnx/tensor_proto.h"
+#include "ops/interpret.h"
 #include "passes/passes.h"
 #include "runtime/engine.h"
 

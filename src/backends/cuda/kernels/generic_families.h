@@ -1,5 +1,6 @@
 // Internal to the generic CUDA kernels: what every op-family factory receives, the factories themselves (one per
-// family file, generic.cpp maps OpType -> factory), and host helpers they share (device tables, dim coalescing).
+// family file; generic.cpp maps each CudaFamily trait to its factory), and host helpers they share (device tables,
+// dim coalescing).
 #pragma once
 
 #include <cuda_runtime.h>
