@@ -9,6 +9,8 @@
 #             on the FMNIST-Det val set: per-stage GPU times and mAP (docs/benchmarks.md)
 #   precision the precision / speed table and chart of the shipped detector (scripts/precision-speed.py) at 640
 #             (its QAT row from the shipped QAT model, or QD_PRECISION_QAT=MODEL.onnx)
+#   exports   real exports of python/qdeploy's models with the installed torch (dynamo and legacy exporters) checked
+#             against ONNX Runtime and against each other (scripts/onnx-exports.py)
 #   qat       QAT fine-tuning of the shipped detector (python -m qdeploy.qat; QD_QAT_ARGS replaces its flags), then INT8 GPU
 #             plans built from its Q/DQ model (all INT8, and with layers in fp16: QD_QAT_FALLBACKS) evaluated on the val set
 # QD_TEST_FILTER narrows the tests (a gtest filter), QD_TEST_SHARDS runs them as that many processes at once;
@@ -102,6 +104,25 @@ for step in $STEPS; do
       "$B/tests/conformance/qdeploy_conformance" "$NODE" --device cuda --precision fp32 --verbose \
         > "$OUT/conformance-cuda.log" 2>&1 || rc=1
       grep -v "^passed " "$OUT/conformance-cuda.log" | tail -40
+      # onnx 1.23's node tests (opsets up to 28), carried in the repository, in both modes.
+      rm -rf /tmp/qd-onnx123 && mkdir -p /tmp/qd-onnx123
+      tar -C /tmp/qd-onnx123 -xJf tests/conformance/onnx-1.23-node-tests.tar.xz
+      "$B/tests/conformance/qdeploy_conformance" /tmp/qd-onnx123/node \
+        --expect-pass tests/conformance/onnx-1.23-expected-pass.txt > "$OUT/conformance-1.23-reference.log" 2>&1 || rc=1
+      tail -1 "$OUT/conformance-1.23-reference.log"
+      "$B/tests/conformance/qdeploy_conformance" /tmp/qd-onnx123/node --device cuda --precision fp32 --verbose \
+        > "$OUT/conformance-1.23-cuda.log" 2>&1 || rc=1
+      grep -v "^passed " "$OUT/conformance-1.23-cuda.log" | grep -v "^unsupported" | tail -40
+      tail -1 "$OUT/conformance-1.23-cuda.log"
+      ;;
+    exports)
+      # python/qdeploy's models exported with the installed torch (legacy opset 13, dynamo at its default opset and
+      # at 18), run by qdeploy (reference and CUDA) against ONNX Runtime, and the dynamo exports' detections against
+      # the legacy ones' (scripts/onnx-exports.py).
+      python3 scripts/onnx-exports.py export /tmp/qd-exports > "$OUT/exports.log" 2>&1 || rc=1
+      grep -E "opset|failed" "$OUT/exports.log" | grep -v Warning
+      python3 scripts/onnx-exports.py check /tmp/qd-exports "$B/qdeploy" --cuda 2>&1 | tee -a "$OUT/exports.log" || rc=1
+      cp /tmp/qd-exports/exports.json /tmp/qd-exports/check.json "$OUT/" 2>/dev/null
       ;;
     bench)
       # Images for the int8 plan's (minmax) calibration: carried by gpu-pack.sh, else generated here.

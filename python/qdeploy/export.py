@@ -30,11 +30,16 @@ def main(argv=None):
     ap.add_argument("--head-only", action="store_true", help="export the three raw head outputs s8/s16/s32")
     ap.add_argument("--dynamic", action="store_true", help="dynamic batch axis")
     ap.add_argument("--placement", type=int, choices=(1, 2), help="--weights is a QAT checkpoint of this placement")
+    ap.add_argument("--exporter", choices=("legacy", "dynamo"), default="legacy",
+                    help="legacy: the TorchScript exporter (default, opset 13); dynamo: torch's default exporter "
+                    "(torch >= 2.5; opset 18 and later)")
+    ap.add_argument("--opset", type=int, default=None, help="ONNX opset (default: 13 for legacy, torch's for dynamo)")
     ap.add_argument("--seed", type=int, default=0, help="seed for random initialization")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
 
     torch.manual_seed(args.seed)
+    export_args = {"exporter": args.exporter, "opset": args.opset}
     classifier = is_classifier(args.model)
     nc = args.nc or (10 if classifier else 80)
     model = build_model(args.model, nc)
@@ -43,16 +48,16 @@ def main(argv=None):
             ap.error("--placement needs --weights (a QAT checkpoint)")
         load_weights(quantize_model(model, args.placement), args.weights)
         if classifier:
-            export_qat_classifier(model, args.out, args.dynamic, args.batch)
+            export_qat_classifier(model, args.out, args.dynamic, args.batch, **export_args)
         else:
-            export_qat_detector(model, args.out, args.imgsz, args.head_only, args.dynamic, args.batch)
+            export_qat_detector(model, args.out, args.imgsz, args.head_only, args.dynamic, args.batch, **export_args)
     else:
         if args.weights:
             load_weights(model, args.weights)
         if classifier:
-            export_classifier(model, args.out, args.dynamic, args.batch)
+            export_classifier(model, args.out, args.dynamic, args.batch, **export_args)
         else:
-            export_detector(model, args.out, args.imgsz, args.head_only, args.dynamic, args.batch)
+            export_detector(model, args.out, args.imgsz, args.head_only, args.dynamic, args.batch, **export_args)
     print(f"wrote {args.out}")
 
 

@@ -19,12 +19,27 @@ OPSET = 13
 HEAD_NAMES = ("s8", "s16", "s32")
 
 
-def onnx_export(model, dummy, path, input_names, output_names, dynamic=False, opset=OPSET):
-    """torch.onnx.export with the TorchScript exporter on every torch version (newer ones default to dynamo, whose
-    graphs name and shape things differently) and an optional dynamic batch axis on every input and output."""
+def onnx_export(model, dummy, path, input_names, output_names, dynamic=False, opset=None, exporter="legacy"):
+    """torch.onnx.export with an optional dynamic batch axis on every input and output.
+
+    ``exporter="legacy"`` (the default) uses the TorchScript exporter at opset 13 on every torch version (newer ones
+    default to dynamo, whose graphs name and shape things differently); ``exporter="dynamo"`` uses torch's default
+    exporter (torch >= 2.5) at its default opset unless ``opset`` is given, as a user of a current PyTorch gets it."""
+    if exporter not in ("legacy", "dynamo"):
+        raise ValueError(f"exporter must be 'legacy' or 'dynamo', not {exporter!r}")
     kwargs = {}
-    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
-        kwargs["dynamo"] = False
+    has_dynamo = "dynamo" in inspect.signature(torch.onnx.export).parameters
+    if exporter == "dynamo":
+        if not has_dynamo:
+            raise RuntimeError(f"torch {torch.__version__} has no dynamo ONNX exporter (torch >= 2.5 has)")
+        kwargs["dynamo"] = True
+        if opset is not None:
+            kwargs["opset_version"] = opset
+    else:
+        if has_dynamo:
+            kwargs["dynamo"] = False
+        kwargs["opset_version"] = OPSET if opset is None else opset
+        kwargs["do_constant_folding"] = True
     axes = {name: {0: "batch"} for name in (*input_names, *output_names)} if dynamic else None
     with torch.no_grad(), warnings.catch_warnings():
         # Expected noise: spatial sizes are fixed at export by design (tracer warnings), torch 1.13 warns about
@@ -33,8 +48,8 @@ def onnx_export(model, dummy, path, input_names, output_names, dynamic=False, op
         warnings.filterwarnings("ignore", message=".*shape inference of prim::Constant")
         warnings.filterwarnings("ignore", message=".*legacy TorchScript-based ONNX export", category=DeprecationWarning)
         torch.onnx.export(
-            model, dummy, str(path), opset_version=opset, input_names=list(input_names),
-            output_names=list(output_names), dynamic_axes=axes, do_constant_folding=True, **kwargs,
+            model, dummy, str(path), input_names=list(input_names), output_names=list(output_names),
+            dynamic_axes=axes, **kwargs,
         )
 
 
@@ -44,8 +59,9 @@ def prepare_for_export(model):
     return fuse_conv_bn(model)
 
 
-def export_detector(model, path, imgsz=640, head_only=False, dynamic=False, batch=1, prepared=False):
-    """Export a YOLOv5; ``prepared`` skips the fuse/copy step (QAT models are fused and must keep their quantizers)."""
+def export_detector(model, path, imgsz=640, head_only=False, dynamic=False, batch=1, prepared=False, **export_args):
+    """Export a YOLOv5; ``prepared`` skips the fuse/copy step (QAT models are fused and must keep their quantizers);
+    ``export_args`` (exporter, opset) go to onnx_export."""
     if imgsz % 32:
         raise ValueError(f"--imgsz {imgsz} must be a multiple of 32 (the largest stride)")
     model = model if prepared else prepare_for_export(model)
@@ -54,12 +70,12 @@ def export_detector(model, path, imgsz=640, head_only=False, dynamic=False, batc
         dummy = torch.zeros(batch, 3, imgsz, imgsz, device=next(model.parameters()).device)
         with torch.no_grad():
             model(dummy)  # fills Detect's grid cache so the trace records the grids as constants
-        onnx_export(model, dummy, path, ["images"], HEAD_NAMES if head_only else ["output0"], dynamic)
+        onnx_export(model, dummy, path, ["images"], HEAD_NAMES if head_only else ["output0"], dynamic, **export_args)
     finally:
         model.detect.head_only = False
 
 
-def export_classifier(model, path, dynamic=False, batch=1, prepared=False):
+def export_classifier(model, path, dynamic=False, batch=1, prepared=False, **export_args):
     model = model if prepared else prepare_for_export(model)
     dummy = torch.zeros(batch, 3, 32, 32, device=next(model.parameters()).device)
-    onnx_export(model, dummy, path, ["input"], ["output"], dynamic)
+    onnx_export(model, dummy, path, ["input"], ["output"], dynamic, **export_args)

@@ -45,6 +45,15 @@ bool dtype_from_onnx(int32_t code, DType* out) {
   return true;
 }
 
+std::string onnx_type_name(int32_t code) {
+  static const char* const kNames[] = {"undefined", "float", "uint8", "int8", "uint16", "int16", "int32", "int64",
+                                       "string", "bool", "float16", "double", "uint32", "uint64", "complex64",
+                                       "complex128", "bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2",
+                                       "float8e5m2fnuz", "uint4", "int4", "float4e2m1", "float8e8m0", "uint2", "int2"};
+  if (code >= 0 && code < static_cast<int32_t>(sizeof kNames / sizeof kNames[0])) return kNames[code];
+  return "element type code " + std::to_string(code);
+}
+
 bool is_float(DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kFloat64; }
 
 bool is_integer(DType t) {

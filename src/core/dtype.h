@@ -29,6 +29,9 @@ size_t dtype_size(DType t);
 const char* dtype_name(DType t);  // "float32", "int64", ...
 // Maps an ONNX TensorProto.DataType code; false when qdeploy cannot hold it.
 bool dtype_from_onnx(int32_t code, DType* out);
+// An ONNX element type's name (TensorProto.DataType, onnx 1.23: up to int2), for messages about types qdeploy does
+// not read: "float8e4m3fn", "int4", "element type code 99".
+std::string onnx_type_name(int32_t code);
 bool is_float(DType t);
 bool is_integer(DType t);
 

@@ -1,5 +1,7 @@
 #include "ir/cost.h"
 
+#include "ops/op_traits.h"
+
 namespace qd {
 
 namespace {
@@ -10,8 +12,8 @@ int64_t node_macs(const Graph& g, const Node& n) {
   for (int v : n.inputs) {
     if (v >= 0 && !g.values[v].has_shape) return 0;
   }
-  switch (n.op) {
-    case OpType::Conv: {
+  switch (op_traits(n.op).macs) {  // the op's `macs` trait in ops.def
+    case MacsRule::kConv: {
       // out elements x (input channels per group x kernel window)
       const Shape& w = shape_of(g, n.inputs[1]);
       const Shape& y = shape_of(g, n.outputs[0]);
@@ -19,18 +21,18 @@ int64_t node_macs(const Graph& g, const Node& n) {
       for (size_t i = 1; i < w.size(); ++i) k *= w[i];
       return numel(y) * k;
     }
-    case OpType::Gemm: {
+    case MacsRule::kGemm: {
       const Shape& a = shape_of(g, n.inputs[0]);
       const Shape& y = shape_of(g, n.outputs[0]);
       const bool trans_a = n.attrs.get_int("transA", 0).has_value() && *n.attrs.get_int("transA", 0) != 0;
       return numel(y) * (a.size() == 2 ? a[trans_a ? 0 : 1] : 0);
     }
-    case OpType::MatMul: {
+    case MacsRule::kMatMul: {
       const Shape& a = shape_of(g, n.inputs[0]);
       const Shape& y = shape_of(g, n.outputs[0]);
       return a.empty() ? 0 : numel(y) * a.back();
     }
-    case OpType::ConvTranspose: {
+    case MacsRule::kConvTranspose: {
       // every input element is multiplied by (output channels per group x kernel window)
       const Shape& x = shape_of(g, n.inputs[0]);
       const Shape& w = shape_of(g, n.inputs[1]);
@@ -38,9 +40,10 @@ int64_t node_macs(const Graph& g, const Node& n) {
       for (size_t i = 1; i < w.size(); ++i) k *= w[i];
       return numel(x) * k;
     }
-    default:
-      return 0;
+    case MacsRule::kNone:
+      break;
   }
+  return 0;
 }
 
 int64_t parameter_count(const Graph& g) {

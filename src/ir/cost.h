@@ -1,4 +1,5 @@
-// Static cost model: multiply-accumulates per node (Conv, ConvTranspose, Gemm, MatMul) and parameter counts.
+// Static cost model: multiply-accumulates per node (by the op's `macs` trait in ops.def: Conv, ConvTranspose, Gemm,
+// MatMul) and parameter counts.
 #pragma once
 
 #include "ir/graph.h"

@@ -1,6 +1,7 @@
 #include "onnx/importer.h"
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -120,11 +121,7 @@ Status read_value_info(const onnx::ValueInfoProto& vi, Value* v) {
   if (!vi.type().has_tensor_type()) return unsupported(what + " is not a tensor (sequences, maps and optionals are not supported)");
   const auto& tt = vi.type().tensor_type();
   if (tt.elem_type() == onnx::TensorProto::UNDEFINED) return invalid(what + " has no element type");
-  if (tt.elem_type() == onnx::TensorProto::STRING) return unsupported(what + " has element type string; qdeploy supports numeric tensors only");
-  if (!dtype_from_onnx(tt.elem_type(), &v->dtype)) {
-    return unsupported(what + " has element type code " + std::to_string(tt.elem_type()) +
-                       " (bfloat16, complex and float8 inputs are not supported)");
-  }
+  if (!dtype_from_onnx(tt.elem_type(), &v->dtype)) return unsupported(what + ": " + unsupported_type_message(tt.elem_type()));
   if (!tt.has_shape()) return Status::ok();
   if (tt.shape().dim_size() > 8) return invalid(what + " has rank " + std::to_string(tt.shape().dim_size()) + "; at most 8 is supported");
   v->has_shape = true;
@@ -145,6 +142,110 @@ Status read_value_info(const onnx::ValueInfoProto& vi, Value* v) {
   for (int64_t d : v->shape) fixed.push_back(d < 0 ? 1 : d);
   if (!checked_numel(fixed)) return invalid(what + " has more than 2^40 elements (shape " + shape_str(v->shape) + ")");
   return Status::ok();
+}
+
+// Model-local functions (FunctionProto; the dynamo exporter writes them unless it inlines) are expanded in place:
+// a call's formal inputs and outputs become the caller's values, the body's other values get the call's name as a
+// prefix, and attributes referenced by ref_attr_name take the call's value or the function's default.
+class FunctionInliner {
+  // A function's attribute defaults (FunctionProto.attribute_proto, field 11). Debian's onnx.proto (onnx 1.12)
+  // predates the field, so protobuf keeps it among the message's unknown fields, which are read here.
+  static std::vector<onnx::AttributeProto> attribute_defaults(const onnx::FunctionProto& f) {
+    std::vector<onnx::AttributeProto> out;
+    const std::string& raw = f.unknown_fields();
+    google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(raw.data()), static_cast<int>(raw.size()));
+    for (uint32_t tag; (tag = in.ReadTag()) != 0;) {
+      if (tag == ((11u << 3) | 2u)) {  // field 11, length-delimited
+        uint32_t len = 0;
+        std::string bytes;
+        onnx::AttributeProto a;
+        if (!in.ReadVarint32(&len) || !in.ReadString(&bytes, static_cast<int>(len)) || !a.ParseFromString(bytes)) break;
+        out.push_back(std::move(a));
+      } else if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) {
+        break;
+      }
+    }
+    return out;
+  }
+
+ public:
+  explicit FunctionInliner(const onnx::ModelProto& m) {
+    for (const auto& f : m.functions()) functions_[{f.domain(), f.name()}] = &f;
+  }
+  bool empty() const { return functions_.empty(); }
+
+  // Appends `n`, or its expansion when it calls a local function, to `out`.
+  Status expand(const onnx::NodeProto& n, const std::string& name, int depth, std::vector<onnx::NodeProto>* out) {
+    auto it = functions_.find({n.domain(), n.op_type()});
+    if (it == functions_.end()) {
+      out->push_back(n);
+      if (out->back().name().empty()) out->back().set_name(name);
+      return Status::ok();
+    }
+    const onnx::FunctionProto& f = *it->second;
+    const std::string where = "node '" + name + "' (call of local function " + n.domain() + "::" + n.op_type() + ")";
+    if (depth >= kMaxDepth) return invalid(where + ": local functions nest deeper than " + std::to_string(kMaxDepth) + " (recursive?)");
+    if (n.input_size() > f.input_size() || n.output_size() > f.output_size()) {
+      return invalid(where + ": " + std::to_string(n.input_size()) + " inputs and " + std::to_string(n.output_size()) +
+                     " outputs, but the function declares " + std::to_string(f.input_size()) + " and " +
+                     std::to_string(f.output_size()));
+    }
+    std::map<std::string, std::string> rename;  // formal name -> actual name ("" = omitted optional input)
+    for (int i = 0; i < f.input_size(); ++i) rename[f.input(i)] = i < n.input_size() ? n.input(i) : "";
+    for (int i = 0; i < f.output_size(); ++i) {
+      rename[f.output(i)] = i < n.output_size() ? n.output(i) : name + "/" + f.output(i);
+    }
+    const std::vector<onnx::AttributeProto> defaults = attribute_defaults(f);
+    std::map<std::string, const onnx::AttributeProto*> attrs;
+    for (const auto& a : defaults) attrs[a.name()] = &a;
+    for (const auto& a : n.attribute()) attrs[a.name()] = &a;
+    auto mapped = [&](const std::string& v) {
+      if (v.empty()) return v;
+      auto r = rename.find(v);
+      return r != rename.end() ? r->second : name + "/" + v;
+    };
+    int index = 0;
+    for (const auto& body : f.node()) {
+      onnx::NodeProto c = body;
+      c.set_name(name + "/" + (body.name().empty() ? body.op_type() + "_" + std::to_string(index) : body.name()));
+      ++index;
+      for (auto& in : *c.mutable_input()) in = mapped(in);
+      for (auto& o : *c.mutable_output()) o = mapped(o);
+      // Attribute references: take the call's (or default) value under the body's attribute name, or drop it.
+      google::protobuf::RepeatedPtrField<onnx::AttributeProto> resolved;
+      for (const auto& a : c.attribute()) {
+        if (a.ref_attr_name().empty()) {
+          *resolved.Add() = a;
+          continue;
+        }
+        auto r = attrs.find(a.ref_attr_name());
+        if (r == attrs.end()) continue;
+        onnx::AttributeProto v = *r->second;
+        v.set_name(a.name());
+        *resolved.Add() = std::move(v);
+      }
+      *c.mutable_attribute() = std::move(resolved);
+      QD_RETURN_IF_ERROR(expand(c, c.name(), depth + 1, out));
+      if (out->size() > kMaxNodes) return invalid(where + ": expanding local functions gives more than " + std::to_string(kMaxNodes) + " nodes");
+    }
+    return Status::ok();
+  }
+
+ private:
+  static constexpr int kMaxDepth = 32;
+  static constexpr size_t kMaxNodes = size_t{1} << 20;  // far above real models, bounded for hostile nesting
+  std::map<std::pair<std::string, std::string>, const onnx::FunctionProto*> functions_;
+};
+
+// What to tell the user about a node of a domain qdeploy has no ops in.
+std::string domain_hint(const std::string& domain) {
+  if (domain.rfind("pkg.onnxscript", 0) == 0) {
+    return " [an onnxscript function the exporter did not inline: export with torch.onnx.export(..., dynamo=True, "
+           "optimize=True), or inline it with onnx.inliner.inline_local_functions]";
+  }
+  if (domain == "com.microsoft") return " [an ONNX Runtime contrib op: export without ONNX Runtime's optimizations or fusions]";
+  if (domain == "trt" || domain == "com.nvidia") return " [a TensorRT plugin op]";
+  return "";
 }
 
 }  // namespace
@@ -207,10 +308,31 @@ Expected<Graph> import_onnx_bytes(const std::string& bytes, const std::string& m
     QD_RETURN_IF_ERROR(fail(read_value_info(in, &g.values[v])));
     g.inputs.push_back(v);
   }
+  // Local functions expanded first (a model without them keeps its nodes as they are).
+  FunctionInliner inliner(model);
+  std::vector<onnx::NodeProto> expanded;
+  if (!inliner.empty()) {
+    int i = 0;
+    for (const auto& np : gp.node()) {
+      const std::string name = np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name();
+      ++i;
+      QD_RETURN_IF_ERROR(fail(inliner.expand(np, name, 0, &expanded)));
+    }
+  }
   // Nodes: collect every unsupported one before failing, so the user sees the whole list.
   std::vector<std::string> unsupported_nodes;
   int index = 0;
-  for (const auto& np : gp.node()) {
+  auto node_list = [&]() -> std::vector<const onnx::NodeProto*> {
+    std::vector<const onnx::NodeProto*> list;
+    if (inliner.empty()) {
+      for (const auto& np : gp.node()) list.push_back(&np);
+    } else {
+      for (const auto& np : expanded) list.push_back(&np);
+    }
+    return list;
+  }();
+  for (const onnx::NodeProto* npp : node_list) {
+    const onnx::NodeProto& np = *npp;
     const std::string name = np.name().empty() ? np.op_type() + "_" + std::to_string(index) : np.name();
     ++index;
     for (const auto& out : np.output()) {
@@ -225,7 +347,8 @@ Expected<Graph> import_onnx_bytes(const std::string& bytes, const std::string& m
       auto d = domain_opset.find(np.domain());
       unsupported_nodes.push_back("'" + name + "' (" + np.domain() + "::" + np.op_type() + ", " +
                                   (d == domain_opset.end() ? std::string("no opset declared for this domain")
-                                                           : "opset " + std::to_string(d->second)) + ")");
+                                                           : "opset " + std::to_string(d->second)) + ")" +
+                                  domain_hint(np.domain()));
       continue;
     }
     if (np.op_type() == "Constant") {

@@ -9,7 +9,8 @@
 namespace qd {
 
 constexpr int kMinOpset = 7;
-constexpr int kMaxOpset = 17;
+// The newest default-domain opset onnx 1.23 defines; ops whose semantics changed since are handled per opset.
+constexpr int kMaxOpset = 28;
 
 // Loads a model file; external data files are resolved relative to the model's folder and must stay inside it.
 Expected<Graph> import_onnx_file(const std::string& path);

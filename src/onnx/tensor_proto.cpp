@@ -113,6 +113,15 @@ Status check_typed_count(const onnx::TensorProto& p, DType dt, int64_t n) {
 
 }  // namespace
 
+std::string unsupported_type_message(int32_t onnx_type) {
+  const std::string name = onnx_type_name(onnx_type);
+  std::string why;
+  if (onnx_type == onnx::TensorProto::BFLOAT16) why = "; export in float32 or float16";
+  else if (onnx_type >= 17 && onnx_type <= 26) why = "; qdeploy quantizes to int8/uint8 (QuantizeLinear with an int8 or uint8 zero point), float8, 4-bit and 2-bit types are not supported";
+  else if (onnx_type == onnx::TensorProto::STRING) why = "; qdeploy supports numeric tensors only";
+  return "element type " + name + " is not supported" + why;
+}
+
 Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& model_dir, const std::string& kind) {
   const std::string what = p.name().empty() ? kind + " (unnamed)" : kind + " '" + p.name() + "'";
   auto fail = [&](Status s) { return s.prefix(what); };
@@ -122,8 +131,7 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
   }
   if (p.data_type() == onnx::TensorProto::STRING) return fail(unsupported("string tensors are not supported"));
   if (!dtype_from_onnx(p.data_type(), &dt)) {
-    return fail(unsupported("element type code " + std::to_string(p.data_type()) +
-                            " is not supported (bfloat16, complex and float8 tensors are not)"));
+    return fail(unsupported(unsupported_type_message(p.data_type())));
   }
   if (p.dims_size() > 8) return fail(invalid("rank " + std::to_string(p.dims_size()) + " is more than 8"));
   Shape shape(p.dims().begin(), p.dims().end());

@@ -1,5 +1,6 @@
 // Cast and CastLike between every element type qdeploy holds (numeric, bool, float16). Float to integer truncates
 // toward zero (NaN gives 0; values beyond int64 saturate); integer to narrower integer wraps, as numpy does.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -92,8 +93,9 @@ Status infer_Cast(InferCtx& c) {
   if (to == 8) return unsupported("Cast to string (strings are not supported)");
   DType t;
   if (to < 0 || to > INT32_MAX || !dtype_from_onnx(static_cast<int32_t>(to), &t)) {
-    return unsupported("Cast to ONNX element type " + std::to_string(to) +
-                       " (qdeploy holds float16/32/64, bool and 8-64 bit integers; bfloat16 and float8 are not supported)");
+    return unsupported("Cast to " + onnx_type_name(static_cast<int32_t>(std::clamp<int64_t>(to, -1, INT32_MAX))) +
+                       " (qdeploy holds float16/32/64, bool and 8-64 bit integers; bfloat16, float8, 4-bit and 2-bit "
+                       "types are not supported)");
   }
   QD_RETURN_IF_ERROR(check_castable(c.dtype(0), "from"));
   c.set_output(0, t, c.shape(0));

@@ -10,16 +10,32 @@ Expected<int> concat_axis(const InferCtx& c) {
   return normalize_axis(axis, c.rank(0));
 }
 
-// Sizes of Split's parts along the axis: from the split input (opset 13) or attribute, else equal parts.
+// Sizes of Split's parts along the axis: from the split input (opset 13) or attribute, from num_outputs (opset 18),
+// else equal parts.
 Expected<std::vector<int64_t>> split_sizes(const InferCtx& c, int axis) {
   const int64_t dim = c.shape(0)[axis];
   const int64_t parts = static_cast<int64_t>(c.num_outputs());
   std::vector<int64_t> split;
+  if (c.has_input(1) && c.node.attrs.has("num_outputs")) {
+    return invalid("Split takes either the split input or the num_outputs attribute, not both");
+  }
   if (c.has_input(1) && numel(c.shape(1)) > 0) {  // an empty split input means equal parts
     if (c.rank(1) != 1) return invalid("split must be 1-D, got shape " + shape_str(c.shape(1)));
     split = QD_TRY(c.const_ints(1));
   } else if (c.node.attrs.has("split")) {
     split = QD_TRY(c.node.attrs.get_ints("split"));
+  } else if (c.node.attrs.has("num_outputs")) {
+    // Opset 18: parts of ceil(dim / n), the last one smaller when n does not divide the axis.
+    const int64_t n = QD_TRY(c.node.attrs.get_int("num_outputs"));
+    if (n != parts) {
+      return invalid("num_outputs is " + std::to_string(n) + " but the node has " + std::to_string(parts) + " outputs");
+    }
+    const int64_t chunk = (dim + parts - 1) / parts;
+    if (chunk * (parts - 1) >= dim && dim > 0) {
+      return invalid("axis " + std::to_string(axis) + " of size " + std::to_string(dim) + " cannot give " +
+                     std::to_string(parts) + " non-empty parts of " + std::to_string(chunk));
+    }
+    for (int64_t i = 0; i < parts; ++i) split.push_back(std::min(chunk, std::max<int64_t>(dim - i * chunk, 0)));
   } else {
     if (dim % parts != 0) {
       return invalid("axis " + std::to_string(axis) + " has size " + std::to_string(dim) + ", which does not split into " +
@@ -89,7 +105,6 @@ Status run_Concat(KernelCtx& c) {
 }
 
 Status infer_Split(InferCtx& c) {
-  if (c.node.attrs.has("num_outputs")) return unsupported("Split's num_outputs attribute (opset 18)");
   if (c.rank(0) == 0) return invalid("Split takes a tensor of rank >= 1, got a scalar");
   const int axis = QD_TRY(normalize_axis(QD_TRY(c.node.attrs.get_int("axis", 0)), c.rank(0)));
   const std::vector<int64_t> split = QD_TRY(split_sizes(c, axis));

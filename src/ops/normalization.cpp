@@ -1,5 +1,6 @@
 // Normalizations over statistics computed from the input itself: InstanceNormalization (per (n, c) plane; PyTorch's
-// GroupNorm exports as Reshape -> InstanceNormalization -> Reshape -> Mul -> Add), LayerNormalization (opset 17),
+// GroupNorm exports as Reshape -> InstanceNormalization -> Reshape -> Mul -> Add before opset 18),
+// GroupNormalization (opsets 18 and 21), LayerNormalization (opset 17),
 // MeanVarianceNormalization, and LRN (across channels).
 #include <algorithm>
 #include <cmath>
@@ -70,6 +71,66 @@ Status run_InstanceNormalization(KernelCtx& c) {
       mean_var(x, n, 1, &mean, &var);
       const double a = c.in[1]->get_f64(p % ch) / std::sqrt(var + eps), b = c.in[2]->get_f64(p % ch);
       for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>((x[i] - mean) * a + b);
+    }
+    return Status::ok();
+  });
+}
+
+// ---- GroupNormalization: y = scale * (x - mean_ng) / sqrt(var_ng + epsilon) + bias, statistics over the C / G
+// channels of group g (and every spatial position) ----
+
+Expected<GroupNormGeom> group_norm_geom(const Node& n, const Shape& x) {
+  if (x.size() < 2) return invalid("input must have shape [N, C, D1, ...], got rank " + std::to_string(x.size()));
+  GroupNormGeom g;
+  g.groups = QD_TRY(n.attrs.get_int("num_groups"));
+  g.channels = x[1];
+  if (g.groups <= 0 || g.channels % g.groups != 0) {
+    return invalid("num_groups " + std::to_string(g.groups) + " must be positive and divide the " +
+                   std::to_string(g.channels) + " channels");
+  }
+  g.spatial = range_product(x, 2, x.size());
+  // Opset 18 gave scale and bias one value per group; opset 21 one per channel (as PyTorch's GroupNorm).
+  g.per_group = n.opset < 21;
+  const int64_t stash = QD_TRY(n.attrs.get_int("stash_type", 1));
+  if (stash != 1) return unsupported("stash_type " + std::to_string(stash) + " (1 = float32 only)");
+  return g;
+}
+
+Status infer_GroupNormalization(InferCtx& c) {
+  QD_RETURN_IF_ERROR(require_float(c, 0));
+  QD_RETURN_IF_ERROR(read_epsilon(c.node, 1e-5f).status());
+  const GroupNormGeom g = QD_TRY(group_norm_geom(c.node, c.shape(0)));
+  const int64_t want = g.per_group ? g.groups : g.channels;
+  for (size_t i = 1; i <= 2; ++i) {
+    if (!is_float(c.dtype(i))) return unsupported(std::string(i == 1 ? "scale" : "bias") + " must be floating point");
+    if (c.shape(i) != Shape{want}) {
+      return invalid(std::string(i == 1 ? "scale" : "bias") + " must have shape [" + std::to_string(want) + "] (one " +
+                     (g.per_group ? "value per group in opset " : "value per channel in opset ") +
+                     std::to_string(c.node.opset) + "), got " + shape_str(c.shape(i)));
+    }
+  }
+  return infer_same_as_input(c);
+}
+
+Status run_GroupNormalization(KernelCtx& c) {
+  const double eps = QD_TRY(read_epsilon(c.node, 1e-5f));
+  const GroupNormGeom g = QD_TRY(group_norm_geom(c.node, c.in[0]->shape()));
+  const int64_t cpg = g.channels / g.groups, len = cpg * g.spatial;
+  const int64_t rows = len == 0 ? 0 : c.in[0]->numel() / len;
+  return dispatch_float(c.in[0]->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* x = c.in[0]->data<T>() + r * len;
+      T* y = c.out[0]->data<T>() + r * len;
+      double mean, var;
+      mean_var(x, len, 1, &mean, &var);
+      const double inv = 1.0 / std::sqrt(var + eps);
+      const int64_t grp = r % g.groups;
+      for (int64_t k = 0; k < cpg; ++k) {
+        const int64_t p = g.per_group ? grp : grp * cpg + k;
+        const double a = c.in[1]->get_f64(p) * inv, b = c.in[2]->get_f64(p);
+        for (int64_t i = k * g.spatial; i < (k + 1) * g.spatial; ++i) y[i] = static_cast<T>((x[i] - mean) * a + b);
+      }
     }
     return Status::ok();
   });

@@ -7,6 +7,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "ops/op_traits.h"
 
 namespace qd {
 
@@ -65,6 +66,7 @@ struct OpSchema {
   int min_outputs, max_outputs;
   InferFn infer;
   RunFn run;
+  OpTraits traits;
 };
 
 const OpSchema& op_schema(OpType op);
@@ -80,8 +82,8 @@ Expected<std::vector<Tensor>> run_node(const InferCtx& ctx, const std::vector<co
 
 // Declarations of every op's functions (defined in the op files).
 namespace ops {
-#define QD_OP(name, min_in, max_in, min_out, max_out) \
-  Status infer_##name(InferCtx&);                      \
+#define QD_OP(name, ...)          \
+  Status infer_##name(InferCtx&); \
   Status run_##name(KernelCtx&);
 #include "ops/ops.def"
 #undef QD_OP

@@ -43,7 +43,7 @@ int64_t pad_map_coord(int64_t o, int64_t begin, int64_t n, PadMode mode);
 // ---- Resize / Upsample (resize.cpp) ----
 enum class ResizeMode { kNearest, kLinear, kCubic };
 enum class ResizeCoord {
-  kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfHalfPixelForNn, kTfCropAndResize
+  kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfHalfPixelForNn, kTfCropAndResize, kHalfPixelSymmetric
 };
 // kLegacy: Upsample and Resize-10 (as ONNX Runtime): floor when enlarging, ceil when shrinking.
 enum class ResizeNearest { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kLegacy };
@@ -53,6 +53,7 @@ struct ResizeParams {
   ResizeNearest nearest = ResizeNearest::kLegacy;
   double cubic_a = -0.75;
   bool exclude_outside = false;
+  bool antialias = false;  // opset 18: linear/cubic filters widened by 1 / scale when shrinking
   double extrapolation = 0.0;
   Shape out;
   std::vector<double> scales;   // per axis, used by the coordinate transform
@@ -61,7 +62,8 @@ struct ResizeParams {
 };
 // `upsample`: the node is an Upsample (opsets 7, 9).
 Expected<ResizeParams> resize_params(const InferCtx& c, bool upsample);
-// Interpolation taps of one axis: for output coordinate i, n taps (index, weight), or extrapolate[i].
+// Interpolation taps of one axis: for output coordinate i, n taps (index, weight), or extrapolate[i]. n is 1
+// (nearest), 2 (linear), 4 (cubic), or wider with antialias when the axis shrinks.
 struct ResizeAxisTaps {
   int n = 1;
   std::vector<int64_t> idx;
@@ -94,6 +96,14 @@ struct LayerNormGeom {
   DType stash;
 };
 Expected<LayerNormGeom> layer_norm_geom(const Node& n, const Shape& x);
+
+// ---- GroupNormalization (normalization.cpp): x [N, C, ...] normalized over each of `groups` runs of C / groups
+// channels; scale and bias per channel (opset 21) or, in opset 18, per group ----
+struct GroupNormGeom {
+  int64_t groups, channels, spatial;
+  bool per_group;  // scale/bias have one value per group (opset 18)
+};
+Expected<GroupNormGeom> group_norm_geom(const Node& n, const Shape& x);
 
 // ---- MatMul (matmul.cpp): a [..., M, K] x b [..., K, N] with 1-d operands promoted as numpy does ----
 struct MatMulGeom {

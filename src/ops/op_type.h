@@ -7,7 +7,7 @@
 namespace qd {
 
 enum class OpType : int {
-#define QD_OP(name, min_in, max_in, min_out, max_out) name,
+#define QD_OP(name, ...) name,
 #include "ops/ops.def"
 #undef QD_OP
   kCount

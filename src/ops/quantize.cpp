@@ -1,5 +1,9 @@
 // QuantizeLinear, DequantizeLinear (per-tensor; per-axis from opset 13) and DynamicQuantizeLinear: the Q/DQ nodes
 // of QAT and pre-quantized models. The arithmetic is the project's INT8 contract (ops/quantize.h).
+// Later opsets: 19 adds float8 types and `saturate` (float8 only), 21 int16/uint16/int4 types, `block_size`
+// (blocked quantization) and QuantizeLinear's `output_dtype`, 23 `precision` and float4, 25 int2/uint2 and
+// DequantizeLinear's `output_dtype`. qdeploy reads int8/uint8/int16/uint16 per tensor and per axis; blocked
+// quantization, float8/float4 and 4-/2-bit types are refused by name.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -68,8 +72,37 @@ Status range_of(DType t, int32_t* lo, int32_t* hi) {
   switch (t) {
     case DType::kInt8: *lo = -128; *hi = 127; return Status::ok();
     case DType::kUInt8: *lo = 0; *hi = 255; return Status::ok();
-    default: return unsupported(std::string("quantized type ") + dtype_name(t) + " (int8 and uint8 only)");
+    case DType::kInt16: *lo = -32768; *hi = 32767; return Status::ok();
+    case DType::kUInt16: *lo = 0; *hi = 65535; return Status::ok();
+    default: return unsupported(std::string("quantized type ") + dtype_name(t) + " (int8, uint8, int16 and uint16 only)");
   }
+}
+
+// The attributes of opsets 19-25 that qdeploy reads or refuses: blocked quantization is refused; `saturate` only
+// applies to float8, which is refused where the type is read.
+Status check_later_attrs(const Node& n) {
+  const int64_t block = QD_TRY(n.attrs.get_int("block_size", 0));
+  if (block < 0) return invalid("block_size must be >= 0, got " + std::to_string(block));
+  if (block > 0) {
+    return unsupported("blocked quantization (block_size " + std::to_string(block) +
+                       "); qdeploy supports per-tensor and per-axis scales");
+  }
+  const int64_t saturate = QD_TRY(n.attrs.get_int("saturate", 1));
+  if (saturate != 0 && saturate != 1) return invalid("saturate must be 0 or 1, got " + std::to_string(saturate));
+  return Status::ok();
+}
+
+// An `output_dtype` attribute (QuantizeLinear from 21, DequantizeLinear from 25): 0 or absent leaves the type to
+// the zero point (or the scale); otherwise it must be one qdeploy reads.
+Expected<DType> output_dtype(const Node& n, DType fallback) {
+  const int64_t code = QD_TRY(n.attrs.get_int("output_dtype", 0));
+  if (code == 0) return fallback;
+  DType t;
+  if (code > INT32_MAX || !dtype_from_onnx(static_cast<int32_t>(code), &t)) {
+    return unsupported("output_dtype " + onnx_type_name(static_cast<int32_t>(std::min<int64_t>(code, INT32_MAX))) +
+                       " (qdeploy quantizes to int8, uint8, int16 and uint16, and dequantizes to float32/float16)");
+  }
+  return t;
 }
 
 std::vector<int32_t> zero_points(const Tensor* zp, int64_t n) {
@@ -92,7 +125,17 @@ Status infer_QuantizeLinear(InferCtx& c) {
   if (!is_float(c.dtype(1)) || c.dtype(1) == DType::kFloat16) {
     return unsupported(std::string("y_scale of type ") + dtype_name(c.dtype(1)) + " (float32/float64 only)");
   }
-  const DType yt = c.has_input(2) ? c.dtype(2) : DType::kUInt8;
+  QD_RETURN_IF_ERROR(check_later_attrs(c.node));
+  const int64_t precision = QD_TRY(c.node.attrs.get_int("precision", 0));
+  if (precision != 0 && precision != static_cast<int64_t>(c.dtype(1))) {
+    return unsupported("precision " + onnx_type_name(static_cast<int32_t>(std::min<int64_t>(precision, INT32_MAX))) +
+                       " (qdeploy divides in y_scale's type)");
+  }
+  const DType yt = QD_TRY(output_dtype(c.node, c.has_input(2) ? c.dtype(2) : DType::kUInt8));
+  if (c.has_input(2) && c.dtype(2) != yt) {
+    return invalid(std::string("output_dtype is ") + dtype_name(yt) + " but y_zero_point is " + dtype_name(c.dtype(2)) +
+                   "; they must match");
+  }
   int32_t lo, hi;
   QD_RETURN_IF_ERROR(range_of(yt, &lo, &hi));
   QD_RETURN_IF_ERROR(quant_geom(c.node, c.shape(0), c.shape(1), c.has_input(2) ? &c.shape(2) : nullptr).status());
@@ -121,11 +164,7 @@ Status run_QuantizeLinear(KernelCtx& c) {
     const double v = f32 ? static_cast<double>(x.data<float>()[i] / scale.data<float>()[ch]) : x.get_f64(i) / scale.get_f64(ch);
     q[i] = quantize_scaled(v, zpv[ch], lo, hi);
   }
-  if (yt == DType::kInt8) {
-    for (int64_t i = 0; i < n; ++i) c.out[0]->data<int8_t>()[i] = static_cast<int8_t>(q[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) c.out[0]->data<uint8_t>()[i] = static_cast<uint8_t>(q[i]);
-  }
+  for (int64_t i = 0; i < n; ++i) c.out[0]->set_f64(i, q[i]);  // exact: |q| < 2^16
   return Status::ok();
 }
 
@@ -133,15 +172,21 @@ Status run_QuantizeLinear(KernelCtx& c) {
 
 Status infer_DequantizeLinear(InferCtx& c) {
   const DType xt = c.dtype(0);
-  if (xt != DType::kInt8 && xt != DType::kUInt8 && xt != DType::kInt32) {
-    return unsupported(std::string("DequantizeLinear of ") + dtype_name(xt) + " (int8, uint8 and int32 only)");
+  if (xt != DType::kInt8 && xt != DType::kUInt8 && xt != DType::kInt16 && xt != DType::kUInt16 && xt != DType::kInt32) {
+    return unsupported(std::string("DequantizeLinear of ") + dtype_name(xt) + " (int8, uint8, int16, uint16 and int32 only)");
   }
+  QD_RETURN_IF_ERROR(check_later_attrs(c.node));
   if (c.has_input(2) && c.dtype(2) != xt) {
     return invalid(std::string("x_zero_point is ") + dtype_name(c.dtype(2)) + " but x is " + dtype_name(xt) + "; they must match");
   }
   const DType st = c.dtype(1);
   if (st != DType::kFloat32 && st != DType::kFloat64) {
     return unsupported(std::string("x_scale of type ") + dtype_name(st) + " (float32/float64 only)");
+  }
+  const DType yt = QD_TRY(output_dtype(c.node, st));
+  if (yt != st) {
+    return unsupported(std::string("output_dtype ") + dtype_name(yt) + " with an x_scale of " + dtype_name(st) +
+                       " (qdeploy dequantizes to the scale's type)");
   }
   QD_RETURN_IF_ERROR(quant_geom(c.node, c.shape(0), c.shape(1), c.has_input(2) ? &c.shape(2) : nullptr).status());
   if (const Tensor* s = c.value(1)) QD_RETURN_IF_ERROR(check_scales(*s, false));

@@ -1,6 +1,6 @@
 // Reduce* ops: Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare over a set of axes.
-// Axes come from the `axes` attribute, or for ReduceSum from opset 13 on from the optional second input; no axes
-// means every axis (or, with noop_with_empty_axes=1, the identity).
+// Axes come from the `axes` attribute, or from the optional second input: ReduceSum from opset 13 on, the others from
+// opset 18 on; no axes means every axis (or, with noop_with_empty_axes=1, the identity).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -13,13 +13,16 @@ namespace qd::ops {
 
 Expected<std::vector<int64_t>> reduce_axes(const InferCtx* ic, const KernelCtx* kc) {
   const Node& n = ic ? ic->node : kc->node;
-  const bool axes_input = n.op == OpType::ReduceSum && n.opset >= 13;
-  if (axes_input) {
-    if (n.attrs.has("axes")) return invalid("from opset 13 ReduceSum takes axes as its second input, not as an attribute");
+  const int since = n.op == OpType::ReduceSum ? 13 : 18;
+  if (n.opset >= since) {
+    if (n.attrs.has("axes")) {
+      return invalid("from opset " + std::to_string(since) + " " + op_name(n.op) +
+                     " takes axes as its second input, not as an attribute");
+    }
     if (ic) {
       auto v = ints_from_input_or_attr(*ic, 1, "axes");
       if (!v && v.status().code() == StatusCode::kUnsupported) {
-        return unsupported("ReduceSum's axes (input 1) must be a constant (an initializer, or computable from shapes): "
+        return unsupported(std::string(op_name(n.op)) + "'s axes (input 1) must be a constant (an initializer, or computable from shapes): "
                            "qdeploy fixes every output shape at build time, and here the axes are runtime data");
       }
       return v;

@@ -8,14 +8,17 @@ namespace qd {
 
 namespace {
 const OpSchema kSchemas[] = {
-#define QD_OP(name, min_in, max_in, min_out, max_out) \
-  {#name, min_in, max_in, min_out, max_out, &ops::infer_##name, &ops::run_##name},
+#define QD_OP(name, min_in, max_in, min_out, max_out, kind, int8, batch, macs, cuda)                      \
+  {#name, min_in, max_in, min_out, max_out, &ops::infer_##name, &ops::run_##name,                          \
+   {OpKind::k##kind, Int8Rule::k##int8, BatchRule::k##batch, MacsRule::k##macs, CudaFamily::k##cuda}},
 #include "ops/ops.def"
 #undef QD_OP
 };
 }  // namespace
 
 const OpSchema& op_schema(OpType op) { return kSchemas[static_cast<int>(op)]; }
+
+const OpTraits& op_traits(OpType op) { return kSchemas[static_cast<int>(op)].traits; }
 
 const char* op_name(OpType op) {
   if (op == OpType::kCount) return "?";

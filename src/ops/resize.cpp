@@ -1,9 +1,10 @@
-// Resize (opsets 10, 11, 13) and Upsample (7, 9): nearest (every nearest_mode), linear and cubic interpolation with
-// every coordinate_transformation_mode, from scales or sizes. Opset-18 additions (antialias, axes,
-// keep_aspect_ratio_policy) are unsupported.
+// Resize (opsets 10-19) and Upsample (7, 9): nearest (every nearest_mode), linear and cubic interpolation with
+// every coordinate_transformation_mode (half_pixel_symmetric from 19), from scales or sizes; from opset 18 the
+// antialias filter, the axes the scales/sizes/roi refer to, and keep_aspect_ratio_policy.
 //
 // Nearest is a gather of whole elements (any dtype, so int8 activations stay int8). Linear and cubic are separable:
 // they run as one 1-D pass per resized axis, in double precision, on float32/float64 data.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/movement.h"
@@ -35,7 +36,7 @@ Expected<Coord> read_coord(const AttrMap& a) {
   if (m == "asymmetric") return Coord::kAsymmetric;
   if (m == "tf_half_pixel_for_nn") return Coord::kTfHalfPixelForNn;
   if (m == "tf_crop_and_resize") return Coord::kTfCropAndResize;
-  if (m == "half_pixel_symmetric") return unsupported("coordinate_transformation_mode half_pixel_symmetric (opset 19)");
+  if (m == "half_pixel_symmetric") return Coord::kHalfPixelSymmetric;
   return invalid("unknown coordinate_transformation_mode '" + m + "'");
 }
 
@@ -89,17 +90,62 @@ Status apply_sizes(const Shape& in, const std::vector<int64_t>& s, ResizeParams*
   return checked_numel(p->out).status();
 }
 
-Status read_scales_or_sizes(const InferCtx& c, int scales_in, int sizes_in, ResizeParams* p) {
+// Scales or sizes of the listed axes (all axes when `axes` is empty) spread over the input's rank; the other axes
+// keep their size. `policy` (opset 18) fits sizes into the box they describe keeping the aspect ratio.
+Status read_scales_or_sizes(const InferCtx& c, int scales_in, int sizes_in, const std::vector<int64_t>& axes,
+                            const std::string& policy, ResizeParams* p) {
   const bool has_scales = scales_in >= 0 && c.has_input(scales_in) && numel(c.shape(scales_in)) > 0;
   const bool has_sizes = sizes_in >= 0 && c.has_input(sizes_in) && numel(c.shape(sizes_in)) > 0;
   if (has_scales == has_sizes) return invalid("exactly one of scales and sizes must be given (non-empty)");
+  const Shape& in = c.shape(0);
+  auto spread = [&](auto given, auto fill) -> Expected<decltype(given)> {
+    if (axes.empty()) return given;
+    if (given.size() != axes.size()) {
+      return invalid(std::string(has_scales ? "scales" : "sizes") + " has " + std::to_string(given.size()) +
+                     " entries but axes lists " + std::to_string(axes.size()));
+    }
+    decltype(given) full(in.size(), fill);
+    for (size_t i = 0; i < axes.size(); ++i) full[axes[i]] = given[i];
+    return full;
+  };
   if (has_scales) {
     if (!is_float(c.dtype(scales_in))) return invalid("scales must be a float tensor");
     if (!c.value(scales_in)) return unsupported("the scales input must be a constant (it sets the output shape)");
-    return apply_scales(c.shape(0), QD_TRY(c.const_floats(scales_in)), p);
+    return apply_scales(in, QD_TRY(spread(QD_TRY(c.const_floats(scales_in)), 1.f)), p);
   }
   if (!c.value(sizes_in)) return unsupported("Resize's sizes must be a constant (it sets the output shape)");
-  return apply_sizes(c.shape(0), QD_TRY(c.const_ints(sizes_in)), p);
+  std::vector<int64_t> sizes = QD_TRY(spread(QD_TRY(c.const_ints(sizes_in)), int64_t{0}));
+  if (axes.empty() || policy == "stretch") {
+    if (!axes.empty()) {
+      for (size_t d = 0; d < in.size(); ++d) {
+        if (std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) == axes.end()) sizes[d] = in[d];
+      }
+    }
+    if (policy == "stretch") return apply_sizes(in, sizes, p);
+  }
+  // not_larger / not_smaller: one scale for the resized axes, the smallest (largest) of sizes / input.
+  std::vector<int64_t> resized = axes;
+  if (resized.empty()) {
+    for (size_t d = 0; d < in.size(); ++d) resized.push_back(static_cast<int64_t>(d));
+  }
+  double scale = policy == "not_larger" ? INFINITY : 0.0;
+  for (int64_t d : resized) {
+    if (in[d] == 0) return invalid("keep_aspect_ratio_policy cannot resize an empty axis");
+    const double s = static_cast<double>(sizes[d]) / static_cast<double>(in[d]);
+    scale = policy == "not_larger" ? std::min(scale, s) : std::max(scale, s);
+  }
+  p->out.assign(in.begin(), in.end());
+  p->scales.assign(in.size(), 1.0);
+  p->resized.assign(in.size(), 0.0);
+  for (size_t d = 0; d < in.size(); ++d) p->resized[d] = static_cast<double>(in[d]);
+  for (int64_t d : resized) {
+    const double o = std::nearbyint(scale * static_cast<double>(in[d]));  // rounds half to even, as numpy does
+    if (o > static_cast<double>(kMaxElements)) return invalid("keep_aspect_ratio_policy makes the output too large");
+    p->out[d] = static_cast<int64_t>(o);
+    p->scales[d] = scale;
+    p->resized[d] = scale * static_cast<double>(in[d]);
+  }
+  return checked_numel(p->out).status();
 }
 
 }  // namespace
@@ -113,31 +159,50 @@ Expected<ResizeParams> resize_params(const InferCtx& c, bool upsample) {
     if (upsample && c.num_inputs() < 2) {  // opset 7: scales attribute
       QD_RETURN_IF_ERROR(apply_scales(c.shape(0), QD_TRY(a.get_floats("scales")), &p));
     } else {
-      QD_RETURN_IF_ERROR(read_scales_or_sizes(c, 1, -1, &p));
+      QD_RETURN_IF_ERROR(read_scales_or_sizes(c, 1, -1, {}, "stretch", &p));
     }
     return p;
   }
-  if (QD_TRY(a.get_int("antialias", 0)) != 0) return unsupported("Resize with antialias (opset 18)");
-  if (a.has("axes")) return unsupported("Resize's axes attribute (opset 18)");
-  if (QD_TRY(a.get_string("keep_aspect_ratio_policy", "stretch")) != "stretch") {
-    return unsupported("Resize's keep_aspect_ratio_policy (opset 18)");
+  const int64_t antialias = QD_TRY(a.get_int("antialias", 0));
+  if (antialias != 0 && antialias != 1) return invalid("antialias must be 0 or 1, got " + std::to_string(antialias));
+  p.antialias = antialias == 1 && p.mode != Mode::kNearest;
+  std::vector<int64_t> axes;
+  if (a.has("axes")) {
+    const size_t r = c.rank(0);
+    std::vector<char> seen(r, 0);
+    for (int64_t ax : QD_TRY(a.get_ints("axes"))) {
+      auto n = normalize_axis(ax, r);
+      if (!n) return invalid("axes lists " + std::to_string(ax) + ", out of range for rank " + std::to_string(r));
+      if (seen[*n]++) return invalid("axes lists axis " + std::to_string(ax) + " twice");
+      axes.push_back(*n);
+    }
+  }
+  const std::string policy = QD_TRY(a.get_string("keep_aspect_ratio_policy", "stretch"));
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller") {
+    return invalid("keep_aspect_ratio_policy must be stretch, not_larger or not_smaller; got '" + policy + "'");
   }
   p.coord = QD_TRY(read_coord(a));
   p.nearest = QD_TRY(read_nearest(a));
   p.cubic_a = QD_TRY(a.get_float("cubic_coeff_a", -0.75f));
   p.exclude_outside = QD_TRY(a.get_int("exclude_outside", 0)) != 0;
   p.extrapolation = QD_TRY(a.get_float("extrapolation_value", 0.f));
-  QD_RETURN_IF_ERROR(read_scales_or_sizes(c, 2, 3, &p));
+  QD_RETURN_IF_ERROR(read_scales_or_sizes(c, 2, 3, axes, policy, &p));
   const size_t r = c.rank(0);
   p.roi.assign(2 * r, 0.0);
   for (size_t i = 0; i < r; ++i) p.roi[r + i] = 1.0;
   if (p.coord == Coord::kTfCropAndResize && c.has_input(1) && numel(c.shape(1)) > 0) {
     if (!c.value(1)) return unsupported("Resize's roi must be a constant");
     const std::vector<float> roi = QD_TRY(c.const_floats(1));
-    if (roi.size() != 2 * r) {
-      return invalid("roi has " + std::to_string(roi.size()) + " entries; it needs 2 * rank = " + std::to_string(2 * r));
+    const size_t k = axes.empty() ? r : axes.size();
+    if (roi.size() != 2 * k) {
+      return invalid("roi has " + std::to_string(roi.size()) + " entries; it needs 2 * " +
+                     (axes.empty() ? "rank" : "len(axes)") + " = " + std::to_string(2 * k));
     }
-    for (size_t i = 0; i < 2 * r; ++i) p.roi[i] = roi[i];
+    for (size_t i = 0; i < k; ++i) {
+      const size_t d = axes.empty() ? i : static_cast<size_t>(axes[i]);
+      p.roi[d] = roi[i];
+      p.roi[r + d] = roi[k + i];
+    }
   }
   return p;
 }
@@ -158,6 +223,12 @@ double source_coord(const ResizeParams& p, size_t axis, int64_t x, int64_t in_le
       return out_len == 1 ? 0.0 : xd * static_cast<double>(in_len - 1) / (out_len - 1);
     case Coord::kAsymmetric: return xd / s;
     case Coord::kTfHalfPixelForNn: return (xd + 0.5) / s;
+    case Coord::kHalfPixelSymmetric: {
+      // half_pixel about the centre of the input, so that a size rounded down does not shift the image.
+      const double adjustment = static_cast<double>(p.out[axis]) / out_len;
+      const double offset = static_cast<double>(in_len) / 2 * (1 - adjustment);
+      return offset + (xd + 0.5) / s - 0.5;
+    }
     case Coord::kTfCropAndResize: {
       const size_t r = p.scales.size();
       const double start = p.roi[axis], end = p.roi[r + axis];
@@ -182,9 +253,41 @@ double cubic_weight(double d, double a) {
 
 }  // namespace
 
+namespace {
+
+// Antialiased linear / cubic taps (opset 18): the filter's support grows by 1 / scale when the axis shrinks, and the
+// weights are normalized. As in ONNX's reference, the taps sit around L = ceil(x) - 1 with ratio x - L in (0, 1]
+// (the left neighbour preferred), from L + start to L + 1 - start, clamped to the axis (edge padding).
+int antialias_start(const ResizeParams& p, double scale) {
+  const double s = std::min(scale, 1.0);
+  return static_cast<int>(std::floor((p.mode == Mode::kLinear ? -1.0 : -2.0) / s)) + 1;
+}
+
+void antialias_taps(const ResizeParams& p, double scale, double x, int64_t in_len, int n, int64_t* idx, double* w) {
+  const double s = std::min(scale, 1.0);
+  const double left = std::ceil(x) - 1;
+  const double ratio = x - left;
+  const int start = antialias_start(p, scale);
+  double sum = 0;
+  for (int k = 0; k < n; ++k) {
+    const double d = s * (start + k - ratio);
+    const double v = p.mode == Mode::kLinear ? std::max(0.0, 1 - std::fabs(d)) : cubic_weight(d, p.cubic_a);
+    const int64_t j = static_cast<int64_t>(left) + start + k;
+    w[k] = p.exclude_outside && (j < 0 || j >= in_len) ? 0.0 : v;
+    idx[k] = clamp_index(j, in_len);
+    sum += w[k];
+  }
+  if (sum != 0) {
+    for (int k = 0; k < n; ++k) w[k] /= sum;
+  }
+}
+
+}  // namespace
+
 AxisTaps resize_axis_taps(const ResizeParams& p, size_t axis, int64_t in_len, int64_t out_len) {
   AxisTaps t;
   t.n = p.mode == Mode::kNearest ? 1 : p.mode == Mode::kLinear ? 2 : 4;
+  if (p.antialias) t.n = 2 - 2 * antialias_start(p, p.scales[axis]);
   t.idx.resize(static_cast<size_t>(out_len * t.n));
   t.w.resize(t.idx.size());
   t.extrapolate.assign(static_cast<size_t>(out_len), 0);
@@ -202,7 +305,9 @@ AxisTaps resize_axis_taps(const ResizeParams& p, size_t axis, int64_t in_len, in
     const double fl = std::floor(x);
     const int64_t x0 = static_cast<int64_t>(fl);
     const double ratio = x - fl;
-    if (p.mode == Mode::kNearest) {
+    if (p.antialias) {
+      antialias_taps(p, p.scales[axis], x, in_len, t.n, idx, w);
+    } else if (p.mode == Mode::kNearest) {
       bool up = false;
       switch (p.nearest) {
         case Nearest::kRoundPreferFloor: up = ratio > 0.5; break;

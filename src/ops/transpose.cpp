@@ -107,6 +107,7 @@ Status run_DepthToSpace(KernelCtx& c) {
 
 Status infer_SpaceToDepth(InferCtx& c) {
   const BlockGeom g = QD_TRY(block_geom(c));
+  QD_RETURN_IF_ERROR(depth_to_space_crd(c.node).status());
   if (g.h % g.b != 0 || g.w % g.b != 0) {
     return invalid("spatial dims " + std::to_string(g.h) + "x" + std::to_string(g.w) +
                    " are not multiples of blocksize " + std::to_string(g.b));
@@ -118,8 +119,12 @@ Status infer_SpaceToDepth(InferCtx& c) {
 }
 Expected<PermutedView> space_to_depth_view(const InferCtx& c) {
   const BlockGeom g = QD_TRY(block_geom(c));
-  // Input viewed as [N, C, H/b, b, W/b, b]; output order [N, b, b, C, H/b, W/b].
-  return PermutedView{{g.n, g.c, g.h / g.b, g.b, g.w / g.b, g.b}, {0, 3, 5, 1, 2, 4}};
+  // Input viewed as [N, C, H/b, b, W/b, b]; output order [N, b, b, C, H/b, W/b] (DCR), or [N, C, b, b, H/b, W/b]
+  // with mode CRD (opset 28).
+  const bool crd = QD_TRY(depth_to_space_crd(c.node));
+  const Shape view{g.n, g.c, g.h / g.b, g.b, g.w / g.b, g.b};
+  if (crd) return PermutedView{view, {0, 1, 3, 5, 2, 4}};
+  return PermutedView{view, {0, 3, 5, 1, 2, 4}};
 }
 Status run_SpaceToDepth(KernelCtx& c) {
   const PermutedView v = QD_TRY(space_to_depth_view(infer_ctx_of(c)));

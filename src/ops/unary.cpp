@@ -39,6 +39,12 @@ Status infer_float_unary(InferCtx& c) {
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
+Expected<bool> gelu_tanh(const AttrMap& a) {
+  const std::string m = QD_TRY(a.get_string("approximate", "none"));
+  if (m != "none" && m != "tanh") return invalid("Gelu's approximate must be 'none' or 'tanh', got '" + m + "'");
+  return m == "tanh";
+}
+
 }  // namespace
 
 // Float math ops without attributes.
@@ -96,6 +102,12 @@ QD_FLOAT_UNARY_ATTR(Selu,
                     [[maybe_unused]] const double alpha = QD_TRY(a.get_float("alpha", 1.67326319217681884765625f));
                     [[maybe_unused]] const double gamma = QD_TRY(a.get_float("gamma", 1.05070102214813232421875f)),
                     x > 0 ? gamma * x : gamma * alpha * std::expm1(x))
+// Gelu (opset 20): exact (erf) or, with approximate="tanh", the tanh form.
+QD_FLOAT_UNARY_ATTR(Gelu, [[maybe_unused]] const bool tanh_form = QD_TRY(gelu_tanh(a)),
+                    tanh_form ? 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+                              : 0.5 * x * (1 + std::erf(x * 0.7071067811865476)))
+// Swish (opset 24): x * sigmoid(alpha * x).
+QD_FLOAT_UNARY_ATTR(Swish, [[maybe_unused]] const double alpha = QD_TRY(a.get_float("alpha", 1.0f)), x * sigmoid(alpha * x))
 QD_FLOAT_UNARY_ATTR(HardSigmoid,
                     [[maybe_unused]] const double alpha = QD_TRY(a.get_float("alpha", 0.2f));
                     [[maybe_unused]] const double beta = QD_TRY(a.get_float("beta", 0.5f)),
@@ -183,8 +195,10 @@ Status run_Clip(KernelCtx& c) {
   QD_RETURN_IF_ERROR(clip_bounds(c.node, c.in, &lo, &hi));
   return map_numeric(c, [=](auto x) {
     using T = decltype(x);
+    // min(max(x, lo), hi): with lo > hi every value becomes hi, as ONNX specifies.
     const double v = static_cast<double>(x);
-    return static_cast<T>(v < lo ? lo : (v > hi ? hi : v));
+    const double up = v < lo ? lo : v;
+    return static_cast<T>(up > hi ? hi : up);
   });
 }
 

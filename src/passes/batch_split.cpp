@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/op_traits.h"
 #include "passes/passes.h"
 
 namespace qd {
@@ -116,32 +117,16 @@ class BatchCheck {
     if (n.outputs.empty() || n.outputs[0] < 0) return no("no first output");
     const int x = in(n, 0);
     const int r = x >= 0 ? rank(x) : 0;
-    switch (n.op) {
-      // Elementwise, with broadcasting.
-      case OpType::Abs: case OpType::Acos: case OpType::Acosh: case OpType::Asin: case OpType::Asinh:
-      case OpType::Atan: case OpType::Atanh: case OpType::Ceil: case OpType::Celu: case OpType::Clip:
-      case OpType::Cos: case OpType::Cosh: case OpType::Dropout: case OpType::Elu: case OpType::Erf:
-      case OpType::Exp: case OpType::Floor: case OpType::HardSigmoid: case OpType::HardSwish:
-      case OpType::Identity: case OpType::LeakyRelu: case OpType::Log: case OpType::Mish: case OpType::Neg:
-      case OpType::Not: case OpType::Reciprocal: case OpType::Relu: case OpType::Round: case OpType::Selu:
-      case OpType::Sigmoid: case OpType::Sign: case OpType::Sin: case OpType::Sinh: case OpType::Softplus:
-      case OpType::Softsign: case OpType::Sqrt: case OpType::Tan: case OpType::Tanh:
-      case OpType::ThresholdedRelu: case OpType::Add: case OpType::And: case OpType::Div: case OpType::Equal:
-      case OpType::Greater: case OpType::GreaterOrEqual: case OpType::Less: case OpType::LessOrEqual:
-      case OpType::Max: case OpType::Mean: case OpType::Min: case OpType::Mod: case OpType::Mul: case OpType::Or:
-      case OpType::Pow: case OpType::PRelu: case OpType::Sub: case OpType::Sum: case OpType::Where:
-      case OpType::Xor: case OpType::Cast: case OpType::CastLike:
+    // The rule per op is its `batch` trait in ops.def (ops/op_traits.h).
+    switch (op_traits(n.op).batch) {
+      case BatchRule::kBroadcast:
         return broadcast(n);
-      // Per item: windows, channels, normalization within an item.
-      case OpType::Conv: case OpType::ConvInteger: case OpType::ConvTranspose: case OpType::AveragePool:
-      case OpType::GlobalAveragePool: case OpType::GlobalLpPool: case OpType::GlobalMaxPool: case OpType::LpPool:
-      case OpType::MaxPool: case OpType::BatchNormalization: case OpType::InstanceNormalization: case OpType::LRN:
-      case OpType::DepthToSpace: case OpType::SpaceToDepth: case OpType::Resize: case OpType::Upsample:
+      case BatchRule::kPerItem:
         if (n.op == OpType::BatchNormalization && attr_int(n, "training_mode", 0) != 0) {
           return no("training-mode statistics over the batch");
         }
         return first_only(n);
-      case OpType::QuantizeLinear: case OpType::DequantizeLinear: {
+      case BatchRule::kPerItemScale: {
         QD_RETURN_IF_ERROR(first_only(n));
         // A per-axis scale along the batch axis (or blocks of it) would differ between the parts.
         const int s = in(n, 1);
@@ -151,33 +136,28 @@ class BatchCheck {
         }
         return Status::ok();
       }
-      case OpType::LayerNormalization:
+      case BatchRule::kNormAxis: {
         QD_RETURN_IF_ERROR(first_only(n));
-        return axis_not0(attr_int(n, "axis", -1), r, "normalization");
-      case OpType::MeanVarianceNormalization: {
+        // LayerNormalization's axis defaults to -1; the softmax family's to 1 before opset 13, then -1.
+        const int64_t def = n.op == OpType::LayerNormalization || n.opset >= 13 ? -1 : 1;
+        return axis_not0(attr_int(n, "axis", def), r, "normalization");
+      }
+      case BatchRule::kStatsAxes: {
         QD_RETURN_IF_ERROR(first_only(n));
         auto axes = n.attrs.get_ints("axes", std::vector<int64_t>{0, 2, 3});
         if (!axes || has_axis0(*axes, r)) return no("statistics over the batch");
         return Status::ok();
       }
-      case OpType::Softmax: case OpType::LogSoftmax: case OpType::Hardmax:
+      case BatchRule::kSearchAxis:  // TopK's axis defaults to -1, ArgMax's and ArgMin's to 0
         QD_RETURN_IF_ERROR(first_only(n));
-        return axis_not0(attr_int(n, "axis", n.opset >= 13 ? -1 : 1), r, "normalization");
-      case OpType::ArgMax: case OpType::ArgMin:
-        QD_RETURN_IF_ERROR(first_only(n));
-        return axis_not0(attr_int(n, "axis", 0), r, "a search");
-      case OpType::TopK:
-        QD_RETURN_IF_ERROR(first_only(n));
-        return axis_not0(attr_int(n, "axis", -1), r, "a search");
-      case OpType::CumSum: {
+        return axis_not0(attr_int(n, "axis", n.op == OpType::TopK ? -1 : 0), r, "a search");
+      case BatchRule::kRunningSum: {
         QD_RETURN_IF_ERROR(first_only(n));
         auto axis = const_ints(in(n, 1));
         if (!axis || axis->size() != 1) return no("an axis that is not a constant");
         return axis_not0((*axis)[0], r, "a running sum");
       }
-      case OpType::ReduceL1: case OpType::ReduceL2: case OpType::ReduceLogSum: case OpType::ReduceLogSumExp:
-      case OpType::ReduceMax: case OpType::ReduceMean: case OpType::ReduceMin: case OpType::ReduceProd:
-      case OpType::ReduceSum: case OpType::ReduceSumSquare: {
+      case BatchRule::kReduce: {
         QD_RETURN_IF_ERROR(first_only(n));
         auto axes = axes_of(n, 1);
         if (!axes) return no("axes that are not constants");
@@ -185,22 +165,23 @@ class BatchCheck {
         if (has_axis0(*axes, r)) return no("a reduction over the batch");
         return Status::ok();
       }
-      case OpType::Trilu:
+      case BatchRule::kTriangle:
         QD_RETURN_IF_ERROR(first_only(n));
         if (r < 3) return no("a triangle that spans the batch");
         return Status::ok();
       // Shape changes: the batch stays the first dim of input and output (checked for every output after).
-      case OpType::Reshape: case OpType::Flatten: case OpType::Expand: case OpType::Pad:
+      case BatchRule::kKeepsBatchDim:
+        return first_only(n);
+      case BatchRule::kPad: {
         QD_RETURN_IF_ERROR(first_only(n));
-        if (n.op == OpType::Pad) {
-          auto pads = n.attrs.has("pads") ? axes_of(n, 1, "pads") : const_ints(in(n, 1));
-          if (!pads || in(n, 3) >= 0 || pads->size() != static_cast<size_t>(2 * r) || (*pads)[0] != 0 ||
-              (*pads)[r] != 0) {
-            return no("padding along the batch axis (or pads that are not constants)");
-          }
+        auto pads = n.attrs.has("pads") ? axes_of(n, 1, "pads") : const_ints(in(n, 1));
+        if (!pads || in(n, 3) >= 0 || pads->size() != static_cast<size_t>(2 * r) || (*pads)[0] != 0 ||
+            (*pads)[r] != 0) {
+          return no("padding along the batch axis (or pads that are not constants)");
         }
         return Status::ok();
-      case OpType::Squeeze: case OpType::Unsqueeze: {
+      }
+      case BatchRule::kSqueeze: {
         QD_RETURN_IF_ERROR(first_only(n));
         auto axes = axes_of(n, 1);
         if (!axes || (axes->empty() && n.op == OpType::Unsqueeze)) return no("axes that are not constants");
@@ -208,27 +189,27 @@ class BatchCheck {
         if (axes->empty() ? shape(x)[0] == 1 : has_axis0(*axes, rr)) return no("the batch axis squeezed or moved");
         return Status::ok();
       }
-      case OpType::Transpose: {
+      case BatchRule::kPermute: {
         QD_RETURN_IF_ERROR(first_only(n));
         auto perm = n.attrs.get_ints("perm", std::vector<int64_t>{});
         if (!perm || perm->empty() || (*perm)[0] != 0) return no("the batch axis moved");
         return Status::ok();
       }
-      case OpType::Tile: {
+      case BatchRule::kTile: {
         QD_RETURN_IF_ERROR(first_only(n));
         auto reps = const_ints(in(n, 1));
         if (!reps || reps->empty() || (*reps)[0] != 1) return no("repeats along the batch axis");
         return Status::ok();
       }
-      case OpType::Concat:
+      case BatchRule::kConcat:
         for (int v : n.inputs) {
           if (v >= 0 && !batched(v)) return no("an operand that is not per batch item");
         }
         return axis_not0(attr_int(n, "axis", 0), r, "a concatenation");
-      case OpType::Split:
+      case BatchRule::kSplit:
         QD_RETURN_IF_ERROR(first_only(n));
         return axis_not0(attr_int(n, "axis", 0), r, "a split");
-      case OpType::Slice: {
+      case BatchRule::kSlice: {
         QD_RETURN_IF_ERROR(first_only(n));
         // Opset 1-9: axes and starts as attributes; later: inputs 3 and 1. Axes default to 0 .. len(starts) - 1.
         const bool attrs = n.opset < 10;
@@ -246,24 +227,24 @@ class BatchCheck {
         if (has_axis0(*axes, r)) return no("a slice along the batch axis");
         return Status::ok();
       }
-      case OpType::Gather: {
+      case BatchRule::kGather: {
         const int64_t axis = attr_int(n, "axis", 0);
         if (batched(x) && !batched(in(n, 1))) return axis_not0(axis, r, "a gather");
         // An embedding: items of a batched index tensor look up a constant table.
         if (!batched(x) && (axis == 0 || axis == -r)) return Status::ok();
         return no("a gather whose data and indices both depend on the batch");
       }
-      case OpType::GatherElements: case OpType::ScatterElements: case OpType::Scatter:
+      case BatchRule::kIndexElements:
         for (int v : n.inputs) {
           if (v >= 0 && (!batched(v) || rank(v) != r)) return no("an operand that is not per batch item");
         }
         return axis_not0(attr_int(n, "axis", 0), r, "indexing");
-      case OpType::Gemm:
+      case BatchRule::kGemm:
         QD_RETURN_IF_ERROR(first_only(n));
         if (attr_int(n, "transA", 0) != 0) return no("A transposed (the batch as its columns)");
         if (in(n, 2) >= 0 && rank(in(n, 2)) == 2 && shape(in(n, 2))[0] != 1) return no("C spans the batch");
         return Status::ok();
-      case OpType::MatMul: case OpType::MatMulInteger: {
+      case BatchRule::kMatMul: {
         const int b = in(n, 1), out_r = rank(n.outputs[0]);
         if (batched(x) && batched(b)) {
           if (r < 3 || r != out_r || rank(b) != out_r) return no("both matrices depend on the batch");
@@ -278,9 +259,10 @@ class BatchCheck {
         }
         return Status::ok();
       }
-      default:
-        return no("not known to keep batch items apart");
+      case BatchRule::kNone:
+        break;
     }
+    return no("not known to keep batch items apart");
   }
 
   const Graph& g_;

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-#include "backends/cpu/reference.h"
+#include "ops/interpret.h"
 
 namespace qd {
 

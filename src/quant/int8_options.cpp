@@ -6,9 +6,9 @@
 
 namespace qd {
 
-Expected<Int8Options> load_int8_options(Graph& g, const BuildOptions& opt) {
+Expected<Int8Options> load_int8_options(Graph& g, const Int8Sources& opt) {
   Int8Options int8;
-  int8.mode = opt.int8_mode == "fake" ? Int8Mode::kFake : Int8Mode::kExact;
+  int8.mode = opt.mode;
   if (has_qdq(g)) {
     // Explicit quantization (a QAT model): the scales come from its Q/DQ pairs; a cache may add more.
     QdqScales q = QD_TRY(strip_qdq(g));
@@ -26,8 +26,7 @@ Expected<Int8Options> load_int8_options(Graph& g, const BuildOptions& opt) {
     if (!names.is_ok()) return names.prefix(opt.calib_cache);
     for (const auto& [name, s] : cache.scales) int8.act_scales.emplace(name, s);
   }
-  int8.float_nodes = opt.fp32_layers;
-  int8.float_nodes.insert(int8.float_nodes.end(), opt.fp16_layers.begin(), opt.fp16_layers.end());
+  int8.float_nodes = opt.float_layers;
   // Its scales override the cache's; its fp16/fp32 nodes join the float layers.
   if (!opt.precision_config.empty()) QD_RETURN_IF_ERROR(apply_precision_config(opt.precision_config, g, &int8));
   return int8;

@@ -5,6 +5,7 @@
 
 #include "core/file_io.h"
 #include "onnx/exporter.h"
+#include "ops/op_traits.h"
 #include "passes/passes.h"
 #include "quant/int8.h"
 #include "quant/precision_config.h"
@@ -47,15 +48,15 @@ template <typename T>
 T or_else(const Expected<T>& e, T fallback) { return e ? *e : fallback; }
 
 // Ops whose output takes its values from the input (plus zeros), so max|y| <= max|x| and, in practice, equal: one
-// scale serves both tensors (qdq-translator's DEFAULT_OPS_TO_INFER_ADJACENT_SCALES, plus nearest resizing).
+// scale serves both tensors. The ops' `int8` traits in ops.def say which: qdq-translator's
+// DEFAULT_OPS_TO_INFER_ADJACENT_SCALES, plus nearest resizing and zero padding.
 bool keeps_range(const Graph& g, const Node& n) {
-  switch (n.op) {
-    case OpType::Relu: case OpType::MaxPool: case OpType::Reshape: case OpType::Transpose: case OpType::Flatten:
-    case OpType::Squeeze: case OpType::Unsqueeze:
+  switch (op_traits(n.op).int8) {
+    case Int8Rule::kTransparent:
       return true;
-    case OpType::Resize: case OpType::Upsample:
+    case Int8Rule::kTransparentNearest:
       return or_else<std::string>(n.attrs.get_string("mode", "nearest"), "") == "nearest";
-    case OpType::Pad: {
+    case Int8Rule::kTransparentZeroPad: {
       // edge, reflect and wrap repeat input values; constant padding adds its value (0 unless given)
       if (or_else<std::string>(n.attrs.get_string("mode", "constant"), "") != "constant") return true;
       if (n.attrs.has("value")) return or_else(n.attrs.get_float("value", 0.f), 1.f) == 0.f;  // opset < 11
@@ -63,9 +64,10 @@ bool keeps_range(const Graph& g, const Node& n) {
       const Tensor* c = g.constant(n.inputs[2]);
       return c && c->numel() == 1 && c->get_f64(0) == 0.0;
     }
-    default:
-      return false;
+    case Int8Rule::kFloat: case Int8Rule::kWeights: case Int8Rule::kInteger:
+      break;
   }
+  return false;
 }
 
 // For Mul(x, Sigmoid(x)) (SiLU, either input order): the position of the Sigmoid's output among the Mul's inputs;
@@ -213,7 +215,7 @@ Expected<Qat2Ptq> qat_to_ptq(Graph g, const Qat2PtqOptions& opt) {
   // A Conv/Gemm whose weights had no Q/DQ (e.g. trained in float with qdeploy.qat --float-layers) was left in float
   // by the QAT model, also where its input has a scale: fp16, as an INT8 build of the QAT model itself runs it.
   for (const Node& n : g.nodes) {
-    if ((n.op == OpType::Conv || n.op == OpType::Gemm) && n.inputs.size() > 1 && g.constant(n.inputs[1]) &&
+    if (op_traits(n.op).int8 == Int8Rule::kWeights && n.inputs.size() > 1 && g.constant(n.inputs[1]) &&
         weights_left_float(q.weight_scales, g.values[n.inputs[1]].name)) {
       fp16.insert(n.name);
     }

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "backends/cpu/reference.h"
 #include "core/progress.h"
 #include "ir/cost.h"
+#include "ops/interpret.h"
 
 namespace qd {
 

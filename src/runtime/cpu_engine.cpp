@@ -3,17 +3,17 @@
 #include <cstdio>
 #include <mutex>
 
-#include "backends/cpu/reference.h"
 #include "ir/cost.h"
-#include "onnx/importer.h"
+#include "ops/interpret.h"
 #include "passes/passes.h"
 #include "plan/graph_codec.h"
 #include "quant/calib_cache.h"
 #include "quant/int8.h"
-#include "quant/int8_options.h"
 #include "quant/precision_config.h"
 #include "quant/qdq.h"
+#include "runtime/backend.h"
 #include "runtime/engine.h"
+#include "runtime/int8_sources.h"
 #include "runtime/io_format.h"
 #include "runtime/plan_sections.h"
 
@@ -217,22 +217,27 @@ Status check_build_options(const BuildOptions& opt) {
   return check_shape_profile(opt.min_shapes, opt.opt_shapes, opt.max_shapes);
 }
 
-Expected<std::unique_ptr<Engine>> build_engine(const std::string& model_path, const BuildOptions& opt) {
-  QD_RETURN_IF_ERROR(check_build_options(opt));
-  if (opt.device == "cuda") return build_cuda_engine(model_path, opt);
+namespace {
+
+Status check_cpu_options(const BuildOptions& opt) {
   if (opt.precision == "fp16") {
     return unsupported("--precision fp16 on the CPU is not implemented; use fp32 or int8 (fp16 runs on --device cuda)");
   }
   if (opt.int8_mode != "exact" && opt.int8_mode != "fake" && opt.int8_mode != "bitexact") {
     return invalid("--int8-mode must be exact, bitexact or fake, got '" + opt.int8_mode + "'");
   }
-  Graph g = QD_TRY(import_onnx_file(model_path));
+  return Status::ok();
+}
+
+Expected<std::unique_ptr<Engine>> build_cpu_engine(Graph g, const BuildOptions& opt, const std::string& source) {
   auto engine = std::make_unique<CpuEngine>(std::move(g), opt);
   Status st = engine->load_scales();
   if (st.is_ok()) st = engine->init();
-  if (!st.is_ok()) return st.prefix(model_path);
+  if (!st.is_ok()) return st.prefix(source);
   return std::unique_ptr<Engine>(std::move(engine));
 }
+
+}  // namespace
 
 Expected<std::unique_ptr<Engine>> load_cpu_engine(const PlanFile& plan) {
   const PlanSection* graph = plan.find("graph");
@@ -250,6 +255,11 @@ Expected<std::unique_ptr<Engine>> load_cpu_engine(const PlanFile& plan) {
   if (int8) engine->set_int8(QD_TRY(decode_int8_options(int8->data)));
   QD_RETURN_IF_ERROR(engine->init());
   return std::unique_ptr<Engine>(std::move(engine));
+}
+
+const Backend& cpu_backend() {
+  static const Backend kCpu{"cpu", &build_cpu_engine, &load_cpu_engine, &check_cpu_options};
+  return kCpu;
 }
 
 }  // namespace qd

@@ -67,18 +67,15 @@ class Engine {
   virtual Status save(const std::string& path) const = 0;
 };
 
-// Imports and compiles MODEL (ONNX) for opt.device / opt.precision.
+// Imports and compiles MODEL (ONNX) for opt.device / opt.precision. Defined with the backend table in src/frontend/
+// (the library above the runtime and the backends; runtime/backend.h).
 Expected<std::unique_ptr<Engine>> build_engine(const std::string& model_path, const BuildOptions& opt);
-// Loads a plan file written by Engine::save (any device); refuses plans for another GPU or format version.
+// Loads a plan file written by Engine::save (any device); refuses plans for another GPU or format version. Defined in
+// src/frontend/ as well.
 Expected<std::unique_ptr<Engine>> load_engine(const std::string& plan_path);
 // True when the file starts with the plan magic (so MODEL|PLAN arguments can tell the two apart); a damaged magic
 // still counts, so that load_engine says what is wrong with the plan.
 bool is_plan_file(const std::string& path);
-
-// The CUDA backend's entry points (src/backends/cuda/cuda_engine.cpp; runtime/no_cuda.cpp in builds without CUDA).
-Expected<std::unique_ptr<Engine>> build_cuda_engine(const std::string& model_path, const BuildOptions& opt);
-// Loads a plan whose header says target "cuda" (load_engine has checked its format and checksum).
-Expected<std::unique_ptr<Engine>> load_cuda_engine(const PlanFile& plan);
 
 // The inputs an engine built with `opt` takes (-1 where chosen at run time: a symbolic batch, dims that differ
 // between --min and --max) and the shapes it is prepared at (--shapes, --opt, else the declared ones with a symbolic

@@ -1,8 +1,5 @@
 #include "runtime/model.h"
 
-#include "onnx/importer.h"
-#include "passes/passes.h"
-
 namespace qd {
 
 Expected<std::map<std::string, Shape>> parse_shape_flags(const std::vector<std::string>& flags) {
@@ -17,15 +14,6 @@ Expected<std::map<std::string, Shape>> parse_shape_flags(const std::vector<std::
     out[f.substr(0, colon)] = *s;
   }
   return out;
-}
-
-Expected<Graph> load_prepared(const std::string& path, const std::map<std::string, Shape>& shapes) {
-  Graph g = QD_TRY(import_onnx_file(path));
-  PrepareOptions opt;
-  opt.input_shapes = shapes;
-  Status st = prepare_graph(g, opt);
-  if (!st.is_ok()) return st.prefix(path);
-  return g;
 }
 
 }  // namespace qd

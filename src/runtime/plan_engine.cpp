@@ -139,14 +139,6 @@ Expected<Int8Options> decode_int8_options(const std::string& data) {
   return opt;
 }
 
-Expected<std::unique_ptr<Engine>> load_engine(const std::string& plan_path) {
-  auto plan = read_plan(plan_path);
-  if (!plan) return plan.status();
-  auto engine = plan->header.target == "cpu" ? load_cpu_engine(*plan) : load_cuda_engine(*plan);
-  if (!engine) return Status(engine.status()).prefix(plan_path);
-  return engine;
-}
-
 bool is_plan_file(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return false;

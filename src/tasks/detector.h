@@ -33,7 +33,7 @@ struct DetectTimings {
 std::string format_timings(const DetectTimings& t, double decode_ms);
 
 // Another implementation of Detector::detect() (same contract: detections per image in its own pixels, timings
-// added to), e.g. cuda::DetectPipeline::detect_fn() (backends/cuda/detect_pipeline.h): letterbox and NMS on the GPU
+// added to), e.g. cuda::DetectPipeline::detect_fn() (tasks/cuda/detect_pipeline.h): letterbox and NMS on the GPU
 // around a CUDA engine that takes device inputs. tasks/ stays free of CUDA: the detector only sees this function.
 using DetectFn = std::function<Expected<std::vector<std::vector<Detection>>>(const std::vector<const Image*>&,
                                                                              DetectTimings*)>;

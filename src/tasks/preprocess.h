@@ -1,6 +1,6 @@
 // Image preprocessing for CNN inputs: OpenCV-compatible resampling, YOLO letterboxing, and packing into tensors.
 //
-// This is the CPU reference. The fused GPU kernel (backends/cuda/preprocess.h) produces the same bytes (resampling)
+// This is the CPU reference. The fused GPU kernel (tasks/cuda/preprocess.h) produces the same bytes (resampling)
 // and the same tensor values: both execute the plans and the value table defined below, and every formula is spelled
 // out here. Resampling matches OpenCV 4.6 bit for bit (checked on 832 random sizes for INTER_LINEAR / INTER_AREA and
 // on the cuDLA warpAffine), which is what makes mAP numbers comparable with the Python pipelines these styles come
@@ -75,7 +75,7 @@ LetterboxOptions cudla_letterbox_options();
 // ---------------------------------------------------------------- plans (shared with the GPU)
 // What a resize or a letterbox computes is decided once, on the host, by the plan_* functions below: which kernel
 // OpenCV would pick for the sizes, its scale factors, the padding. The CPU functions in this file and the fused GPU
-// kernel (backends/cuda/preprocess.h) both execute these plans with the formulas above, so they cannot drift apart.
+// kernel (tasks/cuda/preprocess.h) both execute these plans with the formulas above, so they cannot drift apart.
 // The structs are plain data (trivially copyable) because the GPU receives them byte for byte.
 
 enum class ResampleMethod : int32_t {

@@ -11,7 +11,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/cpu/reference.h"
 #include "backends/cuda/cuda_engine.h"
 #include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/device.h"
@@ -20,6 +19,7 @@
 #include "core/half.h"
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
+#include "ops/interpret.h"
 #include "ops/quantize.h"
 #include "quant/calib_cache.h"
 #include "passes/passes.h"

@@ -10,11 +10,11 @@
 #include <random>
 #include <sstream>
 
-#include "backends/cuda/detect_pipeline.h"
-#include "backends/cuda/detect_post.h"
 #include "backends/cuda/device.h"
-#include "cuda/gpu_test.h"
 #include "core/half.h"
+#include "cuda/gpu_test.h"
+#include "tasks/cuda/detect_pipeline.h"
+#include "tasks/cuda/detect_post.h"
 #include "tasks/preprocess.h"
 #include "tasks/yolo_decode.h"
 

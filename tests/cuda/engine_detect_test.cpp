@@ -1,4 +1,4 @@
-// The GPU detect pipeline on a real CUDA engine (backends/cuda/engine_detect.h: letterbox into the engine's input
+// The GPU detect pipeline on a real CUDA engine (tasks/cuda/engine_detect.h: letterbox into the engine's input
 // binding, the engine as a CUDA graph, batched NMS on its output buffer) against the CPU path on the same engine
 // (Detector::detect: CPU letterbox, engine->run through the host, CPU NMS). The shipped YOLOv5n in fp16 on the four
 // shipped sample scenes: the same detections, in the same order.
@@ -10,8 +10,8 @@
 #include "backends/cuda/cuda_engine.h"
 #include "backends/cuda/device.h"
 #include "cuda/gpu_test.h"
-#include "backends/cuda/engine_detect.h"
 #include "onnx/importer.h"
+#include "tasks/cuda/engine_detect.h"
 #include "tasks/detector.h"
 #include "tasks/image_io.h"
 #include "test_util.h"

@@ -484,6 +484,10 @@ std::vector<Case> unary_cases() {
       {OpType::ThresholdedRelu, -2, 2, attrs({{"alpha", F(0.3f)}})},
       {OpType::HardSigmoid, -5, 5, attrs({{"alpha", F(0.3f)}, {"beta", F(0.4f)}})},
       {OpType::HardSigmoid, -5, 5, {}},
+      {OpType::Gelu, -5, 5, {}},
+      {OpType::Gelu, -5, 5, attrs({{"approximate", AttrValue(std::string("tanh"))}})},
+      {OpType::Swish, -8, 8, {}},
+      {OpType::Swish, -8, 8, attrs({{"alpha", F(1.7f)}})},
   };
   std::vector<Case> cases;
   size_t k = 0;
@@ -547,6 +551,7 @@ std::vector<Case> clip_not_and_integer_unary_cases() {
     cases.push_back(mk("Clip_min_" + sn, OpType::Clip, {data(s, -2, 2), scalar_f32(-0.5f)}));
     cases.push_back(mk("Clip_max_" + sn, OpType::Clip, {data(s, -2, 2), none(), scalar_f32(0.25f)}));
     cases.push_back(mk("Clip_none_" + sn, OpType::Clip, {data(s, -2, 2)}));
+    cases.push_back(mk("Clip_min_above_max_" + sn, OpType::Clip, {data(s, -2, 2), scalar_f32(0.5f), scalar_f32(-0.25f)}));
     Case old = mk("Clip_opset6_" + sn, OpType::Clip, {data(s, -2, 2)}, attrs({{"min", F(-0.3f)}, {"max", F(0.6f)}}));
     old.opset = 6;
     cases.push_back(old);
@@ -814,6 +819,8 @@ std::vector<Case> strided_copies_cases() {
   cases.push_back(mk("DepthToSpace_CRD", OpType::DepthToSpace, {data({2, 18, 3, 4})},
                      attrs({{"blocksize", I(3)}, {"mode", S("CRD")}})));
   cases.push_back(mk("SpaceToDepth", OpType::SpaceToDepth, {data({2, 3, 4, 6})}, attrs({{"blocksize", I(2)}})));
+  cases.push_back(mk("SpaceToDepth_crd", OpType::SpaceToDepth, {data({2, 3, 4, 6})},
+                     attrs({{"blocksize", I(2)}, {"mode", S("CRD")}})));
   return cases;
 }
 TEST(CudaGenericOps, StridedCopies) {
@@ -978,7 +985,7 @@ std::vector<Case> resize_cases() {
   std::vector<Case> cases;
   auto scales = [](std::vector<float> v) { return cst_f32({static_cast<int64_t>(v.size())}, v, true); };
   const std::vector<const char*> coords = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
-                                           "tf_half_pixel_for_nn"};
+                                           "tf_half_pixel_for_nn", "half_pixel_symmetric"};
   const std::vector<const char*> nearest = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
   for (const char* cm : coords) {
     for (const char* nm : nearest) {
@@ -1013,6 +1020,15 @@ std::vector<Case> resize_cases() {
                      attrs({{"mode", S("linear")},
                             {"coordinate_transformation_mode", S("tf_crop_and_resize")},
                             {"extrapolation_value", F(-3.f)}})));
+  // Opset 18: antialiased shrinking (wider taps), axes, and sizes fitted with keep_aspect_ratio_policy.
+  for (const char* mode : {"linear", "cubic"}) {
+    cases.push_back(mk(std::string("Resize_antialias_") + mode, OpType::Resize,
+                       {data({1, 3, 17, 23}), none(), scales({1, 1, 0.3f, 0.6f})},
+                       attrs({{"mode", S(mode)}, {"antialias", I(1)}})));
+  }
+  cases.push_back(mk("Resize_axes_not_larger", OpType::Resize, {data({1, 3, 10, 20}), none(), none(), cst_i64({7, 9})},
+                     attrs({{"mode", S("linear")}, {"axes", AttrValue(std::vector<int64_t>{2, 3})},
+                            {"keep_aspect_ratio_policy", S("not_larger")}})));
   cases.push_back(mk("Resize_int8_nearest", OpType::Resize,
                      {typed({1, 4, 5, 6}, DType::kInt8, -128, 127), none(), scales({1, 1, 2, 2})}));
   Case up9 = mk("Upsample_opset9", OpType::Upsample, {data({1, 2, 3, 4}), scales({1, 1, 2, 3})});
@@ -1166,6 +1182,16 @@ std::vector<Case> normalization_cases() {
   for (const Shape& s : std::vector<Shape>{{2, 3, 4, 5}, {1, 8, 64, 70}, {2, 4, 3}, {3, 2, 1}}) {
     cases.push_back(mk("InstanceNorm_" + shape_str(s), OpType::InstanceNormalization,
                        {data(s, -2, 3), data({s[1]}, 0.5, 1.5), data({s[1]})}, attrs({{"epsilon", F(1e-4f)}})));
+  }
+  // GroupNormalization: per-channel affine (opset 21) and per-group (opset 18); rows short (warp) and long (block).
+  for (const Shape& s : std::vector<Shape>{{2, 6, 4, 5}, {1, 32, 40, 40}, {3, 4, 7}}) {
+    for (int opset : {18, 21}) {
+      const int64_t groups = s[1] / 2, n = opset == 18 ? groups : s[1];
+      Case c = mk("GroupNorm_opset" + std::to_string(opset) + "_" + shape_str(s), OpType::GroupNormalization,
+                  {data(s, -2, 3), data({n}, 0.5, 1.5), data({n})}, attrs({{"num_groups", I(groups)}}));
+      c.opset = opset;
+      cases.push_back(c);
+    }
   }
   struct L {
     Shape x, scale, bias;  // empty bias: omitted

@@ -9,7 +9,7 @@
 
 #include "backends/cuda/cuda_engine.h"
 #include "backends/cuda/device.h"
-#include "quant/int8_options.h"
+#include "runtime/int8_sources.h"
 
 namespace qd::test {
 

@@ -12,7 +12,7 @@
 
 #include "backends/cuda/device.h"
 #include "cuda/gpu_test.h"
-#include "backends/cuda/preprocess.h"
+#include "tasks/cuda/preprocess.h"
 #include "tasks/preprocess.h"
 
 namespace qd {

@@ -7,9 +7,9 @@
 #include <map>
 #include <string>
 
-#include "backends/cpu/reference.h"
 #include "ir/cost.h"
 #include "onnx/importer.h"
+#include "ops/interpret.h"
 #include "passes/passes.h"
 
 namespace qd::fuzz {

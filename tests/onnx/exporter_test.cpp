@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "backends/cpu/reference.h"
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
+#include "ops/interpret.h"
 #include "passes/passes.h"
 #include "test_util.h"
 

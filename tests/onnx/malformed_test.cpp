@@ -10,10 +10,10 @@
 #include <iostream>
 #include <random>
 
-#include "backends/cpu/reference.h"
 #include "onnx/importer.h"
 #include "onnx/tensor_proto.h"
 #include "onnx_builder.h"
+#include "ops/interpret.h"
 #include "passes/passes.h"
 #include "test_util.h"
 

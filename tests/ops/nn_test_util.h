@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/reference.h"
 #include "core/file_io.h"
 #include "ir/attr.h"
 #include "onnx.pb.h"
 #include "onnx/importer.h"
 #include "onnx/tensor_proto.h"
+#include "ops/interpret.h"
 #include "ops/op.h"
 #include "passes/passes.h"
 #include "test_util.h"

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "backends/cpu/reference.h"
+#include "ops/interpret.h"
 #include "passes/passes.h"
 #include "test_util.h"
 

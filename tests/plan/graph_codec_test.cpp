@@ -5,8 +5,8 @@
 #include <cstring>
 #include <random>
 
-#include "backends/cpu/reference.h"
 #include "onnx/importer.h"
+#include "ops/interpret.h"
 #include "passes/passes.h"
 #include "plan/byte_io.h"
 #include "plan/graph_codec.h"

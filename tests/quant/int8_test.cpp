@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "backends/cpu/reference.h"
+#include "ops/interpret.h"
 #include "ops/quantize.h"
 #include "passes/passes.h"
 #include "quant/calibrator.h"

@@ -2,7 +2,7 @@
 
 #include "build_flags.h"
 #include "core/progress.h"
-#include "runtime/model.h"
+#include "frontend/frontend.h"
 
 namespace qd::cli {
 

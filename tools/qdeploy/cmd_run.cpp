@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <random>
 
-#include "backends/cpu/reference.h"
 #include "commands.h"
 #include "core/file_io.h"
 #include "core/npy.h"
 #include "onnx/importer.h"
+#include "ops/interpret.h"
 #include "passes/passes.h"
 #include "runtime/engine.h"
 #include "runtime/io_format.h"

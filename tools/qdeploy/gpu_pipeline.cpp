@@ -1,7 +1,7 @@
 #include "gpu_pipeline.h"
 
 #ifdef QD_HAVE_CUDA
-#include "backends/cuda/engine_detect.h"
+#include "tasks/cuda/engine_detect.h"
 #endif
 
 namespace qd::cli {

@@ -30,9 +30,9 @@ def prepare_qat_for_export(model):
     return model
 
 
-def export_qat_detector(model, path, imgsz=640, head_only=False, dynamic=False, batch=1):
-    export_detector(prepare_qat_for_export(model), path, imgsz, head_only, dynamic, batch, prepared=True)
+def export_qat_detector(model, path, imgsz=640, head_only=False, dynamic=False, batch=1, **export_args):
+    export_detector(prepare_qat_for_export(model), path, imgsz, head_only, dynamic, batch, prepared=True, **export_args)
 
 
-def export_qat_classifier(model, path, dynamic=False, batch=1):
-    export_classifier(prepare_qat_for_export(model), path, dynamic, batch, prepared=True)
+def export_qat_classifier(model, path, dynamic=False, batch=1, **export_args):
+    export_classifier(prepare_qat_for_export(model), path, dynamic, batch, prepared=True, **export_args)

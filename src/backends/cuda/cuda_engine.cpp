@@ -19,11 +19,11 @@
 #include "backends/cuda/kernels/conv.h"
 #include "backends/cuda/kernels/eltwise_chain.h"
 #include "core/file_io.h"
-#include "onnx/importer.h"
 #include "plan/graph_codec.h"
 #include "plan/plan_file.h"
-#include "quant/int8_options.h"
 #include "quant/qdq.h"
+#include "runtime/backend.h"
+#include "runtime/int8_sources.h"
 #include "runtime/io_format.h"
 #include "runtime/plan_sections.h"
 
@@ -56,13 +56,15 @@ Status write_timing_cache(const std::string& path, const std::string& device,
   return write_file_atomic(path, j.dump(1));
 }
 
-}  // namespace
-
-Expected<std::unique_ptr<Engine>> build_cuda_engine(const std::string& model_path, const BuildOptions& opt) {
+Status check_cuda_options(const BuildOptions& opt) {
   if (opt.precision == "int8" && opt.int8_mode != "exact" && opt.int8_mode != "bitexact") {
     return unsupported("--int8-mode " + opt.int8_mode + " is a CPU analysis mode; the GPU runs exact INT8");
   }
-  Graph g = QD_TRY(import_onnx_file(model_path));
+  return Status::ok();
+}
+
+// `model_path` names the model in messages.
+Expected<std::unique_ptr<Engine>> build_cuda_engine(Graph g, const BuildOptions& opt, const std::string& model_path) {
   Int8Options int8;
   if (opt.precision == "int8") {
     auto o = load_int8_options(g, opt);
@@ -100,6 +102,13 @@ Expected<std::unique_ptr<Engine>> load_cuda_engine(const PlanFile& plan) {
                                     std::move(parts.int8));
   if (!e) return e.status();
   return std::unique_ptr<Engine>(std::move(*e));
+}
+
+}  // namespace
+
+const Backend& cuda_backend() {
+  static const Backend kCuda{"cuda", &build_cuda_engine, &load_cuda_engine, &check_cuda_options};
+  return kCuda;
 }
 
 namespace cuda {

@@ -892,6 +892,7 @@ class Lowerer {
       if (!c || c->dtype() != DType::kFloat32 || c->numel() != 1) return false;
       (k == 1 ? *lo : *hi) = c->data<float>()[0];
     }
+    if (*lo > *hi) *lo = *hi;  // ONNX: every value becomes max; the fused forms clamp with lo <= hi
     return true;
   }
 

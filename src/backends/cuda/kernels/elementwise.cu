@@ -16,7 +16,7 @@ namespace {
 enum class UOp : int {
   kAbs, kNeg, kSign, kExp, kLog, kSqrt, kReciprocal, kFloor, kCeil, kRound, kSigmoid, kTanh, kRelu, kSoftplus,
   kSoftsign, kHardSwish, kErf, kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh, kMish,
-  kLeakyRelu, kElu, kCelu, kThresholdedRelu, kSelu, kHardSigmoid, kClip
+  kLeakyRelu, kElu, kCelu, kThresholdedRelu, kSelu, kHardSigmoid, kClip, kGelu, kGeluTanh, kSwish
 };
 
 // a, b: the op's attributes (alpha; Selu's gamma, HardSigmoid's beta; Clip's default bounds).
@@ -57,7 +57,13 @@ __device__ __forceinline__ float unary_math(UOp op, float x, float a, float b) {
     case UOp::kThresholdedRelu: return x > a ? x : 0.f;
     case UOp::kSelu: return x > 0.f ? b * x : b * a * expm1f(x);
     case UOp::kHardSigmoid: return fmaxf(0.f, fminf(1.f, a * x + b));
-    case UOp::kClip: return x < a ? a : (x > b ? b : x);  // NaN passes through, as in the reference
+    case UOp::kClip: {  // min(max(x, a), b) as ONNX specifies (b wins when a > b); NaN passes through
+      const float up = x < a ? a : x;
+      return up > b ? b : up;
+    }
+    case UOp::kGelu: return 0.5f * x * (1.f + erff(x * 0.70710678f));
+    case UOp::kGeluTanh: return 0.5f * x * (1.f + tanhf(0.79788456f * (x + 0.044715f * x * x * x)));
+    case UOp::kSwish: return x / (1.f + expf(-a * x));
   }
   return x;
 }
@@ -105,8 +111,8 @@ struct IntUnary {
         if constexpr (std::is_unsigned_v<T>) return x > 0 ? 1 : 0;
         else return static_cast<T>((x > 0) - (x < 0));
       case UOp::kClip:
-        if (lo && x < *lo) return *lo;
-        if (hi && x > *hi) return *hi;
+        if (lo && x < *lo) x = *lo;
+        if (hi && x > *hi) x = *hi;
         return x;
       default: return x;
     }
@@ -307,7 +313,8 @@ constexpr UnaryInfo kUnary[] = {
     {OpType::Acosh, UOp::kAcosh}, {OpType::Atanh, UOp::kAtanh}, {OpType::Mish, UOp::kMish},
     {OpType::LeakyRelu, UOp::kLeakyRelu}, {OpType::Elu, UOp::kElu}, {OpType::Celu, UOp::kCelu},
     {OpType::ThresholdedRelu, UOp::kThresholdedRelu}, {OpType::Selu, UOp::kSelu},
-    {OpType::HardSigmoid, UOp::kHardSigmoid}, {OpType::Clip, UOp::kClip},
+    {OpType::HardSigmoid, UOp::kHardSigmoid}, {OpType::Clip, UOp::kClip}, {OpType::Gelu, UOp::kGelu},
+    {OpType::Swish, UOp::kSwish},
 };
 
 // The attributes of the float ops, with the reference's defaults.
@@ -319,6 +326,7 @@ Status unary_attrs(const Node& n, UOp u, float* a, float* b) {
     case UOp::kLeakyRelu: *a = QD_TRY(at.get_float("alpha", 0.01f)); break;
     case UOp::kElu:
     case UOp::kCelu:
+    case UOp::kSwish:
     case UOp::kThresholdedRelu: *a = QD_TRY(at.get_float("alpha", 1.0f)); break;
     case UOp::kSelu:
       *a = QD_TRY(at.get_float("alpha", 1.67326319217681884765625f));
@@ -358,6 +366,11 @@ MadeKernel make_unary(const NodeArgs& a) {
     }
   }
   if (!found) return no_kernel(a, "not an elementwise op");
+  if (u == UOp::kGelu) {
+    const std::string m = QD_TRY(a.node.attrs.get_string("approximate", "none"));
+    if (m == "tanh") u = UOp::kGeluTanh;
+    else if (m != "none") return invalid("Gelu's approximate must be 'none' or 'tanh', got '" + m + "'");
+  }
   for (size_t i = 1; i < a.in.size(); ++i) {
     if (a.has_in(i) && (a.in[i].dtype != t || volume(a.in[i].shape) != 1)) {
       return no_kernel(a, "Clip's min and max must be scalars of the input's type");

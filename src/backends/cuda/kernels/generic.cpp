@@ -11,67 +11,50 @@ namespace {
 
 using Factory = MadeKernel (*)(const NodeArgs&);
 
+// The factory of each CudaFamily (ops/op_traits.h), in the enum's order; an op's family is its `cuda` trait in ops.def.
+constexpr Factory kFamilyFactories[] = {
+    nullptr,              // kReferenceOnly
+    make_unary,           // kUnary
+    make_binary,          // kBinary
+    make_variadic,        // kVariadic
+    make_where,           // kWhere
+    make_copy,            // kCopy
+    make_strided,         // kStrided
+    make_concat,          // kConcat
+    make_split,           // kSplit
+    make_gather,          // kGather
+    make_tile,            // kTile
+    make_pad,             // kPad
+    make_precomputed,     // kPrecomputed
+    make_pool,            // kPool
+    make_global_pool,     // kGlobalPool
+    make_resize,          // kResize
+    make_softmax,         // kSoftmax
+    make_reduce,          // kReduce
+    make_argminmax,       // kArgMinMax
+    make_batch_norm,      // kBatchNorm
+    make_instance_norm,   // kInstanceNorm
+    make_group_norm,      // kGroupNorm
+    make_layer_norm,      // kLayerNorm
+    make_matmul,          // kMatMul
+    make_conv,            // kConv
+    make_conv_transpose,  // kConvTranspose
+    make_quantize,        // kQuantize
+};
+static_assert(sizeof(kFamilyFactories) / sizeof(kFamilyFactories[0]) == static_cast<size_t>(CudaFamily::kCount),
+              "one factory per CudaFamily");
+
 // The family that implements `op`, or nullptr.
-// clang-format off
 Factory factory_for(OpType op) {
-  switch (op) {
-    // elementwise.cu
-    case OpType::Abs: case OpType::Acos: case OpType::Acosh: case OpType::Asin: case OpType::Asinh:
-    case OpType::Atan: case OpType::Atanh: case OpType::Ceil: case OpType::Celu: case OpType::Clip:
-    case OpType::Cos: case OpType::Cosh: case OpType::Elu: case OpType::Erf:
-    case OpType::Exp: case OpType::Floor: case OpType::HardSigmoid: case OpType::HardSwish: case OpType::LeakyRelu:
-    case OpType::Log: case OpType::Mish: case OpType::Neg: case OpType::Not: case OpType::Reciprocal:
-    case OpType::Relu: case OpType::Round: case OpType::Selu: case OpType::Sigmoid: case OpType::Sign:
-    case OpType::Sin: case OpType::Sinh: case OpType::Softplus: case OpType::Softsign: case OpType::Sqrt:
-    case OpType::Tan: case OpType::Tanh: case OpType::ThresholdedRelu: case OpType::Cast: case OpType::CastLike:
-      return make_unary;
-    case OpType::Add: case OpType::Sub: case OpType::Mul: case OpType::Div: case OpType::Pow: case OpType::Mod:
-    case OpType::PRelu: case OpType::Equal: case OpType::Less: case OpType::LessOrEqual: case OpType::Greater:
-    case OpType::GreaterOrEqual: case OpType::And: case OpType::Or: case OpType::Xor:
-      return make_binary;
-    case OpType::Max: case OpType::Min: case OpType::Sum: case OpType::Mean:
-      return make_variadic;
-    case OpType::Where: return make_where;
-    // movement.cu
-    case OpType::Identity: case OpType::Dropout: case OpType::Reshape: case OpType::Flatten: case OpType::Squeeze:
-    case OpType::Unsqueeze:
-      return make_copy;
-    case OpType::Transpose: case OpType::Slice: case OpType::Expand: case OpType::DepthToSpace:
-    case OpType::SpaceToDepth:
-      return make_strided;
-    case OpType::Concat: return make_concat;
-    case OpType::Split: return make_split;
-    case OpType::Gather: return make_gather;
-    case OpType::Tile: return make_tile;
-    case OpType::Pad: return make_pad;
-    case OpType::Shape: case OpType::Size: case OpType::ConstantOfShape: case OpType::Range: case OpType::EyeLike:
-      return make_precomputed;
-    // pool.cu, resize.cu
-    case OpType::MaxPool: case OpType::AveragePool: case OpType::LpPool: return make_pool;
-    case OpType::GlobalAveragePool: case OpType::GlobalMaxPool: return make_global_pool;
-    case OpType::Resize: case OpType::Upsample: return make_resize;
-    // softmax.cu, reduce.cu, norm.cu
-    case OpType::Softmax: case OpType::LogSoftmax: case OpType::Hardmax: return make_softmax;
-    case OpType::ReduceSum: case OpType::ReduceMean: case OpType::ReduceMax: case OpType::ReduceMin:
-    case OpType::ReduceProd: case OpType::ReduceL1: case OpType::ReduceL2: case OpType::ReduceLogSum:
-    case OpType::ReduceLogSumExp: case OpType::ReduceSumSquare:
-      return make_reduce;
-    case OpType::ArgMax: case OpType::ArgMin: return make_argminmax;
-    case OpType::BatchNormalization: return make_batch_norm;
-    case OpType::InstanceNormalization: return make_instance_norm;
-    case OpType::LayerNormalization: return make_layer_norm;
-    // matmul.cu, conv_direct.cu
-    case OpType::MatMul: case OpType::Gemm: return make_matmul;
-    case OpType::Conv: return make_conv;
-    case OpType::ConvTranspose: return make_conv_transpose;
-    // quantize.cu
-    case OpType::QuantizeLinear: case OpType::DequantizeLinear: return make_quantize;
-    default: return nullptr;
-  }
+  if (op >= OpType::kCount) return nullptr;
+  return kFamilyFactories[static_cast<size_t>(op_traits(op).cuda)];
 }
-// clang-format on
 
 }  // namespace
+
+bool has_generic_kernel_family(CudaFamily family) {
+  return family < CudaFamily::kCount && kFamilyFactories[static_cast<size_t>(family)] != nullptr;
+}
 
 // Checks the specs against the node, then makes its kernel with `make` (which sees the node's arguments).
 template <typename Make>

@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "ops/op_traits.h"
 
 namespace qd::cuda {
 
@@ -41,6 +42,9 @@ class GenericKernel {
 Expected<std::unique_ptr<GenericKernel>> make_generic_kernel(const Graph& graph, const Node& node,
                                                               const std::vector<TensorSpec>& inputs,
                                                               const std::vector<TensorSpec>& outputs);
+
+// Whether `family` has a factory here (every CudaFamily but kReferenceOnly must: tests/cuda checks it for each op).
+bool has_generic_kernel_family(CudaFamily family);
 
 // A Conv node's generic kernel with an epilogue fused after the bias (fp32 plans: conv + activation + residual in one
 // kernel): the activation, then, with `residual`, a tensor of the output's shape added, given to launch() as a

@@ -1,5 +1,6 @@
 // Internal to the generic CUDA kernels: what every op-family factory receives, the factories themselves (one per
-// family file, generic.cpp maps OpType -> factory), and host helpers they share (device tables, dim coalescing).
+// family file; generic.cpp maps each CudaFamily trait to its factory), and host helpers they share (device tables,
+// dim coalescing).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -76,6 +77,7 @@ MadeKernel make_reduce(const NodeArgs& a);       // reduce.cu: Reduce*
 MadeKernel make_argminmax(const NodeArgs& a);    // reduce.cu: ArgMax, ArgMin
 MadeKernel make_batch_norm(const NodeArgs& a);   // norm.cu
 MadeKernel make_instance_norm(const NodeArgs& a);  // norm.cu
+MadeKernel make_group_norm(const NodeArgs& a);      // norm.cu: GroupNormalization
 MadeKernel make_layer_norm(const NodeArgs& a);   // norm.cu
 MadeKernel make_matmul(const NodeArgs& a);       // matmul.cu: MatMul, Gemm
 MadeKernel make_conv(const NodeArgs& a);         // conv_direct.cu

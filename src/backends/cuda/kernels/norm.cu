@@ -110,6 +110,10 @@ struct RowNormArgs {
   // else the broadcast walk of element (row * len + column) (operand 0: scale, 1: bias).
   bool instance;
   int64_t channels;
+  // GroupNormalization (groups > 0): a row is an (n, g) run of C / G channels of `spatial` elements each; scale and
+  // bias per channel, or per group when per_group.
+  int64_t groups, spatial;
+  bool per_group;
   bool by_column;
   Walk<2> bcast;
 };
@@ -133,6 +137,15 @@ __device__ __forceinline__ void norm_row(const T* __restrict__ x, T* __restrict_
   if (lane == 0) {
     if (mean_out) mean_out[row] = mean;
     if (inv_out) inv_out[row] = inv;
+  }
+  if (a.groups > 0) {
+    const int64_t g = row % a.groups, first = g * (a.channels / a.groups);
+    for (int64_t j = lane; j < a.len; j += lanes) {
+      const int64_t c = a.per_group ? g : first + j / a.spatial;
+      const float k = load_any(scale, a.half_scale, c) * inv, b = load_any(bias, a.half_bias, c);
+      yr[j] = from_float<T>((to_float(xr[j]) - mean) * k + b);
+    }
+    return;
   }
   if (a.instance) {
     const int64_t c = row % a.channels;
@@ -240,6 +253,19 @@ MadeKernel make_instance_norm(const NodeArgs& a) {
   r.rows = volume({x[0], x[1]});
   r.len = r.rows == 0 ? 0 : volume(Shape(x.begin() + 2, x.end()));
   if (r.len == 0) r.rows = 0;  // nothing to normalize, no statistics output
+  return make_row_norm(a, r);
+}
+
+MadeKernel make_group_norm(const NodeArgs& a) {
+  const ops::GroupNormGeom g = QD_TRY(ops::group_norm_geom(a.node, a.in[0].shape));
+  RowNormArgs r{};
+  r.eps = QD_TRY(read_epsilon(a.node));
+  r.groups = g.groups;
+  r.channels = g.channels;
+  r.spatial = g.spatial;
+  r.per_group = g.per_group;
+  r.len = g.channels / g.groups * g.spatial;
+  r.rows = r.len == 0 ? 0 : volume(a.in[0].shape) / r.len;
   return make_row_norm(a, r);
 }
 

@@ -99,6 +99,14 @@ MadeKernel make_quantize(const NodeArgs& a) {
       q.lo = 0, q.hi = 255;
       QD_RETURN_IF_ERROR(make(uint8_t{}));
       break;
+    case DType::kInt16:
+      q.lo = -32768, q.hi = 32767;
+      QD_RETURN_IF_ERROR(make(int16_t{}));
+      break;
+    case DType::kUInt16:
+      q.lo = 0, q.hi = 65535;
+      QD_RETURN_IF_ERROR(make(uint16_t{}));
+      break;
     case DType::kInt32:  // DequantizeLinear of int32 (biases)
       if (quantize) return no_kernel_dtype(a, qt, "y");
       QD_RETURN_IF_ERROR(make(int32_t{}));

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_engine.h"
-#include "backends/cuda/detect_pipeline.h"
+#include "tasks/cuda/detect_pipeline.h"
 #include "tasks/detector.h"
 
 namespace qd::cuda {

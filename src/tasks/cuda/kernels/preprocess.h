@@ -1,4 +1,4 @@
-// The fused letterbox + pack kernel behind cuda::ImagePreprocessor (backends/cuda/preprocess.h): internal interface.
+// The fused letterbox + pack kernel behind cuda::ImagePreprocessor (tasks/cuda/preprocess.h): internal interface.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -28,8 +28,8 @@
 #include <memory>
 #include <vector>
 
-#include "backends/cuda/detect_post.h"
-#include "backends/cuda/preprocess.h"
+#include "tasks/cuda/detect_post.h"
+#include "tasks/cuda/preprocess.h"
 #include "tasks/detector.h"
 
 namespace qd::cuda {

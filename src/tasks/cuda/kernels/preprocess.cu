@@ -6,7 +6,7 @@
 // no FMA) never does. Integer steps (the fixed-point taps) are exact anyway. Each output pixel is computed straight
 // from the source image, so the two-stage YOLOv5 val letterbox (load_image's resize, then the letterbox resize) needs
 // no intermediate image: the second stage samples the first on the fly.
-#include "backends/cuda/kernels/preprocess.h"
+#include "tasks/cuda/kernels/preprocess.h"
 
 #include <cstddef>
 

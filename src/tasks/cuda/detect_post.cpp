@@ -1,12 +1,12 @@
-#include "backends/cuda/detect_post.h"
+#include "tasks/cuda/detect_post.h"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "backends/cuda/cuda_util.h"
-#include "backends/cuda/kernels/yolo_nms.h"
 #include "core/half.h"
+#include "tasks/cuda/kernels/yolo_nms.h"
 
 namespace qd::cuda {
 

@@ -13,7 +13,7 @@
 //    memory inside its NMS block: candidates + one NMS kernel, whatever the batch. An image with more is marked
 //    pending (out_counts = kNmsPending) and finished by launch_yolo_nms_pending(): CUB's segmented radix sort over the
 //    pending images' keys, then the NMS kernel on the sorted keys in global memory.
-#include "backends/cuda/kernels/yolo_nms.h"
+#include "tasks/cuda/kernels/yolo_nms.h"
 
 #include <cuda_fp16.h>
 

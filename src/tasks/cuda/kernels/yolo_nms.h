@@ -1,4 +1,4 @@
-// The kernels behind cuda::YoloPostprocessor (backends/cuda/detect_post.h): internal interface.
+// The kernels behind cuda::YoloPostprocessor (tasks/cuda/detect_post.h): internal interface.
 #pragma once
 
 #include <cuda_runtime.h>

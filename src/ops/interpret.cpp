@@ -1,4 +1,4 @@
-#include "backends/cpu/reference.h"
+#include "ops/interpret.h"
 
 #include "ops/op.h"
 

@@ -1,4 +1,4 @@
-#include "backends/cuda/detect_pipeline.h"
+#include "tasks/cuda/detect_pipeline.h"
 
 #include <algorithm>
 #include <string>

@@ -1,10 +1,10 @@
-#include "backends/cuda/preprocess.h"
+#include "tasks/cuda/preprocess.h"
 
 #include <cstring>
 #include <string>
 
 #include "backends/cuda/cuda_util.h"
-#include "backends/cuda/kernels/preprocess.h"
+#include "tasks/cuda/kernels/preprocess.h"
 
 namespace qd::cuda {
 

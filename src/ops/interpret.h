@@ -1,5 +1,6 @@
-// The reference backend: executes an ir::Graph node by node with the ops' reference kernels. It is the oracle every
-// other backend is tested against.
+// The reference interpreter: executes an ir::Graph node by node with the ops' reference kernels. It is the oracle every
+// backend is tested against, the CPU engine's executor, and what calibration and sensitivity run (so it lives with the
+// ops, below quant/ and runtime/, not in a backend).
 #pragma once
 
 #include <functional>

@@ -1,4 +1,4 @@
-#include "backends/cuda/engine_detect.h"
+#include "tasks/cuda/engine_detect.h"
 
 #include <utility>
 
