@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "backends/cpu/reference.h"
+#include "ops/interpret.h"
 #include "quant/sensitivity.h"
 
 namespace qd {

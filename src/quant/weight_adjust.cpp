@@ -6,7 +6,7 @@
 #include <cmath>
 #include <random>
 
-#include "backends/cpu/reference.h"
+#include "ops/interpret.h"
 #include "ops/quantize.h"
 #include "ops/window.h"
 #include "quant/int8.h"

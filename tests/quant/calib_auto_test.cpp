@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "backends/cpu/reference.h"
+#include "ops/interpret.h"
 #include "passes/passes.h"
 #include "quant/int8.h"
 #include "quant/calibrator.h"

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "backends/cpu/reference.h"
+#include "ops/interpret.h"
 #include "passes/passes.h"
 #include "quant/int8.h"
 #include "quant/weight_adjust.h"

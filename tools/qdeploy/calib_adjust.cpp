@@ -4,9 +4,9 @@
 #include <cstdio>
 
 #include "core/progress.h"
+#include "frontend/frontend.h"
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
-#include "runtime/model.h"
 
 namespace qd::cli {
 

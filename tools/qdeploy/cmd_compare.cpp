@@ -5,11 +5,12 @@
 // INT8 range. CPU plans: every node output of the graph the plan runs, observed while it runs. CUDA INT8 plans: the
 // tensors the plan quantizes (each a layer's output that an INT8 conv reads), read from the engine itself.
 // --bisect: the small set of layers whose fallback to float brings the output SNR to --target-snr.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
-#include <set>
 #include <filesystem>
-#include <unistd.h>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
