@@ -110,87 +110,97 @@ void fit(const ConvFit& f, const Graph& g, const WeightAdjustOptions& opt, Weigh
   rep.samples = f.samples;
   const double S = static_cast<double>(std::max<int64_t>(f.samples, 1));
   double err0 = 0, err1 = 0, shift_sq = 0;
-  std::vector<double> hc(static_cast<size_t>(K * K)), u(static_cast<size_t>(K)), e(static_cast<size_t>(K));
-  const bool centre = opt.bias_correction;
-  for (int64_t c = 0; c < m_total; ++c) {
-    const int64_t gi = c / f.mg, j = c % f.mg;
+  const bool centre = opt.bias_correction;  // the bias absorbs the mean: fit the rounding to the rest
+  const bool fit_rounding = opt.adaround && f.samples >= static_cast<int64_t>(opt.min_samples_per_weight) * K;
+  rep.rounding_fitted = fit_rounding;
+  std::vector<double> hc, e0(static_cast<size_t>(f.mg * K)), p(static_cast<size_t>(f.mg * K)), u(static_cast<size_t>(K));
+  for (int64_t gi = 0; gi < f.groups; ++gi) {
     const GroupSums& gs = f.sums[gi];
-    if (j == 0) {  // the group's quadratic term; centred (its mean part removed) with bias correction
-      for (int64_t a = 0; a < K; ++a) {
-        for (int64_t b = 0; b < K; ++b) hc[a * K + b] = gs.h[a * K + b] - (centre ? gs.mu[a] * gs.mu[b] / S : 0.0);
+    // The group's errors of round-to-nearest, E0 [mg, K], and P = E0 H (H symmetric): every channel's H e at once.
+    for (int64_t j = 0; j < f.mg; ++j) {
+      const int64_t c = gi * f.mg + j;
+      for (int64_t k = 0; k < K; ++k) {
+        e0[j * K + k] = static_cast<double>(wq.q.data<int8_t>()[c * K + k]) * wq.scales[c] - f.w->data<float>()[c * K + k];
       }
     }
-    const float* w = f.w->data<float>() + c * K;
-    const int8_t* q0 = wq.q.data<int8_t>() + c * K;
-    const double s = wq.scales[c];
-    std::vector<int> q(q0, q0 + K);
-    for (int64_t k = 0; k < K; ++k) e[k] = s * q[k] - w[k];
-    // The objective f(e) = e^T H e + 2 e^T gv + c0, centred with bias correction.
-    std::vector<double> gv(static_cast<size_t>(K));
-    for (int64_t k = 0; k < K; ++k) gv[k] = gs.g[k * f.mg + j] - (centre ? gs.mu[k] * gs.dsum[j] / S : 0.0);
-    auto full_error = [&](const std::vector<double>& ev) {  // uncentred f(e)
-      double quad = 0, lin = 0;
-      for (int64_t a = 0; a < K; ++a) {
-        double row = 0;
-        for (int64_t b = 0; b < K; ++b) row += gs.h[a * K + b] * ev[b];
-        quad += ev[a] * row;
-        lin += ev[a] * gs.g[a * f.mg + j];
-      }
-      return quad + 2 * lin + gs.dsq[j];
-    };
-    auto mean_shift = [&](const std::vector<double>& ev) {
-      double m = gs.dsum[j];
-      for (int64_t k = 0; k < K; ++k) m += ev[k] * gs.mu[k];
-      return m / S;
-    };
-    err0 += std::max(0.0, full_error(e));
-    if (opt.adaround && s > 0) {
-      int64_t fixed = 0;  // the weight holding max|W_c| keeps +-127 (the scale re-derives from it)
-      for (int64_t k = 1; k < K; ++k) {
-        if (std::fabs(w[k]) > std::fabs(w[fixed])) fixed = k;
-      }
-      for (int64_t a = 0; a < K; ++a) {
-        double row = gv[a];
-        for (int64_t b = 0; b < K; ++b) row += hc[a * K + b] * e[b];
-        u[a] = row;
-      }
-      for (int sweep = 0; sweep < opt.max_sweeps; ++sweep) {
-        int64_t changed = 0;
-        for (int64_t k = 0; k < K; ++k) {
-          if (k == fixed) continue;
-          const double r = w[k] / s;
-          const int lo = static_cast<int>(std::max(-127.0, std::floor(r)));
-          const int hi = static_cast<int>(std::min(127.0, std::ceil(r)));
-          if (lo >= hi) continue;
-          const int alt = q[k] == lo ? hi : lo;
-          const double delta = s * (alt - q[k]);
-          const double gain = 2 * delta * u[k] + delta * delta * hc[k * K + k];
-          if (!(gain < -1e-12 * delta * delta * (1 + std::fabs(hc[k * K + k])))) continue;
-          q[k] = alt;
-          e[k] += delta;
-          for (int64_t a = 0; a < K; ++a) u[a] += delta * hc[a * K + k];
-          ++changed;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(f.mg), static_cast<int>(K),
+                static_cast<int>(K), 1.0, e0.data(), static_cast<int>(K), gs.h.data(), static_cast<int>(K), 0.0,
+                p.data(), static_cast<int>(K));
+    if (fit_rounding) {  // the quadratic term the coordinate descent updates with, centred with bias correction
+      hc = gs.h;
+      if (centre) {
+        for (int64_t a = 0; a < K; ++a) {
+          for (int64_t b = 0; b < K; ++b) hc[a * K + b] -= gs.mu[a] * gs.mu[b] / S;
         }
-        if (changed == 0) break;
       }
     }
-    for (int64_t k = 0; k < K; ++k) {
-      w_new.data<float>()[c * K + k] = static_cast<float>(s * q[k]);
-      rep.flipped += q[k] != q0[k];
+    for (int64_t j = 0; j < f.mg; ++j) {
+      const int64_t c = gi * f.mg + j;
+      const float* w = f.w->data<float>() + c * K;
+      const int8_t* q0 = wq.q.data<int8_t>() + c * K;
+      const double s = wq.scales[c];
+      std::vector<int> q(q0, q0 + K);
+      std::vector<double> e(e0.begin() + j * K, e0.begin() + (j + 1) * K);
+      // f(e) = e^T H e + 2 e^T g_j + sum d^2 (round-to-nearest), and the mean shift of the output.
+      double quad = 0, lin = 0, emu = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        quad += e[k] * p[j * K + k];
+        lin += e[k] * gs.g[k * f.mg + j];
+        emu += e[k] * gs.mu[k];
+      }
+      const double f0 = std::max(0.0, quad + 2 * lin + gs.dsq[j]);
+      const double m0 = (emu + gs.dsum[j]) / S;
+      err0 += f0;
+      // The objective the rounding minimizes: f, or f less its mean part S m^2 (what is left after the bias).
+      double cur = centre ? f0 - S * m0 * m0 : f0;
+      if (fit_rounding && s > 0) {
+        int64_t fixed = 0;  // the weight holding max|W_c| keeps +-127 (the scale re-derives from it)
+        for (int64_t k = 1; k < K; ++k) {
+          if (std::fabs(w[k]) > std::fabs(w[fixed])) fixed = k;
+        }
+        // u = (gradient of the objective) / 2 = Hc e + g_j (centred: minus mu (mu.e + dsum) / S).
+        for (int64_t k = 0; k < K; ++k) {
+          u[k] = p[j * K + k] + gs.g[k * f.mg + j] - (centre ? gs.mu[k] * (emu + gs.dsum[j]) / S : 0.0);
+        }
+        for (int sweep = 0; sweep < opt.max_sweeps; ++sweep) {
+          int64_t changed = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            if (k == fixed) continue;
+            const double r = w[k] / s;
+            const int lo = static_cast<int>(std::max(-127.0, std::floor(r)));
+            const int hi = static_cast<int>(std::min(127.0, std::ceil(r)));
+            if (lo >= hi) continue;
+            const int alt = q[k] == lo ? hi : lo;
+            const double delta = s * (alt - q[k]);
+            const double gain = 2 * delta * u[k] + delta * delta * hc[k * K + k];
+            if (!(gain < -1e-12 * delta * delta * (1 + std::fabs(hc[k * K + k])))) continue;
+            q[k] = alt;
+            e[k] += delta;
+            cur += gain;
+            for (int64_t a = 0; a < K; ++a) u[a] += delta * hc[a * K + k];
+            ++changed;
+          }
+          if (changed == 0) break;
+        }
+      }
+      double emu_final = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        w_new.data<float>()[c * K + k] = static_cast<float>(s * q[k]);
+        rep.flipped += q[k] != q0[k];
+        emu_final += e[k] * gs.mu[k];
+      }
+      if (opt.bias_correction) {
+        const double shift = (emu_final + gs.dsum[j]) / S;
+        bias[c] -= static_cast<float>(shift);
+        shift_sq += shift * shift;
+      }
+      err1 += std::max(0.0, cur);
     }
-    double after = std::max(0.0, full_error(e));
-    if (opt.bias_correction) {
-      const double shift = mean_shift(e);
-      bias[c] -= static_cast<float>(shift);
-      shift_sq += shift * shift;
-      after = std::max(0.0, after - S * shift * shift);
-    }
-    err1 += after;
   }
   rep.err_nearest = err0 / (S * m_total);
   rep.err_adjusted = err1 / (S * m_total);
   rep.bias_shift_rms = std::sqrt(shift_sq / m_total);
-  if (opt.adaround) out->weights[f.weight] = std::move(w_new);
+  if (fit_rounding) out->weights[f.weight] = std::move(w_new);
   if (opt.bias_correction) out->biases[f.name] = std::move(bias);
   out->layers.push_back(std::move(rep));
 }

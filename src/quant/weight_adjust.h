@@ -15,7 +15,10 @@
 //                         round-to-nearest: each sweep tries every weight's other rounding and keeps it when f_c
 //                         drops, so f_c never rises above round-to-nearest's (a monotone, deterministic optimizer;
 //                         AdaRound's own is a continuous relaxation with an annealed regularizer). The weight holding
-//                         max|W_c| stays at +-127 so that the scale max|V_c|/127 re-derives s_c.
+//                         max|W_c| stays at +-127 so that the scale max|V_c|/127 re-derives s_c. A Conv with fewer
+//                         samples than min_samples_per_weight times its patch size keeps round-to-nearest: with too
+//                         few equations the fit would only memorize the samples (small late layers of a classifier
+//                         at a few images).
 // The adjusted weights are written as floats V_c = s_c q_c, so that any engine that derives per-channel scales as
 // max|w|/127 (qdeploy, TensorRT) quantizes them to exactly q_c: the result exports as an ONNX model plus the
 // calibration cache, whose activation scales are the ones the fit used.
@@ -37,6 +40,7 @@ struct WeightAdjustOptions {
   bool bias_correction = false;
   int samples_per_batch = 256;      // output positions sampled per Conv and batch
   int max_sweeps = 10;              // coordinate-descent sweeps per output channel (it stops earlier at a minimum)
+  int min_samples_per_weight = 4;   // AdaRound needs samples >= this x the patch size (C/group * kh * kw)
   uint32_t seed = 0;                // of the position sampling
   std::vector<std::string> skip_layers;  // Conv names (or regexes, see matches_any) left as they are
   std::function<void(int batches_done)> progress;  // called after each batch (optional)
@@ -48,6 +52,7 @@ struct LayerAdjustment {
   double err_nearest = 0;    // mean squared output error per sampled value: round-to-nearest weights, old bias
   double err_adjusted = 0;   // the same with the adjusted weights and bias
   int64_t flipped = 0;       // weights rounded the other way than to nearest
+  bool rounding_fitted = false;  // false where AdaRound was not asked for or the samples were too few
   double bias_shift_rms = 0; // RMS over channels of the bias change
 };
 

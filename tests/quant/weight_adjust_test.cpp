@@ -100,16 +100,16 @@ struct Fitted {
   double held_out_error;
 };
 
-Fitted fit(bool adaround, bool bias) {
+Fitted fit(bool adaround, bool bias, int samples_per_batch = 144, int batches = 6) {
   const Graph g = two_convs();
   std::vector<Tensor> calib, held_out;
-  for (uint32_t i = 0; i < 6; ++i) calib.push_back(input(100 + i));
+  for (uint32_t i = 0; i < static_cast<uint32_t>(batches); ++i) calib.push_back(input(100 + i));
   for (uint32_t i = 0; i < 6; ++i) held_out.push_back(input(200 + i));
   const auto scales = minmax_scales(g, calib);
   WeightAdjustOptions o;
   o.adaround = adaround;
   o.bias_correction = bias;
-  o.samples_per_batch = 144;
+  o.samples_per_batch = samples_per_batch;
   auto r = adjust_weights(g, scales, static_cast<int>(calib.size()),
                           [&](int k) -> Expected<std::map<std::string, Tensor>> {
                             return std::map<std::string, Tensor>{{"x", calib[k]}};
@@ -136,6 +136,19 @@ TEST(WeightAdjust, EachCorrectionLowersTheHeldOutError) {
     EXPECT_GT(l.bias_shift_rms, 0) << l.node;
   }
   EXPECT_EQ(both.result.biases.count("conv2"), 1u);  // conv2 had no bias: it gets one
+}
+
+// conv1's patches have 72 values: 100 samples are too few to fit 72 roundings per channel (under 4 per weight), so
+// it keeps round-to-nearest; conv2 (16 values) is fitted. The bias correction applies to both.
+TEST(WeightAdjust, TooFewSamplesKeepRoundToNearest) {
+  const Fitted f = fit(true, true, 100, 1);
+  ASSERT_EQ(f.result.layers.size(), 2u);
+  EXPECT_FALSE(f.result.layers[0].rounding_fitted);
+  EXPECT_EQ(f.result.layers[0].flipped, 0);
+  EXPECT_EQ(f.result.weights.count("w1"), 0u);
+  EXPECT_TRUE(f.result.layers[1].rounding_fitted);
+  EXPECT_EQ(f.result.weights.count("w2"), 1u);
+  EXPECT_EQ(f.result.biases.size(), 2u);
 }
 
 TEST(WeightAdjust, AdjustedWeightsRequantizeToTheChosenIntegers) {

@@ -85,13 +85,18 @@ Expected<WeightAdjustResult> adjust_and_export(const std::string& model, const I
                 "bias rms");
     double e0 = 0, e1 = 0;
     for (const LayerAdjustment& l : r.layers) {
-      std::printf("%-40s %8lld %12.4g %12.4g %8lld %10.4g\n", l.node.c_str(), static_cast<long long>(l.samples),
-                  l.err_nearest, l.err_adjusted, static_cast<long long>(l.flipped), l.bias_shift_rms);
+      const std::string flipped = opt.adaround && !l.rounding_fitted ? "few smp" : std::to_string(l.flipped);
+      std::printf("%-40s %8lld %12.4g %12.4g %8s %10.4g\n", l.node.c_str(), static_cast<long long>(l.samples),
+                  l.err_nearest, l.err_adjusted, flipped.c_str(), l.bias_shift_rms);
       e0 += l.err_nearest;
       e1 += l.err_adjusted;
     }
     std::printf("%zu convs adjusted; summed output error %.4g -> %.4g (sampled calibration positions)\n",
                 r.layers.size(), e0, e1);
+    if (opt.adaround) {
+      std::printf("(few smp: fewer samples than %d per weight of a patch; that conv keeps round-to-nearest)\n",
+                  opt.min_samples_per_weight);
+    }
   }
   return r;
 }
@@ -105,6 +110,7 @@ Json weight_adjust_json(const WeightAdjustResult& r) {
                       {"err_nearest", l.err_nearest},
                       {"err_adjusted", l.err_adjusted},
                       {"flipped", l.flipped},
+                      {"rounding_fitted", l.rounding_fitted},
                       {"bias_shift_rms", l.bias_shift_rms}});
   }
   return layers;
