@@ -59,7 +59,7 @@ TEST_F(CalibCompareCli, AutoCalibrationReportsEachTensor) {
   EXPECT_TRUE(j["float_head_tensors"].empty());  // a classifier has no detection head
 }
 
-TEST_F(CalibCompareCli, AdjustedWeightsExportAndCompareBetter) {
+TEST_F(CalibCompareCli, AdjustedWeightsExportUnderTheSameNames) {
   const CliResult plain = cli("calibrate " + model_ + " --fmnist " + fm_ + " --algo mse --cache " + dir_ + "/c.cache");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   const CliResult r = cli("calibrate " + model_ + " --fmnist " + fm_ + " --algo mse --cache " + dir_ +
