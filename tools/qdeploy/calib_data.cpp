@@ -261,9 +261,10 @@ Status ImageBatches::init() {
     }
   }
   if (!detector_) {
-    // Without a spec, a model of dynamic size gets eval --classes' default, 32x32.
+    // A dynamic size the spec does not give is eval --classes' default, 32.
     PreprocessSpec sized = spec;
-    if (!spec.given && sized.width == 0) sized.width = sized.height = 32;
+    if (sized.height == 0 && in.shape[nhwc ? 1 : 2] <= 0) sized.height = 32;
+    if (sized.width == 0 && in.shape[nhwc ? 2 : 3] <= 0) sized.width = 32;
     QD_RETURN_IF_ERROR(resolve_input_size(sized, in.shape, &width_, &height_));
   }
   if (in.shape[0] <= 0 && count_ > 0) batch_ = std::min(batch_, count_);  // a dynamic batch: fewer images, one batch

@@ -281,8 +281,10 @@ Expected<ClassifierInput> classifier_input_for(const EvalArgs& a, const Engine& 
   if (in.size() != 1) return invalid(a.model + ": a classifier needs one image input");
   ClassifierInput c;
   c.spec = QD_TRY(preprocess_from_flag(a.build.preprocess));
-  PreprocessSpec sized = c.spec;
-  if (sized.width == 0) sized.width = sized.height = 32;  // eval --classes' default for a dynamic size
+  PreprocessSpec sized = c.spec;  // a dynamic size the spec does not give: 32
+  const bool nhwc = c.spec.tensor.layout == TensorLayout::kNHWC;
+  if (sized.height == 0 && in[0].shape.size() == 4 && in[0].shape[nhwc ? 1 : 2] <= 0) sized.height = 32;
+  if (sized.width == 0 && in[0].shape.size() == 4 && in[0].shape[nhwc ? 2 : 3] <= 0) sized.width = 32;
   QD_RETURN_IF_ERROR(resolve_input_size(sized, in[0].shape, &c.width, &c.height).prefix(a.model));
   return c;
 }
