@@ -163,6 +163,25 @@ TEST_F(CalibDataCli, PreprocessSpec) {
                      "a YOLO detector's input is letterboxed");
 }
 
+// Every command that calibrates, with its defaults, writes the same cache: one code path, one set of defaults.
+TEST_F(CalibDataCli, SameScalesInEveryCommand) {
+  const std::string model = quote(test::source_dir() + "/models/model_bn.onnx");
+  const std::string samples = quote(test::source_dir() + "/models/samples");
+  const std::string c = dir_ + "/";
+  calibrate(model, samples, "calibrate.cache");
+  ASSERT_EQ(cli("build " + model + " -o " + quote(c + "m.plan") + " --precision int8 --calib " + samples +
+                " --calib-cache " + quote(c + "build.cache")).exit_code, 0);
+  const CliResult s = cli("sensitivity " + model + " --metric snr --data " + samples + " --sweep int8 --layers " +
+                          "/linear/Gemm -q --save-cache " + quote(c + "sensitivity.cache"));
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const CliResult r = cli("run " + model + " --precision int8 --calib " + samples + " --calib-cache " +
+                          quote(c + "run.cache"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string want = slurp(c + "calibrate.cache");
+  EXPECT_NE(want.find("TRT-8600-"), std::string::npos) << want;
+  for (const char* f : {"build.cache", "sensitivity.cache", "run.cache"}) EXPECT_EQ(slurp(c + f), want) << f;
+}
+
 // A third-party model with its own preprocessing calibrates from the command line on images: PP-OCRv4's text
 // detector (dynamic H and W, BGR, ImageNet mean/std). Skipped when scripts/models/fetch-ocr-models.sh has not run.
 TEST_F(CalibDataCli, PpOcrDetectorOnImages) {

@@ -25,8 +25,8 @@ namespace qd::cli {
 
 // The calibration defaults of every command that calibrates (docs/quantization.md, "One calibration for every
 // command", has the measurements behind them). mse: the post-training choice that keeps accuracy on the shipped
-// models, where entropy loses top-1 on ModelBN and mAP on the detector. 512 batches: 512 images for the models of
-// batch 1 (an ONNX model with a dynamic batch is built with batch 1), enough for stable scales there.
+// models, where entropy loses top-1 on ModelBN and mAP on the detector. 512 batches: 512 images for the shipped
+// models (batch 1), enough for stable scales there.
 struct CalibDefaults {
   static constexpr const char* kAlgo = "mse";
   static constexpr double kPercentile = 99.99;
