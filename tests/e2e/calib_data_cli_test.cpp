@@ -163,6 +163,27 @@ TEST_F(CalibDataCli, PreprocessSpec) {
                      "a YOLO detector's input is letterboxed");
 }
 
+// eval and detect take the same spec: spelling out the default changes nothing, other values change the input.
+TEST_F(CalibDataCli, PreprocessSpecInEvalAndDetect) {
+  const std::string model = quote(test::source_dir() + "/models/model_bn.onnx");
+  for (const char* d : {"tree", "tree/a", "tree/b"}) fs::create_directory(dir_ + "/" + d);
+  const std::string s = test::source_dir() + "/models/samples/";
+  fs::copy_file(s + "000001.jpg", dir_ + "/tree/a/1.jpg");
+  fs::copy_file(s + "000002.jpg", dir_ + "/tree/a/2.jpg");
+  fs::copy_file(s + "000003.jpg", dir_ + "/tree/b/3.jpg");
+  const std::string eval = "eval " + model + " --classes " + quote(dir_ + "/tree") + " --json -q";
+  const CliResult plain = cli(eval);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const CliResult spelled = cli(eval + " --preprocess size=32,resize=fit,order=rgb");
+  ASSERT_EQ(spelled.exit_code, 0) << spelled.err;
+  EXPECT_EQ(spelled.out, plain.out);
+  expect_usage_error(cli(eval + " --preprocess size=48"), "disagrees with the model's input");
+  const std::string det = quote(test::source_dir() + "/models/yolov5n_fmnist_det.onnx");
+  expect_usage_error(cli("detect " + det + " " + quote(s) + " --out " + quote(dir_ + "/out") +
+                         " --preprocess resize=center-crop"),
+                     "a YOLO detector's input is letterboxed");
+}
+
 // Every command that calibrates, with its defaults, writes the same cache: one code path, one set of defaults.
 TEST_F(CalibDataCli, SameScalesInEveryCommand) {
   const std::string model = quote(test::source_dir() + "/models/model_bn.onnx");

@@ -87,9 +87,10 @@ RunFn add_calibrate(CLI::App& app) {
                   "input) or .npz archives (input name -> array), one batch each (or per slice of a fixed batch)")
       ->delimiter(',');
   sub->add_option("--fmnist", a->fmnist, "Calibrate a classifier on the Fashion-MNIST train split (IDX folder)");
-  sub->add_option("--algo", a->algo, "minmax, entropy, percentile or mse")->capture_default_str();
+  sub->add_option("--algo,--calib-algo", a->algo, "minmax, entropy, percentile or mse")->capture_default_str();
   sub->add_option("--percentile", a->percentile, "For --algo percentile")->capture_default_str();
-  sub->add_option("--batches", a->batches, "Use at most this many batches (0: all)")->capture_default_str();
+  sub->add_option("--batches,--calib-batches", a->batches, "Use at most this many batches (0: all)")
+      ->capture_default_str();
   sub->add_option("--batch-size", a->batch_size, "Images per batch when the model's batch is dynamic")
       ->capture_default_str();
   sub->add_option("--cache", a->cache, "Output calibration cache")->required();
