@@ -82,6 +82,12 @@ TEST_F(CalibDataCli, NpzInputsByName) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(slurp(dir_ + "/run.cache"), cache);
   EXPECT_NE(r.out.find("int8"), std::string::npos) << r.out;
+  // sensitivity: the same tensors as its SNR data and its calibration data.
+  const CliResult sn = cli("sensitivity " + model + " --metric snr --data " + z1 + "," + z2 + " --batches 2 -q " +
+                           "--save-cache " + quote(dir_ + "/sens.cache"));
+  ASSERT_EQ(sn.exit_code, 0) << sn.err;
+  EXPECT_NE(sn.out.find("all INT8, output y: "), std::string::npos) << sn.out;
+  EXPECT_EQ(slurp(dir_ + "/sens.cache"), cache);
 }
 
 TEST_F(CalibDataCli, TensorFileErrors) {
