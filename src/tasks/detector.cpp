@@ -56,7 +56,7 @@ Expected<Tensor> Detector::preprocess(const std::vector<const Image*>& images, s
   for (size_t i = 0; i < images.size(); ++i) boxed[i] = QD_TRY(letterbox(*images[i], opt_.letterbox, &(*infos)[i]));
   std::vector<const Image*> ptrs;
   for (const auto& b : boxed) ptrs.push_back(&b);
-  return images_to_tensor(ptrs, TensorOptions{});
+  return images_to_tensor(ptrs, opt_.tensor);
 }
 
 Expected<std::vector<std::vector<Detection>>> Detector::detect(const std::vector<const Image*>& images,

@@ -15,6 +15,7 @@ namespace qd {
 
 struct DetectorOptions {
   LetterboxOptions letterbox;  // width/height default to the model's input size when it is fixed
+  TensorOptions tensor;        // the input's values (--preprocess mean/std/order); default x / 255, RGB, NCHW
   YoloPostprocessOptions post;
 };
 

@@ -3,9 +3,11 @@
 // resampled another way than at inference are scales for other data, so these commands share the code below.
 //   detectors    a letterbox, in the style the commands' --letterbox names (default: YOLOv5 val.py's);
 //   classifiers  classifier_input(): an aspect-keeping resize into the inner 7/8 box, centred on a black canvas.
+//   any model    a --preprocess spec (PreprocessSpec below): size, resize mode, mean/std, channel order, layout.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "tasks/image_io.h"
@@ -32,5 +34,48 @@ Expected<LetterboxOptions> letterbox_options(const std::string& style, int size 
 //     to fit the inner (w - w/8) x (h - h/8) box (28x28 of 32x32), and centred on a black w x h canvas (offsets
 //     rounded down). A 28x28 Fashion-MNIST glyph thus gives exactly fmnist_image_32's image.
 Expected<Image> classifier_input(const Image& img, int w, int h);
+
+// ---------------------------------------------------------------- --preprocess SPEC
+// One comma-separated list of KEY=VALUE that every command feeding images to a model takes as --preprocess
+// (calibrate, a build's --calib, sensitivity, eval, detect, run); a value of several numbers continues over the
+// commas that follow it (mean=0.485,0.456,0.406). Keys, each optional:
+//   size=N | HxW      network input height x width (default: the model's fixed H and W; required when dynamic)
+//   resize=MODE       fit         aspect kept, into the inner 7/8 box, centred on `pad` (classifier_input)
+//                     stretch     to HxW, aspect not kept (INTER_AREA when shrinking, INTER_LINEAR when enlarging)
+//                     center-crop aspect kept, the short side to fill HxW, the centre cut out (torchvision's
+//                                 Resize + CenterCrop with crop=1)
+//                     letterbox   aspect kept, fit inside HxW and padded with `pad` (ultralytics' letterbox, scaleup)
+//                     none        the image must be HxW already
+//                     (default: a YOLO detector's --letterbox style, else fit)
+//   mean=R,G,B std=R,G,B   per tensor channel (after `order`), in units of pixel / 255:  v = (x / 255 - mean) / std
+//                     (one number: all three channels; default 0 and 1, i.e. v = x / 255)
+//   order=rgb|bgr     channel order of the tensor (default rgb)
+//   layout=nchw|nhwc  tensor layout (default nchw)
+//   pad=0..255        fill of letterbox (default 114)
+enum class ResizeMode { kDefault, kFit, kStretch, kCenterCrop, kLetterbox, kNone };
+
+struct PreprocessSpec {
+  int width = 0, height = 0;  // 0: the model's
+  ResizeMode resize = ResizeMode::kDefault;
+  int pad = -1;  // letterbox fill; -1: 114
+  TensorOptions tensor;  // order, layout, mean, stddev (divisor 255, float32)
+  bool given = false;    // a spec was given (false: the commands' image defaults)
+};
+Expected<PreprocessSpec> parse_preprocess_spec(const std::string& text);
+// The spec written back as --preprocess text (keys that differ from the defaults, in a fixed order).
+std::string preprocess_spec_str(const PreprocessSpec& spec);
+
+// The network input size for `spec` and a model input of shape `shape` ([N,3,H,W], or [N,H,W,3] with layout nhwc):
+// the model's fixed dims, the spec's size where they are dynamic; an error when neither gives them, or when they
+// disagree.
+Status resolve_input_size(const PreprocessSpec& spec, const Shape& shape, int* width, int* height);
+
+// One image resized per `spec` (mode kDefault acts as `fallback`) to width x height. Letterbox geometry goes to
+// `info` when given (for mapping boxes back).
+Expected<Image> resize_for_model(const Image& img, const PreprocessSpec& spec, int width, int height,
+                                 ResizeMode fallback = ResizeMode::kFit, LetterboxInfo* info = nullptr);
+// A batch of images as the model's input tensor: resize_for_model, then the spec's values and layout.
+Expected<Tensor> images_to_model_input(const std::vector<const Image*>& images, const PreprocessSpec& spec, int width,
+                                       int height, ResizeMode fallback = ResizeMode::kFit);
 
 }  // namespace qd

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Writes the fuzz seed corpus: small valid ONNX models (tests/fuzz/corpus/onnx) and .npy files (corpus/npy).
+"""Writes the fuzz seed corpus: small valid ONNX models (tests/fuzz/corpus/onnx), .npy files (corpus/npy) and .npz
+archives (corpus/npz; `make_seeds.py --npz` writes only those).
 
 Run with Debian's python (it has onnx 1.12 and numpy):  /usr/bin/python3 tests/fuzz/make_seeds.py
 The models are built here rather than exported from a framework, so that they stay tiny (a fuzzer mutates small inputs
@@ -18,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 ONNX_DIR = os.path.join(HERE, "corpus", "onnx")
 NPY_DIR = os.path.join(HERE, "corpus", "npy")
+NPZ_DIR = os.path.join(HERE, "corpus", "npz")
 NODE_TESTS = "/usr/share/libonnx-testdata/data/node"
 # Small node tests of ops qdeploy supports (each model.onnx is a few hundred bytes).
 NODE_TEST_SEEDS = [
@@ -153,7 +155,36 @@ def npy_seeds():
     }
 
 
+def write_npz_seeds():
+    """numpy's own archives (stored with zip64 local headers; deflated) and a few error paths made with zipfile."""
+    import zipfile
+    os.makedirs(NPZ_DIR, exist_ok=True)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 3, 4, 4)).astype(np.float32)
+    np.savez(os.path.join(NPZ_DIR, "savez_two_inputs.npz"), images=x, mask=np.array([[True, False]]))
+    np.savez_compressed(os.path.join(NPZ_DIR, "savez_compressed.npz"), x=x, ids=np.arange(4, dtype=np.int64))
+    np.savez(os.path.join(NPZ_DIR, "savez_positional.npz"), x, np.zeros((0, 2), np.float16))
+    np.savez(os.path.join(NPZ_DIR, "empty.npz"))
+
+    def npy_bytes(a):
+        import io
+        b = io.BytesIO()
+        np.save(b, a)
+        return b.getvalue()
+    with zipfile.ZipFile(os.path.join(NPZ_DIR, "not_npy_member.npz"), "w") as z:
+        z.writestr("readme.txt", "not an array")
+    with zipfile.ZipFile(os.path.join(NPZ_DIR, "bzip2_member.npz"), "w", zipfile.ZIP_BZIP2) as z:
+        z.writestr("x.npy", npy_bytes(x))
+    with zipfile.ZipFile(os.path.join(NPZ_DIR, "comment_and_dirs.npz"), "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("a/b.npy", npy_bytes(np.arange(3, dtype=np.int32)))
+        z.comment = b"written by make_seeds.py"
+    return len(os.listdir(NPZ_DIR))
+
+
 def main():
+    if sys.argv[1:] == ["--npz"]:
+        print(f"wrote {write_npz_seeds()} npz files")
+        return 0
     os.makedirs(ONNX_DIR, exist_ok=True)
     os.makedirs(NPY_DIR, exist_ok=True)
     for name, m in seeds().items():
@@ -171,8 +202,10 @@ def main():
         header = b"{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }"
         header += b" " * ((64 - (12 + len(header) + 1) % 64) % 64) + b"\n"
         f.write(b"\x93NUMPY\x02\x00" + len(header).to_bytes(4, "little") + header + np.array([1, 2], "<i4").tobytes())
-    total = sum(os.path.getsize(os.path.join(d, f)) for d in (ONNX_DIR, NPY_DIR) for f in os.listdir(d))
-    print(f"wrote {len(seeds())} generated + {copied} node-test models, {len(npy_seeds()) + 1} npy files; {total} bytes")
+    npz = write_npz_seeds()
+    total = sum(os.path.getsize(os.path.join(d, f)) for d in (ONNX_DIR, NPY_DIR, NPZ_DIR) for f in os.listdir(d))
+    print(f"wrote {len(seeds())} generated + {copied} node-test models, {len(npy_seeds()) + 1} npy files, {npz} npz "
+          f"files; {total} bytes")
     return 0
 
 

@@ -155,5 +155,121 @@ TEST(ModelInput, ClassifierInputKeepsAspectAndCentres) {
   EXPECT_FALSE(classifier_input(sq, 0, 32));
 }
 
+
+TEST(PreprocessSpec, Parse) {
+  auto s = parse_preprocess_spec("size=224,resize=center-crop,mean=0.485,0.456,0.406,std=0.229,0.224,0.225,order=bgr,"
+                                 "layout=nhwc,pad=0");
+  ASSERT_TRUE(s) << s.status().to_string();
+  EXPECT_TRUE(s->given);
+  EXPECT_EQ(s->width, 224);
+  EXPECT_EQ(s->height, 224);
+  EXPECT_EQ(s->resize, ResizeMode::kCenterCrop);
+  EXPECT_FLOAT_EQ(s->tensor.mean[1], 0.456f);
+  EXPECT_FLOAT_EQ(s->tensor.stddev[2], 0.225f);
+  EXPECT_EQ(s->tensor.order, ChannelOrder::kBGR);
+  EXPECT_EQ(s->tensor.layout, TensorLayout::kNHWC);
+  EXPECT_EQ(s->pad, 0);
+  EXPECT_EQ(preprocess_spec_str(*s),
+            "size=224x224,resize=center-crop,mean=0.485,0.456,0.406,std=0.229,0.224,0.225,order=bgr,layout=nhwc,pad=0");
+  auto t = parse_preprocess_spec("size=480x800, mean=0.5, std=0.5");
+  ASSERT_TRUE(t) << t.status().to_string();
+  EXPECT_EQ(t->height, 480);
+  EXPECT_EQ(t->width, 800);
+  EXPECT_EQ(t->resize, ResizeMode::kDefault);
+  EXPECT_FLOAT_EQ(t->tensor.mean[2], 0.5f);
+  EXPECT_EQ(preprocess_spec_str(*t), "size=480x800,mean=0.5,0.5,0.5,std=0.5,0.5,0.5");
+  for (const auto& [text, phrase] : std::vector<std::pair<std::string, std::string>>{
+           {"", "is empty"}, {"0.5", "is not KEY=VALUE"}, {"size=0", "outside 1..16384"}, {"size=a", "whole number"},
+           {"size=3x", "whole number"}, {"resize=squash", "resize must be fit"}, {"mean=1,2", "one number or three"},
+           {"std=0", "std must be > 0"}, {"mean=x", "'x' is not a number"}, {"order=gbr", "order must be rgb or bgr"},
+           {"layout=chw", "layout must be nchw or nhwc"}, {"pad=300", "outside 0..255"}, {"size=1,size=2", "twice"},
+           {"crop=0.9", "unknown key 'crop'"}, {"order=rgb,,size=2", "empty item"}, {"size=2,3", "takes one value"}}) {
+    auto r = parse_preprocess_spec(text);
+    ASSERT_FALSE(r) << text;
+    EXPECT_NE(r.status().message().find(phrase), std::string::npos) << text << ": " << r.status().message();
+  }
+}
+
+TEST(PreprocessSpec, InputSize) {
+  PreprocessSpec s;
+  int w = 0, h = 0;
+  ASSERT_TRUE(resolve_input_size(s, {1, 3, 48, 192}, &w, &h).is_ok());
+  EXPECT_EQ(w, 192);
+  EXPECT_EQ(h, 48);
+  EXPECT_FALSE(resolve_input_size(s, {-1, 3, -1, -1}, &w, &h).is_ok());  // dynamic, no size
+  s.width = 128;
+  s.height = 96;
+  ASSERT_TRUE(resolve_input_size(s, {-1, 3, -1, -1}, &w, &h).is_ok());
+  EXPECT_EQ(w, 128);
+  EXPECT_EQ(h, 96);
+  EXPECT_FALSE(resolve_input_size(s, {1, 3, 48, 192}, &w, &h).is_ok());  // disagrees
+  Status nhwc = resolve_input_size(PreprocessSpec{}, {1, 32, 32, 3}, &w, &h);
+  ASSERT_FALSE(nhwc.is_ok());
+  EXPECT_NE(nhwc.message().find("try --preprocess layout=nhwc"), std::string::npos) << nhwc.message();
+  s = PreprocessSpec{};
+  s.tensor.layout = TensorLayout::kNHWC;
+  ASSERT_TRUE(resolve_input_size(s, {1, 32, 24, 3}, &w, &h).is_ok());
+  EXPECT_EQ(w, 24);
+  EXPECT_EQ(h, 32);
+}
+
+// Each resize mode against the steps it documents, built here from the resampling primitives.
+TEST(PreprocessSpec, ResizeModes) {
+  const Image img = test::pattern_image(60, 40, 777);
+  PreprocessSpec s;
+  s.resize = ResizeMode::kStretch;
+  auto st = resize_for_model(img, s, 30, 30);
+  ASSERT_TRUE(st);
+  EXPECT_TRUE(same_pixels(*st, *resize_area(img, 30, 30)));  // shrinking both ways: INTER_AREA
+  auto up = resize_for_model(img, s, 90, 30);
+  ASSERT_TRUE(up);
+  EXPECT_TRUE(same_pixels(*up, *resize_linear(img, 90, 30)));
+  // center-crop to 20x20: the short side (40) to 20, i.e. 30x20, then the centre 20 columns from x = 5.
+  s.resize = ResizeMode::kCenterCrop;
+  auto cc = resize_for_model(img, s, 20, 20);
+  ASSERT_TRUE(cc);
+  const Image scaled = *resize_area(img, 30, 20);
+  Image want(20, 20);
+  for (int y = 0; y < 20; ++y) std::memcpy(want.pixel(0, y), scaled.pixel(5, y), 60);
+  EXPECT_TRUE(same_pixels(*cc, want));
+  // letterbox: ultralytics' with the spec's pad.
+  s.resize = ResizeMode::kLetterbox;
+  s.pad = 7;
+  LetterboxInfo info;
+  auto lb = resize_for_model(img, s, 32, 32, ResizeMode::kFit, &info);
+  ASSERT_TRUE(lb);
+  LetterboxOptions o;
+  o.width = o.height = 32;
+  o.pad_value = 7;
+  EXPECT_TRUE(same_pixels(*lb, *letterbox(img, o)));
+  EXPECT_EQ(lb->pixel(0, 0)[0], 7);
+  // fit (the default here): classifier_input.
+  s = PreprocessSpec{};
+  auto fit = resize_for_model(img, s, 32, 32);
+  ASSERT_TRUE(fit);
+  EXPECT_TRUE(same_pixels(*fit, *classifier_input(img, 32, 32)));
+  s.resize = ResizeMode::kNone;
+  EXPECT_FALSE(resize_for_model(img, s, 32, 32));
+  EXPECT_TRUE(resize_for_model(img, s, 60, 40));
+}
+
+// Values and layout: (x / 255 - mean) / std per tensor channel after the order.
+TEST(PreprocessSpec, TensorValues) {
+  Image img(2, 1);
+  const uint8_t px[6] = {10, 20, 30, 40, 50, 60};
+  std::memcpy(img.data.data(), px, 6);
+  auto s = parse_preprocess_spec("resize=none,mean=0.1,0.2,0.3,std=0.5,0.25,0.125,order=bgr,layout=nhwc");
+  ASSERT_TRUE(s);
+  auto t = images_to_model_input({&img}, *s, 2, 1);
+  ASSERT_TRUE(t) << t.status().to_string();
+  EXPECT_EQ(t->shape(), (Shape{1, 1, 2, 3}));
+  const float* v = t->data<float>();
+  // Pixel 0 in BGR order: 30, 20, 10.
+  EXPECT_FLOAT_EQ(v[0], (30.f / 255.f - 0.1f) / 0.5f);
+  EXPECT_FLOAT_EQ(v[1], (20.f / 255.f - 0.2f) / 0.25f);
+  EXPECT_FLOAT_EQ(v[2], (10.f / 255.f - 0.3f) / 0.125f);
+  EXPECT_FLOAT_EQ(v[3], (60.f / 255.f - 0.1f) / 0.5f);
+}
+
 }  // namespace
 }  // namespace qd

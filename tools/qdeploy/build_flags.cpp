@@ -20,13 +20,14 @@ void add_build_flags(CLI::App* sub, BuildFlags& f) {
                   "INT8 activation scales (TensorRT calibration cache text format); with --calib, where they are "
                   "written");
   sub->add_option("--calib", f.calib_data,
-                  "INT8: calibrate at build time on these images (folders or jpg/png files, comma separated), "
-                  "preprocessed as inference does")
+                  "INT8: calibrate at build time on this data, as `qdeploy calibrate --data`: images (folders or "
+                  "jpg/png files, preprocessed as inference does) or tensor files (.npy, .npz), comma separated")
       ->delimiter(',');
   sub->add_option("--calib-algo", f.calib_algo, "With --calib: minmax, entropy, percentile (99.99), mse or auto")
       ->capture_default_str();
   sub->add_option("--calib-batches", f.calib_batches, "With --calib: use at most this many batches (0: all)")
       ->capture_default_str();
+  add_preprocess_option(sub, f.preprocess);
   sub->add_option("--int8-mode", f.int8_mode,
                   "INT8: exact (integer arithmetic), fake (CPU: float quantize-dequantize) or bitexact (CUDA: INT8 "
                   "tensors identical to the CPU reference's, slower SiLU epilogues)")
@@ -82,20 +83,8 @@ static Expected<std::map<std::string, Shape>> parse_profile_flags(const std::vec
   return out;
 }
 
-Status check_flags_for_plan(const std::string& plan_path, const BuildFlags& f) {
-  auto plan = read_plan(plan_path);
-  if (!plan) return plan.status();
+std::string build_flags_given(const BuildFlags& f) {
   const BuildFlags defaults;
-  const PlanHeader& h = plan->header;
-  if (f.device != defaults.device && f.device != h.target) {
-    return invalid("'" + plan_path + "' is a plan for " + h.target + ", but --device " + f.device +
-                   " was given; build a plan for " + f.device + " with `qdeploy build MODEL -o PLAN --device " +
-                   f.device + "`");
-  }
-  if (f.precision != defaults.precision && f.precision != h.precision) {
-    return invalid("'" + plan_path + "' is a " + h.precision + " plan, but --precision " + f.precision +
-                   " was given; rebuild it with `qdeploy build MODEL -o PLAN --precision " + f.precision + "`");
-  }
   std::string given;
   auto note = [&](bool set, const char* flag) {
     if (set) given += std::string(given.empty() ? "" : ", ") + flag;
@@ -112,6 +101,24 @@ Status check_flags_for_plan(const std::string& plan_path, const BuildFlags& f) {
   note(!f.timing_cache.empty(), "--timing-cache");
   note(!f.tactic_sources.empty(), "--tactic-sources");
   note(!f.input_formats.empty() || !f.output_formats.empty(), "--input-format/--output-format");
+  return given;
+}
+
+Status check_flags_for_plan(const std::string& plan_path, const BuildFlags& f) {
+  auto plan = read_plan(plan_path);
+  if (!plan) return plan.status();
+  const BuildFlags defaults;
+  const PlanHeader& h = plan->header;
+  if (f.device != defaults.device && f.device != h.target) {
+    return invalid("'" + plan_path + "' is a plan for " + h.target + ", but --device " + f.device +
+                   " was given; build a plan for " + f.device + " with `qdeploy build MODEL -o PLAN --device " +
+                   f.device + "`");
+  }
+  if (f.precision != defaults.precision && f.precision != h.precision) {
+    return invalid("'" + plan_path + "' is a " + h.precision + " plan, but --precision " + f.precision +
+                   " was given; rebuild it with `qdeploy build MODEL -o PLAN --precision " + f.precision + "`");
+  }
+  const std::string given = build_flags_given(f);
   if (!given.empty()) {
     return invalid("'" + plan_path + "' is a plan: its build options were fixed when it was built, so " + given +
                    " cannot apply; drop them, or rebuild the plan from the ONNX model with `qdeploy build`");
@@ -124,10 +131,14 @@ static Status calibrate_for_build(const std::string& model, const BuildFlags& f,
   if (f.precision != "int8") return invalid("--calib calibrates for INT8: add --precision int8");
   CalibOptions opt;
   opt.algo = QD_TRY(parse_calib_algo(f.calib_algo));
+  opt.percentile = CalibDefaults::kPercentile;
   if (f.calib_batches < 0) return invalid("--calib-batches must be >= 0");
-  auto fp32 = QD_TRY(build_from_flags(model, BuildFlags{}));
-  ImageSource src{f.calib_data, "", "train", f.calib_batches, 8};
+  ImageSource src;
+  src.data = f.calib_data;
+  src.batches = f.calib_batches;
   src.letterbox = f.calib_letterbox;
+  src.preprocess = QD_TRY(preprocess_from_flag(f.preprocess));
+  auto fp32 = QD_TRY(engine_for_data(model, src));
   ImageBatches data(src, fp32.get());
   QD_RETURN_IF_ERROR(data.init().prefix("--calib"));
   const CalibCache cache = QD_TRY(calibrate_model(model, data, opt, f.calib_algo));

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "calib_data.h"
 #include "runtime/engine.h"
 #include "tasks/model_input.h"
 
@@ -18,9 +19,9 @@ struct BuildFlags {
   std::string precision = "fp32";
   std::vector<std::string> shapes;
   std::string calib_cache;
-  std::vector<std::string> calib_data;  // --calib: calibrate at build time on these images (folders or files)
-  std::string calib_algo = "entropy";
-  int calib_batches = 0;
+  std::vector<std::string> calib_data;  // --calib: calibrate at build time on this data (images or tensor files)
+  std::string calib_algo = CalibDefaults::kAlgo;  // the defaults of every command that calibrates
+  int calib_batches = CalibDefaults::kBatches;
   std::string int8_mode = "exact";
   std::vector<std::string> fp16_layers, fp32_layers;
   std::string precision_config;
@@ -28,6 +29,9 @@ struct BuildFlags {
   std::string timing_cache;
   std::vector<std::string> tactic_sources;
   std::vector<std::string> input_formats, output_formats;
+  // --preprocess SPEC: how images become the model's input, for --calib and for the command's own images (not a
+  // build option: a plan takes it too).
+  std::string preprocess;
   // Not a flag: the letterbox style of --calib's detector images, set by a command to the style it runs inference
   // with (eval: its --letterbox; detect: ultralytics), so that calibration sees what inference sees.
   std::string calib_letterbox = kDefaultLetterbox;
@@ -42,6 +46,9 @@ void add_letterbox_option(CLI::App* sub, std::string& style);
 // error. --calib DATA calibrates MODEL first (as `qdeploy calibrate` does) and writes the cache to --calib-cache, or to
 // a temporary file removed after the build (the plan keeps the scales).
 Expected<std::unique_ptr<Engine>> build_from_flags(const std::string& model, const BuildFlags& f);
+// The build flags given other than --device, --precision and --preprocess (comma separated; empty when none): what a
+// plan refuses, and what takes `run` off the reference backend.
+std::string build_flags_given(const BuildFlags& f);
 // The check build_from_flags applies to a plan: flags that would have changed it are refused, not ignored.
 Status check_flags_for_plan(const std::string& plan_path, const BuildFlags& f);
 

@@ -63,8 +63,10 @@ Json calib_report_json(const CalibReport& r) {
 Expected<WeightAdjustResult> adjust_and_export(const std::string& model, const ImageBatches& data,
                                                const CalibCache& cache, const WeightAdjustOptions& opt,
                                                const std::string& out_onnx, bool quiet) {
-  Tensor first = QD_TRY(data.get(0));
-  const Graph prepared = QD_TRY(load_prepared(model, {{data.input_name(), first.shape()}}));
+  std::map<std::string, Tensor> first = QD_TRY(data.feeds(0));
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, t] : first) shapes[name] = t.shape();
+  const Graph prepared = QD_TRY(load_prepared(model, shapes));
   std::map<std::string, float> scales(cache.scales.begin(), cache.scales.end());
   WeightAdjustOptions o = opt;
   Progress progress(std::string("fit weights (") + (opt.adaround ? "adaround" : "") +
@@ -73,8 +75,8 @@ Expected<WeightAdjustResult> adjust_and_export(const std::string& model, const I
                     data.num_batches());
   if (!quiet) o.progress = [&](int done) { progress.update(done, "batches"); };
   auto feeds = [&](int k) -> Expected<std::map<std::string, Tensor>> {
-    Tensor x = k == 0 ? first : QD_TRY(data.get(k));
-    return std::map<std::string, Tensor>{{data.input_name(), std::move(x)}};
+    if (k == 0) return first;
+    return data.feeds(k);
   };
   WeightAdjustResult r = QD_TRY(adjust_weights(prepared, scales, data.num_batches(), feeds, o));
   Graph g = QD_TRY(import_onnx_file(model));

@@ -42,6 +42,7 @@ struct CompareArgs {
   std::string fmnist;
   int batches = 4;
   std::string letterbox = kDefaultLetterbox;
+  std::string preprocess;
   std::string reference = "fp32";
   bool quantized_only = false;
   bool bisect = false;
@@ -94,7 +95,7 @@ Expected<std::vector<TensorCompare>> compare_cuda(Engine& engine, const Graph& p
   auto ctx = cuda_engine->create_context();
   TensorComparison cmp;
   for (int b = 0; b < data.num_batches(); ++b) {
-    const std::map<std::string, Tensor> feeds{{data.input_name(), QD_TRY(data.get(b))}};
+    const std::map<std::string, Tensor> feeds = QD_TRY(data.feeds(b));
     const std::map<std::string, Tensor> q = QD_TRY(ctx->read_int8_tensors(feeds));
     std::map<std::string, Tensor> ref;
     QD_RETURN_IF_ERROR(run_oracle(prepared, s.int8, reference_int8, feeds, [&](const std::string& n, const Tensor& t) {
@@ -150,18 +151,22 @@ int run_compare(const CompareArgs& a) {
   }
   ImageSource src{a.data, a.fmnist, "test", a.batches, 1};
   src.letterbox = a.letterbox;
+  auto spec = preprocess_from_flag(a.preprocess);
+  if (!spec) return report(spec.status());
+  src.preprocess = *spec;
   ImageBatches data(src, engine->get());
   if (Status s = data.init(); !s) return report(s);
-  auto first = data.get(0);
+  auto first = data.feeds(0);
   if (!first) return report(first.status());
   Graph prepared = subject->graph;
   PrepareOptions p;
-  p.input_shapes[data.input_name()] = first->shape();
+  for (const auto& [name, t] : *first) p.input_shapes[name] = t.shape();
   if (Status s = prepare_graph(prepared, p); !s) return report(s);
   if (!subject->int8_on) subject->int8 = Int8Options{};  // a float plan: the float graph itself (every layer float)
   subject->int8.float_nodes.clear();  // the plan's names are resolved already
   auto batches = [&](int k) -> Expected<std::map<std::string, Tensor>> {
-    return std::map<std::string, Tensor>{{data.input_name(), k == 0 ? *first : QD_TRY(data.get(k))}};
+    if (k == 0) return *first;
+    return data.feeds(k);
   };
   Expected<std::vector<TensorCompare>> layers = internal("unreachable");
   if (cuda) {
@@ -177,8 +182,8 @@ int run_compare(const CompareArgs& a) {
     layers = compare_cpu_layers(prepared, subject->int8, data.num_batches(), batches, co);
   }
   if (!layers) return report(layers.status());
-  std::printf("%s against the CPU reference's %s, %d input(s)\n", (*engine)->describe().c_str(), a.reference.c_str(),
-              data.num_batches() * data.batch());
+  std::printf("%s against the CPU reference's %s, %d batch(es)\n", (*engine)->describe().c_str(),
+              a.reference.c_str(), data.num_batches());
   std::printf("%-52s %-14s %9s %9s %10s %7s\n", "tensor (layer output)", "op", "SNR dB", "cosine", "max |err|",
               "sat %");
   for (const TensorCompare& c : *layers) {
@@ -272,10 +277,13 @@ RunFn add_compare(CLI::App& app) {
   auto a = std::make_shared<CompareArgs>();
   auto* sub = app.add_subcommand("compare", "Each layer's output as built against the CPU reference (FP32 or INT8)");
   sub->add_option("model", a->model, "ONNX model or plan")->required();
-  sub->add_option("--data", a->data, "Input images: folders or files (jpg/png), preprocessed as eval does");
+  sub->add_option("--data", a->data,
+                  "Inputs: images (folders or jpg/png files, preprocessed as eval does) or .npy/.npz tensors")
+      ->delimiter(',');
   sub->add_option("--fmnist", a->fmnist, "Or Fashion-MNIST images (IDX folder; the test split)");
   sub->add_option("--batches", a->batches, "Use this many inputs")->capture_default_str();
   add_letterbox_option(sub, a->letterbox);
+  add_preprocess_option(sub, a->preprocess);
   sub->add_option("--reference", a->reference, "The oracle: fp32, or int8 (the reference's exact INT8)")
       ->capture_default_str();
   sub->add_flag("--quantized-only", a->quantized_only, "CPU: only the tensors the engine quantizes");

@@ -48,10 +48,11 @@ int run_detect(const DetectArgs& a) {
   if (!files) return report(files.status());
   // detect.py's letterbox; --calib images get the same.
   constexpr const char* kDetectLetterbox = "ultralytics";
-  DetectorOptions opt;
-  auto letterbox = letterbox_options(kDetectLetterbox);
-  if (!letterbox) return report(letterbox.status());
-  opt.letterbox = *letterbox;
+  auto spec = preprocess_from_flag(a.build.preprocess);
+  if (!spec) return report(spec.status());
+  auto options = detector_options_for(*spec, kDetectLetterbox);
+  if (!options) return report(options.status());
+  DetectorOptions opt = *options;
   BuildFlags build = a.build;
   build.calib_letterbox = kDetectLetterbox;
   const auto tb = std::chrono::steady_clock::now();

@@ -183,10 +183,11 @@ int run_eval_model(const EvalArgs& a) {
   const Progress quiet_progress(false);
   auto ds = load_annotations(a, quiet_progress);
   if (!ds) return report(ds.status());
-  DetectorOptions opt;
-  auto letterbox = letterbox_options(a.letterbox, a.imgsz);
-  if (!letterbox) return report(letterbox.status());
-  opt.letterbox = *letterbox;
+  auto spec = preprocess_from_flag(a.build.preprocess);
+  if (!spec) return report(spec.status());
+  auto options = detector_options_for(*spec, a.letterbox, a.imgsz);
+  if (!options) return report(options.status());
+  DetectorOptions opt = *options;
   BuildFlags build = a.build;
   build.calib_letterbox = a.letterbox;  // --calib images letterboxed as the evaluated ones
   auto engine = build_from_flags(a.model, build);
@@ -268,11 +269,32 @@ int run_eval_model(const EvalArgs& a) {
   return report_coco(a, *ds, *coco, false);
 }
 
-// Runs a classifier on one batch of images of the network's size (values x / 255, into its one input `input`).
-Expected<std::vector<Tensor>> run_classifier(Engine& engine, const std::string& input, const std::vector<Image>& imgs) {
+// The classifier input of a classification eval: the --preprocess spec (default: fit into the inner 7/8, values
+// x / 255) and the network size (the model's; a dynamic one from the spec, else 32x32).
+struct ClassifierInput {
+  PreprocessSpec spec;
+  int width = 32, height = 32;
+};
+
+Expected<ClassifierInput> classifier_input_for(const EvalArgs& a, const Engine& engine) {
+  const auto& in = engine.inputs();
+  if (in.size() != 1) return invalid(a.model + ": a classifier needs one image input");
+  ClassifierInput c;
+  c.spec = QD_TRY(preprocess_from_flag(a.build.preprocess));
+  PreprocessSpec sized = c.spec;  // a dynamic size the spec does not give: 32
+  const bool nhwc = c.spec.tensor.layout == TensorLayout::kNHWC;
+  if (sized.height == 0 && in[0].shape.size() == 4 && in[0].shape[nhwc ? 1 : 2] <= 0) sized.height = 32;
+  if (sized.width == 0 && in[0].shape.size() == 4 && in[0].shape[nhwc ? 2 : 3] <= 0) sized.width = 32;
+  QD_RETURN_IF_ERROR(resolve_input_size(sized, in[0].shape, &c.width, &c.height).prefix(a.model));
+  return c;
+}
+
+// Runs a classifier on one batch of images (into its one input `input`), preprocessed per `c`.
+Expected<std::vector<Tensor>> run_classifier(Engine& engine, const std::string& input, const std::vector<Image>& imgs,
+                                             const ClassifierInput& c) {
   std::vector<const Image*> ptrs;
   for (const auto& im : imgs) ptrs.push_back(&im);
-  auto x = images_to_tensor(ptrs, TensorOptions{});
+  auto x = images_to_model_input(ptrs, c.spec, c.width, c.height, ResizeMode::kFit);
   if (!x) return x.status();
   return engine.run({{input, *x}});
 }
@@ -284,7 +306,8 @@ int run_eval_fmnist(const EvalArgs& a) {
   auto engine = build_from_flags(a.model, a.build);
   if (!engine) return report(engine.status());
   const auto& in = (*engine)->inputs();
-  if (in.size() != 1 || in[0].shape.size() != 4) return report(invalid("a classifier needs one input [N,3,H,W]"));
+  auto cin = classifier_input_for(a, **engine);
+  if (!cin) return report(cin.status());
   const int batch = in[0].shape[0] > 0 ? static_cast<int>(in[0].shape[0]) : a.batch;  // a fixed batch wins
   TopK acc;
   const auto t0 = std::chrono::steady_clock::now();
@@ -293,7 +316,7 @@ int run_eval_fmnist(const EvalArgs& a) {
     const int end = std::min(split->count, start + batch);
     std::vector<Image> imgs;
     for (int i = start; i < end; ++i) imgs.push_back(fmnist_image_32(*split, i));
-    auto out = run_classifier(**engine, in[0].name, imgs);
+    auto out = run_classifier(**engine, in[0].name, imgs, *cin);
     if (!out) return report(out.status());
     Status st = acc.add((*out)[0], split->labels.data() + start);
     if (!st) return report(st);
@@ -373,11 +396,8 @@ int run_eval_classes(const EvalArgs& a) {
   auto engine = build_from_flags(a.model, a.build);
   if (!engine) return report(engine.status());
   const auto& in = (*engine)->inputs();
-  if (in.size() != 1 || in[0].shape.size() != 4 || in[0].shape[1] != 3) {
-    return report(invalid(a.model + ": a classifier needs one input [N,3,H,W]"));
-  }
-  const int h = in[0].shape[2] > 0 ? static_cast<int>(in[0].shape[2]) : 32;
-  const int w = in[0].shape[3] > 0 ? static_cast<int>(in[0].shape[3]) : 32;
+  auto cin = classifier_input_for(a, **engine);
+  if (!cin) return report(cin.status());
   const int batch = in[0].shape[0] > 0 ? static_cast<int>(in[0].shape[0]) : a.batch;  // a fixed batch wins
   if (batch < 1) return report(invalid("--batch must be at least 1"));
   const size_t k = tree->names.size();
@@ -390,13 +410,7 @@ int run_eval_classes(const EvalArgs& a) {
     const int end = std::min(n, start + batch);
     auto decoded = read_images({tree->paths.begin() + start, tree->paths.begin() + end});
     if (!decoded) return report(decoded.status());
-    std::vector<Image> imgs;
-    for (const auto& im : *decoded) {
-      auto x = classifier_input(im, w, h);
-      if (!x) return report(x.status());
-      imgs.push_back(std::move(*x));
-    }
-    auto out = run_classifier(**engine, in[0].name, imgs);
+    auto out = run_classifier(**engine, in[0].name, *decoded, *cin);
     if (!out) return report(out.status());
     const Tensor& logits = (*out)[0];
     const int64_t rows = end - start;

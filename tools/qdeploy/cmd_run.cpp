@@ -1,13 +1,16 @@
-// qdeploy run MODEL|PLAN [--input NAME=FILE.npy]... [--output-dir DIR]: runs a model once on the reference backend,
-// or a plan on its engine.
+// qdeploy run MODEL|PLAN [--input NAME=FILE.npy|FILE.npz]... [--output-dir DIR] [build flags]: runs a model once on
+// the reference backend (no build flags), an engine built from it with the build flags every MODEL|PLAN command
+// takes (build_flags.h: --precision int8 --calib-cache FILE, --calib DATA, ...), or a plan on its engine.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <random>
 
+#include "build_flags.h"
 #include "commands.h"
 #include "core/file_io.h"
 #include "core/npy.h"
+#include "core/npz.h"
 #include "onnx/importer.h"
 #include "ops/interpret.h"
 #include "passes/passes.h"
@@ -22,11 +25,10 @@ namespace {
 struct RunArgs {
   std::string model;
   std::vector<std::string> inputs;
-  std::vector<std::string> shapes;
   std::string output_dir;
   uint32_t seed = 0;
   std::vector<std::string> extra_outputs;
-  std::string device = "cpu", precision = "fp32";  // other than cpu/fp32: built into an engine on the fly
+  BuildFlags build;  // beyond the defaults (and --shapes): an engine built on the fly
 };
 
 std::string sanitize(const std::string& name) {
@@ -75,7 +77,9 @@ int run_plan(const RunArgs& a, const std::map<std::string, Tensor>& given,
   if (!a.extra_outputs.empty()) {
     return report(invalid("--extra-output needs the ONNX model: a plan's outputs are fixed when it is built"));
   }
-  auto engine = load_engine(a.model);
+  BuildFlags fixed = a.build;  // --shapes chooses a plan's run-time dims; every other build flag is fixed in it
+  fixed.shapes.clear();
+  auto engine = build_from_flags(a.model, fixed);
   if (!engine) return report(engine.status());
   auto is_input = [&](const std::string& name) {
     for (const TensorDesc& d : (*engine)->inputs()) {
@@ -121,21 +125,41 @@ int run_plan(const RunArgs& a, const std::map<std::string, Tensor>& given,
   return 0;
 }
 
-int run_run(const RunArgs& a) {
-  auto shapes = parse_shape_flags(a.shapes);
-  if (!shapes) return report(shapes.status());
+// --input NAME=FILE.npy (one input) or FILE.npz (every array of it, by name).
+Expected<std::map<std::string, Tensor>> read_inputs(const std::vector<std::string>& specs) {
   std::map<std::string, Tensor> given;
-  for (const auto& spec : a.inputs) {
+  auto add = [&](const std::string& name, Tensor t, const std::string& from) -> Status {
+    if (!given.emplace(name, std::move(t)).second) return invalid("--input gives input '" + name + "' twice (" + from + ")");
+    return Status::ok();
+  };
+  for (const auto& spec : specs) {
     const size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0) return report(invalid("bad --input '" + spec + "'; write NAME=FILE.npy"));
-    auto t = read_npy(spec.substr(eq + 1));
-    if (!t) return report(t.status());
-    given[spec.substr(0, eq)] = *t;
+    if (eq == std::string::npos && spec.size() > 4 && spec.compare(spec.size() - 4, 4, ".npz") == 0) {
+      for (auto& a : QD_TRY(read_npz(spec))) QD_RETURN_IF_ERROR(add(a.name, std::move(a.tensor), spec));
+      continue;
+    }
+    if (eq == std::string::npos || eq == 0) {
+      return invalid("bad --input '" + spec + "'; write NAME=FILE.npy, or FILE.npz for inputs by name");
+    }
+    QD_RETURN_IF_ERROR(add(spec.substr(0, eq), QD_TRY(read_npy(spec.substr(eq + 1))), spec));
   }
+  return given;
+}
+
+int run_run(const RunArgs& a) {
+  auto shapes = parse_shape_flags(a.build.shapes);
+  if (!shapes) return report(shapes.status());
+  auto read = read_inputs(a.inputs);
+  if (!read) return report(read.status());
+  const std::map<std::string, Tensor>& given = *read;
   if (is_plan_file(a.model)) return run_plan(a, given, *shapes);
-  const bool reference = a.device == "cpu" && a.precision == "fp32";
+  BuildFlags engine_flags = a.build;
+  engine_flags.shapes.clear();
+  const std::string given_flags = build_flags_given(engine_flags);
+  const bool reference = a.build.device == "cpu" && a.build.precision == "fp32" && given_flags.empty();
   if (!reference && !a.extra_outputs.empty()) {
-    return report(invalid("--extra-output runs on the reference backend only (--device cpu --precision fp32)"));
+    return report(invalid("--extra-output runs on the reference backend only (--device cpu --precision fp32, no " +
+                          (given_flags.empty() ? std::string("other build flags") : given_flags) + ")"));
   }
   auto imported = import_onnx_file(a.model);
   if (!imported) return report(imported.status());
@@ -171,12 +195,11 @@ int run_run(const RunArgs& a) {
   }
   std::vector<std::string> names;
   for (int o : g.outputs) names.push_back(g.values[o].name);
-  if (!reference) {  // the same inputs through an engine built for --device/--precision
-    BuildOptions bo;
-    bo.device = a.device;
-    bo.precision = a.precision;
-    bo.shapes = bind;
-    auto engine = build_engine(a.model, bo);
+  if (!reference) {  // the same inputs through an engine built with the build flags
+    for (const auto& [name, shape] : bind) {
+      if (!shape.empty()) engine_flags.shapes.push_back(name + ":" + shape_str(shape));
+    }
+    auto engine = build_from_flags(a.model, engine_flags);
     if (!engine) return report(engine.status());
     const auto t0 = std::chrono::steady_clock::now();
     auto outs = (*engine)->run(feeds);
@@ -201,16 +224,16 @@ RunFn add_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   auto* sub = app.add_subcommand("run", "Run a model once; inputs from .npy files or seeded random data");
   sub->add_option("model", a->model, "ONNX model or plan")->required();
-  sub->add_option("--input", a->inputs, "NAME=FILE.npy (repeatable); its shape binds the input's symbolic dims");
-  sub->add_option("--shapes", a->shapes, "NAME:1x3x640x640 for inputs not given as files (repeatable)");
+  sub->add_option("--input", a->inputs,
+                  "NAME=FILE.npy, or FILE.npz (inputs by name; repeatable); the shapes bind the inputs' symbolic dims");
   sub->add_option("--output-dir", a->output_dir, "Write one NAME.npy per output here");
   sub->add_option("--seed", a->seed, "Seed for the random inputs");
-  sub->add_option("--extra-output", a->extra_outputs, "Also output this intermediate tensor (repeatable)");
-  sub->add_option("--device", a->device, "cpu (reference backend) or cuda: build an engine for the model first")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  sub->add_option("--precision", a->precision, "fp32, fp16 or int8 (int8 needs a QAT model here; use eval/detect "
-                                               "with --calib-cache for PTQ)")
-      ->check(CLI::IsMember({"fp32", "fp16", "int8"}));
+  sub->add_option("--extra-output", a->extra_outputs,
+                  "Also output this intermediate tensor (repeatable; the reference backend: no build flags)");
+  // The build flags: with none beyond --shapes (NAME:1x3x640x640 for inputs not given as files), the model runs on
+  // the reference backend; with any, on an engine built with them (a plan: only --shapes, --device/--precision
+  // matching it).
+  add_build_flags(sub, a->build);
   return [a] { return run_run(*a); };
 }
 

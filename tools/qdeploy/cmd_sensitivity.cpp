@@ -38,13 +38,14 @@ struct SensitivityArgs {
   std::string fmnist;
   std::string letterbox = kDefaultLetterbox;
   int batches = 1;
-  int batch_size = 8;
+  int batch_size = CalibDefaults::kBatchSize;
   std::string images, annotations;
   int limit = 0;
+  std::string preprocess;
   std::string calib_cache;
-  std::string algo = "entropy";
-  double percentile = 99.99;
-  int calib_batches = 8;
+  std::string algo = CalibDefaults::kAlgo;
+  double percentile = CalibDefaults::kPercentile;
+  int calib_batches = CalibDefaults::kBatches;
   std::string save_cache;
   std::string int8_mode = "fake";
   std::string sweep = "both";
@@ -139,8 +140,13 @@ Status load_scales(const SensitivityArgs& a, Graph& g, Engine* fp32, Int8Options
   CalibOptions opt;
   opt.algo = QD_TRY(parse_calib_algo(a.algo));
   opt.percentile = a.percentile;
-  ImageSource src{a.data, a.fmnist, "train", a.calib_batches, a.batch_size};
+  ImageSource src;  // calibrate's source: the train split of Fashion-MNIST
+  src.data = a.data;
+  src.fmnist = a.fmnist;
+  src.batches = a.calib_batches;
+  src.batch_size = a.batch_size;
   src.letterbox = a.letterbox;
+  src.preprocess = QD_TRY(preprocess_from_flag(a.preprocess));
   ImageBatches calib(src, fp32);
   QD_RETURN_IF_ERROR(calib.init());
   CalibCache cache = QD_TRY(calibrate_model(a.model, calib, opt, a.algo, a.quiet));
@@ -159,17 +165,21 @@ Status make_eval_data(const SensitivityArgs& a, Engine* fp32, EvalData* d) {
     // SNR: --batches batches; top-1: --limit images (the test split of Fashion-MNIST in both cases).
     const std::vector<std::string> files = a.fmnist.empty() ? a.data : std::vector<std::string>{};
     const bool snr = a.metric == "snr";
-    ImageSource src{files, a.fmnist, "test", snr ? a.batches : 0, a.batch_size, snr ? 0 : a.limit};
+    ImageSource src;
+    src.data = files;
+    src.fmnist = a.fmnist;
+    src.fmnist_split = "test";
+    src.batches = snr ? a.batches : 0;
+    src.batch_size = a.batch_size;
+    src.max_images = snr ? 0 : a.limit;
     src.letterbox = a.letterbox;
+    src.preprocess = QD_TRY(preprocess_from_flag(a.preprocess));
     d->image_batches = std::make_unique<ImageBatches>(src, fp32);
     QD_RETURN_IF_ERROR(d->image_batches->init());
     const ImageBatches* ib = d->image_batches.get();
     d->num_batches = ib->num_batches();
     d->images = ib->num_batches() * ib->batch();
-    d->batches = [ib, input](int k) -> Expected<std::map<std::string, Tensor>> {
-      Tensor x = QD_TRY(ib->get(k));
-      return std::map<std::string, Tensor>{{input, x}};
-    };
+    d->batches = [ib](int k) -> Expected<std::map<std::string, Tensor>> { return ib->feeds(k); };
     if (a.metric == "snr") d->metric = std::make_unique<SnrMetric>();
     else d->metric = std::make_unique<Top1Metric>(ib->fmnist().labels.data(), ib->batch());
     return Status::ok();
@@ -177,8 +187,7 @@ Status make_eval_data(const SensitivityArgs& a, Engine* fp32, EvalData* d) {
   // map: the detection val set, as `qdeploy eval` runs it (--letterbox, conf 0.001, IoU 0.65, multi-label).
   if (a.images.empty() || a.annotations.empty()) return invalid("--metric map needs --images DIR --annotations FILE");
   d->coco = QD_TRY(load_coco_instances(a.annotations));
-  DetectorOptions opt;
-  opt.letterbox = QD_TRY(letterbox_options(a.letterbox));
+  DetectorOptions opt = QD_TRY(detector_options_for(QD_TRY(preprocess_from_flag(a.preprocess)), a.letterbox));
   opt.post.conf_thres = 0.001f;
   opt.post.iou_thres = 0.65f;
   opt.post.multi_label = true;
@@ -234,8 +243,8 @@ int run_sensitivity(const SensitivityArgs& a) {
   if (a.sweep != "both" && a.sweep != "float" && a.sweep != "int8") {
     return report(invalid("--sweep must be both, float or int8"));
   }
-  if (a.batches < 1 || a.batch_size < 1 || a.batch_size > 256 || a.calib_batches < 1 || a.limit < 0) {
-    return report(invalid("--batches and --calib-batches must be >= 1, --batch-size in 1..256, --limit >= 0"));
+  if (a.batches < 1 || a.batch_size < 1 || a.batch_size > 256 || a.calib_batches < 0 || a.limit < 0) {
+    return report(invalid("--batches must be >= 1, --calib-batches >= 0, --batch-size in 1..256, --limit >= 0"));
   }
   if (!a.data.empty() && !a.fmnist.empty()) return report(invalid("give either --data or --fmnist, not both"));
   if (!std::isnan(a.budget) && !std::isfinite(a.budget)) return report(invalid("--auto-fallback must be a number"));
@@ -243,9 +252,15 @@ int run_sensitivity(const SensitivityArgs& a) {
     return report(invalid("--precision-out writes the layers --auto-fallback chooses: give --auto-fallback BUDGET"));
   }
   // The FP32 engine tells the input, and is what the detector and the image batches preprocess for.
-  auto engine = build_from_flags(a.model, BuildFlags{});
+  ImageSource probe;  // the data's shapes, for a model whose input size is not fixed
+  probe.data = a.data;
+  probe.fmnist = a.fmnist;
+  probe.batch_size = a.batch_size;
+  auto spec = preprocess_from_flag(a.preprocess);
+  if (!spec) return report(spec.status());
+  probe.preprocess = *spec;
+  auto engine = engine_for_data(a.model, probe);
   if (!engine) return report(engine.status());
-  if ((*engine)->inputs().size() != 1) return report(invalid("sensitivity analysis supports models with one input"));
   auto imported = import_onnx_file(a.model);
   if (!imported) return report(Status(imported.status()).prefix(a.model));
   Graph g = std::move(*imported);
@@ -408,10 +423,11 @@ RunFn add_sensitivity(CLI::App& app) {
   sub->add_option("model", a->model, "ONNX model")->required();
   sub->add_option("--metric", a->metric, "snr (outputs vs FP32), map (COCO mAP50-95) or top1 (Fashion-MNIST)")
       ->capture_default_str();
-  sub->add_option("--data", a->data, "Images (folders or files): the SNR data, and the calibration images when there "
-                                     "are no scales");
+  sub->add_option("--data", a->data, "Images (folders or files) or tensor files (.npy, .npz): the SNR data, and the "
+                                     "calibration data when there are no scales")->delimiter(',');
   sub->add_option("--fmnist", a->fmnist, "Fashion-MNIST IDX folder: SNR/top-1 on the test split, calibration on train");
   add_letterbox_option(sub, a->letterbox);
+  add_preprocess_option(sub, a->preprocess);
   sub->add_option("--batches", a->batches, "SNR: batches of --data to measure on")->capture_default_str();
   sub->add_option("--batch-size", a->batch_size, "Images per batch when the model's batch is dynamic")
       ->capture_default_str();
@@ -419,10 +435,11 @@ RunFn add_sensitivity(CLI::App& app) {
   sub->add_option("--annotations", a->annotations, "map: COCO instances JSON of the val images");
   sub->add_option("--limit", a->limit, "map/top1: use the first N images (0: all)")->capture_default_str();
   sub->add_option("--calib-cache", a->calib_cache, "Activation scales (TensorRT calibration cache)");
-  sub->add_option("--algo", a->algo, "Calibration on the fly: minmax, entropy, percentile or mse")
+  sub->add_option("--algo,--calib-algo", a->algo, "Calibration on the fly: minmax, entropy, percentile or mse")
       ->capture_default_str();
   sub->add_option("--percentile", a->percentile, "For --algo percentile")->capture_default_str();
-  sub->add_option("--calib-batches", a->calib_batches, "Calibration on the fly: batches to use")->capture_default_str();
+  sub->add_option("--calib-batches", a->calib_batches,
+                  "Calibration on the fly: batches to use (0: all), as calibrate's --batches")->capture_default_str();
   sub->add_option("--save-cache", a->save_cache, "Write the scales calibrated on the fly to this cache");
   sub->add_option("--int8-mode", a->int8_mode, "fake (fast) or exact (integer arithmetic)")->capture_default_str();
   sub->add_option("--sweep", a->sweep, "both, float (each layer alone in float) or int8 (each layer alone in INT8)")

@@ -10,6 +10,13 @@ Expected<std::shared_ptr<void>> use_gpu_pipeline(Engine& engine, Detector& det, 
                                                  size_t images) {
   if (why) why->clear();
   if (det.has_device_path()) return std::shared_ptr<void>();
+  const TensorOptions& t = det.options().tensor;
+  const TensorOptions d;
+  if (t.order != d.order || t.layout != d.layout || t.mean != d.mean || t.stddev != d.stddev || t.divisor != d.divisor) {
+    // The device pipeline packs the default values (x / 255, RGB); other --preprocess values stay on the CPU.
+    if (why) *why = "--preprocess mean/std/order";
+    return std::shared_ptr<void>();
+  }
 #ifdef QD_HAVE_CUDA
   auto* cuda_engine = dynamic_cast<cuda::CudaEngine*>(&engine);
   if (!cuda_engine) return std::shared_ptr<void>();

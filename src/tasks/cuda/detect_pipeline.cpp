@@ -11,6 +11,7 @@ DetectPipeline::Config DetectPipeline::config_for(const Detector& det, int max_b
                                                   DType output_dtype) {
   Config c;
   c.detector = det.options();
+  c.tensor = det.options().tensor;  // the values Detector::preprocess packs (x / 255 RGB unless --preprocess says)
   c.max_batch = max_batch;
   c.boxes = boxes;
   c.num_classes = det.num_classes();

@@ -38,14 +38,14 @@ class DetectPipeline {
  public:
   struct Config {
     DetectorOptions detector;  // Detector::options(): the letterbox (size resolved from the model) and NMS options
-    TensorOptions tensor;      // the engine input's values: /255 RGB NCHW fp32 by default, as Detector::preprocess
+    TensorOptions tensor;      // the engine input's values: det.options().tensor (x/255 RGB NCHW fp32 by default)
     int max_batch = 1;
     int64_t boxes = 0;         // the decoded output [N, boxes, 5 + num_classes]
     int num_classes = 0;
     DType output_dtype = DType::kFloat32;  // kFloat32 or kFloat16
     int64_t max_candidates = 0;            // see YoloGpuConfig
   };
-  // The config that reproduces det's CPU path (TensorOptions{} as Detector::preprocess uses).
+  // The config that reproduces det's CPU path (its options' TensorOptions, as Detector::preprocess uses).
   static Config config_for(const Detector& det, int max_batch, int64_t boxes, DType output_dtype);
 
   // The engine step: run the network on d_input (device, ImagePreprocessor::output_shape(n) of config.tensor) on

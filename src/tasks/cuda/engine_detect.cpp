@@ -50,8 +50,8 @@ Expected<std::unique_ptr<EngineDetectPipeline>> EngineDetectPipeline::create(con
                    std::to_string(max_batch) + ", boxes, " + std::to_string(det.num_classes() + 5) + "]");
   }
   DetectPipeline::Config cfg = DetectPipeline::config_for(det, max_batch, outs[0].shape[1], outs[0].dtype);
-  // The CPU path's values (TensorOptions{}) in the engine input's format: an int8 (NHWC) input binding makes the
-  // preprocessing kernel quantize (and lay out) the network input itself.
+  // The CPU path's values (the detector's TensorOptions) in the engine input's format: an int8 (NHWC) input binding
+  // makes the preprocessing kernel quantize (and lay out) the network input itself.
   cfg.tensor.dtype = in.dtype;
   cfg.tensor.layout = in.layout;
   cfg.tensor.int8_scale = in.scale;
