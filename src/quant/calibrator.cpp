@@ -84,7 +84,7 @@ std::vector<std::string> head_tensors(const Graph& g) {
   for (int output : g.outputs) {  // each output's region on its own: a plain output next to a detector's stays out
     std::vector<char> seen(g.values.size(), 0);
     std::vector<int> stack{output};
-    bool sigmoid = false;
+    bool sigmoid = false, concat = false;
     while (!stack.empty()) {
       const int v = stack.back();
       stack.pop_back();
@@ -94,9 +94,10 @@ std::vector<std::string> head_tensors(const Graph& g) {
       const int p = producer[v];
       if (p < 0 || is_mac(g.nodes[p])) continue;  // a graph input, or the head's last Conv/Gemm
       sigmoid |= g.nodes[p].op == OpType::Sigmoid;
+      concat |= g.nodes[p].op == OpType::Concat;
       for (int in : g.nodes[p].inputs) stack.push_back(in);
     }
-    if (!sigmoid) continue;
+    if (!sigmoid || !concat) continue;  // a decode joins boxes and scores (or levels); a lone Sigmoid map keeps its scale
     for (size_t v = 0; v < seen.size(); ++v) head[v] |= seen[v];
   }
   std::vector<std::string> out;

@@ -27,7 +27,8 @@
 //   scores into one per-tensor INT8 scale. These tensors are head_tensors(g): for each graph output, walking back
 //   through every node that is not a Conv/Gemm and stopping at tensors a Conv/Gemm reads (quantization points of
 //   the INT8 contract keep their scales), the tensors met (the last Conv/Gemm outputs included), when that region
-//   holds a Sigmoid (a detection decode). The head's convs stay INT8: their inputs keep their
+//   holds a Sigmoid and a Concat (a detection decode joining boxes and scores, or the levels; a segmentation
+//   model's lone Sigmoid map, e.g. PP-OCR's text detector, keeps its scale). The head's convs stay INT8: their inputs keep their
 //   scales and their outputs are written in float, as in Ultralytics' and NNCF's ignored-scope rules for YOLO heads.
 // Bins: value |x| goes to bin floor(|x| * bins / max), max|x| itself to the last; NaN and inf are skipped.
 // tests/quant/calibrator_test.cpp checks each rule against thresholds derived by hand or by brute force.

@@ -82,14 +82,15 @@ TEST(CalibAuto, PicksTheCandidateWithTheSmallestError) {
   EXPECT_FALSE(parse_calib_algo("best"));
 }
 
-// x -> Conv -> Relu -> Conv (the head's last conv) -> Sigmoid -> Mul(2) -> y, plus the Relu output as a second
-// graph output that a Conv also reads.
-Graph head_graph(bool sigmoid) {
+// x -> Conv -> Relu -> Conv (the head's last conv) -> Sigmoid -> Mul(2) -> Concat(that, the Sigmoid) -> y (a decode
+// that joins two parts), plus the Relu output as a second graph output that a Conv also reads. Without `concat`, y is
+// the Mul's output (a lone activation map).
+Graph head_graph(bool sigmoid, bool concat = true) {
   Graph g;
   g.opset = 13;
   const int x = g.add_value("x"), w1 = g.add_value("w1"), c1 = g.add_value("c1"), r1 = g.add_value("r1"),
             w2 = g.add_value("w2"), c2 = g.add_value("c2"), s2 = g.add_value("s2"), two = g.add_value("two"),
-            y = g.add_value("y");
+            m = g.add_value("m"), y = g.add_value("y");
   g.inputs = {x};
   g.values[x].dtype = DType::kFloat32;
   g.values[x].shape = {1, 2, 4, 4};
@@ -101,7 +102,10 @@ Graph head_graph(bool sigmoid) {
   g.nodes.push_back(Node{"relu", OpType::Relu, 13, {}, {c1}, {r1}});
   g.nodes.push_back(Node{"conv2", OpType::Conv, 13, {}, {r1, w2}, {c2}});
   g.nodes.push_back(Node{"act", sigmoid ? OpType::Sigmoid : OpType::Relu, 13, {}, {c2}, {s2}});
-  g.nodes.push_back(Node{"decode", OpType::Mul, 13, {}, {s2, two}, {y}});
+  AttrMap axis;
+  axis.set("axis", int64_t{1});
+  g.nodes.push_back(Node{"decode", OpType::Mul, 13, {}, {s2, two}, {concat ? m : y}});
+  if (concat) g.nodes.push_back(Node{"join", OpType::Concat, 13, axis, {m, s2}, {y}});
   g.outputs = {y, r1};
   g.relink();
   PrepareOptions p;
@@ -112,8 +116,9 @@ Graph head_graph(bool sigmoid) {
 
 TEST(CalibAuto, DetectionHeadRuleLeavesTheDecodeInFloat) {
   const Graph g = head_graph(true);
-  EXPECT_EQ(head_tensors(g), (std::vector<std::string>{"c2", "s2", "y"}));  // r1: conv2's input keeps its scale
-  EXPECT_TRUE(head_tensors(head_graph(false)).empty());                     // no Sigmoid: not a detection head
+  EXPECT_EQ(head_tensors(g), (std::vector<std::string>{"c2", "s2", "m", "y"}));  // r1: conv2's input keeps its scale
+  EXPECT_TRUE(head_tensors(head_graph(false)).empty());         // no Sigmoid: not a detection head
+  EXPECT_TRUE(head_tensors(head_graph(true, false)).empty());   // a lone Sigmoid map: not a decode
   const Tensor x = test::random_f32({1, 2, 4, 4}, 3);
   for (bool rule : {true, false}) {
     CalibOptions o;
@@ -128,7 +133,7 @@ TEST(CalibAuto, DetectionHeadRuleLeavesTheDecodeInFloat) {
     EXPECT_NE(cache.find("r1"), nullptr);
     EXPECT_NE(cache.find("x"), nullptr);
     const CalibReport rep = cal.report();
-    EXPECT_EQ(rep.float_head.size(), rule ? 3u : 0u);
+    EXPECT_EQ(rep.float_head.size(), rule ? 4u : 0u);
     EXPECT_EQ(rep.choices.size(), cache.scales.size());
     for (const CalibChoice& c : rep.choices) {
       const float* s = cache.find(c.tensor);
@@ -153,7 +158,7 @@ TEST(CalibAuto, DetectionHeadRuleLeavesTheInt8ModelAsItWas) {
     ASSERT_TRUE(cal.observe_range({{"x", x}}).is_ok());
     Int8Options io;
     for (const auto& [name, s] : cal.result().scales) io.act_scales[name] = s;
-    EXPECT_EQ(io.act_scales.size(), rule ? 3u : 6u);  // x, c1, r1 (+ c2, s2, y)
+    EXPECT_EQ(io.act_scales.size(), rule ? 3u : 7u);  // x, c1, r1 (+ c2, s2, m, y)
     Graph q = g;
     auto rep = lower_int8(q, io);
     ASSERT_TRUE(rep) << rep.status().to_string();

@@ -42,7 +42,6 @@ struct CompareArgs {
   std::string fmnist;
   int batches = 4;
   std::string letterbox = kDefaultLetterbox;
-  std::string preprocess;
   std::string reference = "fp32";
   bool quantized_only = false;
   bool bisect = false;
@@ -151,7 +150,7 @@ int run_compare(const CompareArgs& a) {
   }
   ImageSource src{a.data, a.fmnist, "test", a.batches, 1};
   src.letterbox = a.letterbox;
-  auto spec = preprocess_from_flag(a.preprocess);
+  auto spec = preprocess_from_flag(a.flags.preprocess);  // a build flag: the command's own inputs use it too
   if (!spec) return report(spec.status());
   src.preprocess = *spec;
   ImageBatches data(src, engine->get());
@@ -283,7 +282,6 @@ RunFn add_compare(CLI::App& app) {
   sub->add_option("--fmnist", a->fmnist, "Or Fashion-MNIST images (IDX folder; the test split)");
   sub->add_option("--batches", a->batches, "Use this many inputs")->capture_default_str();
   add_letterbox_option(sub, a->letterbox);
-  add_preprocess_option(sub, a->preprocess);
   sub->add_option("--reference", a->reference, "The oracle: fp32, or int8 (the reference's exact INT8)")
       ->capture_default_str();
   sub->add_flag("--quantized-only", a->quantized_only, "CPU: only the tensors the engine quantizes");
