@@ -193,8 +193,20 @@ TEST(QuantizeLinearErrors, ZeroNegativeOrNanScale) {
 
 TEST(QuantizeLinearErrors, Types) {
   const Tensor x = tensor_f32({2}, {1, 2});
-  expect_error(run_op(OpType::QuantizeLinear, {}, {x, Tensor::scalar_f32(1.f), tensor_of(DType::kInt16, {}, std::vector<int>{0})}),
-               StatusCode::kUnsupported, "int8 and uint8 only");
+  expect_error(run_op(OpType::QuantizeLinear, {}, {x, Tensor::scalar_f32(1.f), tensor_of(DType::kInt32, {}, std::vector<int>{0})}),
+               StatusCode::kUnsupported, "int8, uint8, int16 and uint16 only");
+  // Opsets 19-25: blocked quantization and output types qdeploy does not hold are refused by name.
+  AttrMap blocked;
+  blocked.set("block_size", AttrValue(int64_t{2}));
+  expect_error(run_op(OpType::QuantizeLinear, blocked, {x, Tensor::scalar_f32(1.f)}), StatusCode::kUnsupported,
+               "blocked quantization");
+  AttrMap int4;
+  int4.set("output_dtype", AttrValue(int64_t{22}));
+  expect_error(run_op(OpType::QuantizeLinear, int4, {x, Tensor::scalar_f32(1.f)}), StatusCode::kUnsupported, "int4");
+  AttrMap mismatch;
+  mismatch.set("output_dtype", AttrValue(int64_t{3}));  // int8, but the zero point is uint8
+  expect_error(run_op(OpType::QuantizeLinear, mismatch, {x, Tensor::scalar_f32(1.f), u8({}, {0})}),
+               StatusCode::kInvalidArgument, "must match");
   expect_error(run_op(OpType::DequantizeLinear, {}, {i8({2}, {1, 2}), Tensor::scalar_f32(1.f), u8({}, {0})}),
                StatusCode::kInvalidArgument, "must match");
   expect_error(run_op(OpType::DequantizeLinear, {}, {x, Tensor::scalar_f32(1.f)}), StatusCode::kUnsupported, "DequantizeLinear of float32");

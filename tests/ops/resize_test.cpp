@@ -107,8 +107,18 @@ TEST(ResizeTest, BadParametersAreErrors) {
                     "mode must be");
   QD_EXPECT_INVALID(op_error(OpType::Resize, attrs({{"nearest_mode", std::string("up")}}), {x, Tensor(), f32({4}, {1, 1, 2, 2})}),
                     "nearest_mode");
-  const Status aa = op_error(OpType::Resize, attrs({{"antialias", int64_t{1}}}), {x, Tensor(), f32({4}, {1, 1, 2, 2})});
-  EXPECT_EQ(aa.code(), StatusCode::kUnsupported) << aa.to_string();
+  // Opset 18's attributes: checked, not ignored.
+  QD_EXPECT_INVALID(op_error(OpType::Resize, attrs({{"antialias", int64_t{2}}}), {x, Tensor(), f32({4}, {1, 1, 2, 2})}),
+                    "antialias must be 0 or 1");
+  QD_EXPECT_INVALID(op_error(OpType::Resize, attrs({{"axes", std::vector<int64_t>{2, 5}}}), {x, Tensor(), f32({2}, {2, 2})}),
+                    "out of range");
+  QD_EXPECT_INVALID(op_error(OpType::Resize, attrs({{"axes", std::vector<int64_t>{2, -2}}}), {x, Tensor(), f32({2}, {2, 2})}),
+                    "twice");
+  QD_EXPECT_INVALID(op_error(OpType::Resize, attrs({{"axes", std::vector<int64_t>{2, 3}}}), {x, Tensor(), f32({4}, {1, 1, 2, 2})}),
+                    "axes lists 2");
+  QD_EXPECT_INVALID(op_error(OpType::Resize, attrs({{"keep_aspect_ratio_policy", std::string("fill")}}),
+                             {x, Tensor(), Tensor(), i64v({1, 1, 4, 4})}),
+                    "keep_aspect_ratio_policy must be");
 }
 
 }  // namespace

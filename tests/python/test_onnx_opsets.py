@@ -111,12 +111,12 @@ def antialias_linear_1d(x, out_len, scale):
 
 def test_resize_antialias_and_axes_opset18(tmp_path):
     x = RNG.standard_normal((1, 2, 3, 20)).astype(np.float32)
-    scales = numpy_helper.from_array(np.array([0.35], np.float32), "scales")
+    scales = numpy_helper.from_array(np.array([0.375], np.float32), "scales")
     m = make_model([helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear", antialias=1, axes=[3])],
                    [vi("x", x.shape)], [vi("y", None)], 18, [scales])
     out = run(tmp_path, m, {"x": x})
     assert out["y"].shape == (1, 2, 3, 7)
-    np.testing.assert_allclose(out["y"], antialias_linear_1d(x.astype(np.float64), 7, 0.35), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["y"], antialias_linear_1d(x.astype(np.float64), 7, 0.375), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("policy,want", [("not_larger", (1, 1, 6, 12)), ("not_smaller", (1, 1, 8, 16))])
