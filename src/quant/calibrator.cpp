@@ -1,6 +1,8 @@
 #include "quant/calibrator.h"
 
+#include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "ops/interpret.h"
 
@@ -11,7 +13,8 @@ Expected<CalibAlgo> parse_calib_algo(const std::string& name) {
   if (name == "entropy") return CalibAlgo::kEntropy;
   if (name == "percentile") return CalibAlgo::kPercentile;
   if (name == "mse") return CalibAlgo::kMse;
-  return invalid("--algo must be minmax, entropy, percentile or mse, got '" + name + "'");
+  if (name == "auto") return CalibAlgo::kAuto;
+  return invalid("the calibration algorithm must be minmax, entropy, percentile, mse or auto, got '" + name + "'");
 }
 
 const char* calib_algo_trt_name(CalibAlgo a) {
@@ -20,11 +23,92 @@ const char* calib_algo_trt_name(CalibAlgo a) {
     case CalibAlgo::kEntropy: return "EntropyCalibration2";
     case CalibAlgo::kPercentile: return "PercentileCalibration";
     case CalibAlgo::kMse: return "MseCalibration";
+    case CalibAlgo::kAuto: return "EntropyCalibration2";
   }
   return "?";
 }
 
+const char* calib_algo_name(CalibAlgo a) {
+  switch (a) {
+    case CalibAlgo::kMinMax: return "minmax";
+    case CalibAlgo::kEntropy: return "entropy";
+    case CalibAlgo::kPercentile: return "percentile";
+    case CalibAlgo::kMse: return "mse";
+    case CalibAlgo::kAuto: return "auto";
+  }
+  return "?";
+}
+
+double CalibChoice::sqnr_db() const {
+  const double e = mse[static_cast<int>(chosen)];
+  if (e <= 0) return INFINITY;
+  return 10.0 * std::log10(signal / e);
+}
+
+double quant_error_from_histogram(const std::vector<double>& hist, double max, double amax) {
+  const int bins = static_cast<int>(hist.size());
+  double total = 0, err = 0;
+  if (!(max > 0) || !(amax > 0)) return 0;
+  const double width = max / bins, step = amax / 127.0;
+  constexpr int kPoints = 8;
+  for (int b = 0; b < bins; ++b) {
+    if (hist[b] == 0) continue;
+    total += hist[b];
+    double e = 0;
+    for (int k = 0; k < kPoints; ++k) {
+      const double x = (b + (k + 0.5) / kPoints) * width;
+      const double d = x > amax ? x - amax : x - std::min(127.0, std::nearbyint(x / step)) * step;
+      e += d * d;
+    }
+    err += hist[b] * e / kPoints;
+  }
+  return total > 0 ? err / total : 0;
+}
+
+// Defined after amax_from_histogram, whose auto case it serves.
+static CalibChoice auto_choice(const std::vector<double>& hist, double max, const CalibOptions& opt);
+
+std::vector<std::string> head_tensors(const Graph& g) {
+  std::vector<int> producer(g.values.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (int o : g.nodes[i].outputs) {
+      if (o >= 0) producer[o] = static_cast<int>(i);
+    }
+  }
+  auto is_mac = [](const Node& n) { return n.op == OpType::Conv || n.op == OpType::Gemm; };
+  std::set<int> conv_inputs;
+  for (const Node& n : g.nodes) {
+    if (is_mac(n) && !n.inputs.empty() && n.inputs[0] >= 0) conv_inputs.insert(n.inputs[0]);
+  }
+  std::vector<char> head(g.values.size(), 0);
+  for (int output : g.outputs) {  // each output's region on its own: a plain output next to a detector's stays out
+    std::vector<char> seen(g.values.size(), 0);
+    std::vector<int> stack{output};
+    bool sigmoid = false, concat = false;
+    while (!stack.empty()) {
+      const int v = stack.back();
+      stack.pop_back();
+      // A tensor a Conv/Gemm reads belongs to the quantized network: the region stops there.
+      if (v < 0 || seen[v] || g.is_constant(v) || conv_inputs.count(v)) continue;
+      seen[v] = 1;
+      const int p = producer[v];
+      if (p < 0 || is_mac(g.nodes[p])) continue;  // a graph input, or the head's last Conv/Gemm
+      sigmoid |= g.nodes[p].op == OpType::Sigmoid;
+      concat |= g.nodes[p].op == OpType::Concat;
+      for (int in : g.nodes[p].inputs) stack.push_back(in);
+    }
+    if (!sigmoid || !concat) continue;  // a decode joins boxes and scores (or levels); a lone Sigmoid map keeps its scale
+    for (size_t v = 0; v < seen.size(); ++v) head[v] |= seen[v];
+  }
+  std::vector<std::string> out;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (head[v] && g.values[v].dtype == DType::kFloat32) out.push_back(g.values[v].name);
+  }
+  return out;
+}
+
 Calibrator::Calibrator(const Graph& g, CalibOptions opt) : g_(g), opt_(opt) {
+  if (opt_.float_head) head_ = head_tensors(g);
   for (int v : g.inputs) {
     if (g.values[v].dtype == DType::kFloat32) order_.push_back(g.values[v].name);
   }
@@ -164,6 +248,10 @@ double Calibrator::amax_from_histogram(const std::vector<double>& hist, double m
       }
       return best_t;
     }
+    case CalibAlgo::kAuto: {
+      const CalibChoice c = auto_choice(hist, max, opt);
+      return c.amax[static_cast<int>(c.chosen)];
+    }
     case CalibAlgo::kEntropy: {
       // Post-ReLU tensors hold a large share of exact zeros in bin 0; left as is, that spike dominates P and drags
       // the threshold far too low. Like NVIDIA's pytorch-quantization, bin 0 takes bin 1's count for the search.
@@ -175,21 +263,65 @@ double Calibrator::amax_from_histogram(const std::vector<double>& hist, double m
   return max;
 }
 
+static CalibChoice auto_choice(const std::vector<double>& hist, double max, const CalibOptions& opt) {
+  CalibChoice c;
+  c.max = max;
+  double total = 0, sq = 0;
+  const double width = max / static_cast<double>(hist.size());
+  for (size_t b = 0; b < hist.size(); ++b) {
+    const double x = (b + 0.5) * width;
+    total += hist[b];
+    sq += hist[b] * x * x;
+  }
+  c.signal = total > 0 ? sq / total : 0;
+  int best = -1;
+  for (int a = 0; a < 4; ++a) {
+    CalibOptions o = opt;
+    o.algo = static_cast<CalibAlgo>(a);
+    c.amax[a] = Calibrator::amax_from_histogram(hist, max, o);
+    c.mse[a] = quant_error_from_histogram(hist, max, c.amax[a]);
+    if (best < 0 || c.mse[a] < c.mse[best] || (c.mse[a] == c.mse[best] && c.amax[a] < c.amax[best])) best = a;
+  }
+  c.chosen = static_cast<CalibAlgo>(best);
+  return c;
+}
+
+double Calibrator::amax_of(const std::string& name, double max, CalibChoice* choice) const {
+  auto h = hist_.find(name);
+  if (!needs_histograms() || h == hist_.end()) return max;
+  if (opt_.algo != CalibAlgo::kAuto) return amax_from_histogram(h->second, max, opt_);
+  CalibChoice c = auto_choice(h->second, max, opt_);
+  c.tensor = name;
+  if (choice) *choice = c;
+  return c.amax[static_cast<int>(c.chosen)];
+}
+
 CalibCache Calibrator::result() const {
   CalibCache cache;
   cache.algorithm = calib_algo_trt_name(opt_.algo);
+  const std::set<std::string> head(head_.begin(), head_.end());
   for (const auto& name : order_) {
     auto m = max_.find(name);
-    if (m == max_.end()) continue;
-    double amax = m->second;
-    if (needs_histograms()) {
-      auto h = hist_.find(name);
-      if (h != hist_.end()) amax = amax_from_histogram(h->second, m->second, opt_);
-    }
+    if (m == max_.end() || head.count(name)) continue;
+    double amax = amax_of(name, m->second, nullptr);
     if (!(amax > 0)) amax = 1.0;
     cache.set(name, static_cast<float>(amax / 127.0));
   }
   return cache;
+}
+
+std::vector<CalibChoice> Calibrator::choices() const {
+  std::vector<CalibChoice> out;
+  if (opt_.algo != CalibAlgo::kAuto) return out;
+  const std::set<std::string> head(head_.begin(), head_.end());
+  for (const auto& name : order_) {
+    auto m = max_.find(name);
+    if (m == max_.end() || head.count(name) || hist_.find(name) == hist_.end()) continue;
+    CalibChoice c;
+    amax_of(name, m->second, &c);
+    out.push_back(c);
+  }
+  return out;
 }
 
 }  // namespace qd

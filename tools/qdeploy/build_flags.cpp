@@ -23,7 +23,7 @@ void add_build_flags(CLI::App* sub, BuildFlags& f) {
                   "INT8: calibrate at build time on this data, as `qdeploy calibrate --data`: images (folders or "
                   "jpg/png files, preprocessed as inference does) or tensor files (.npy, .npz), comma separated")
       ->delimiter(',');
-  sub->add_option("--calib-algo", f.calib_algo, "With --calib: minmax, entropy, percentile (99.99) or mse")
+  sub->add_option("--calib-algo", f.calib_algo, "With --calib: minmax, entropy, percentile (99.99), mse or auto")
       ->capture_default_str();
   sub->add_option("--calib-batches", f.calib_batches, "With --calib: use at most this many batches (0: all)")
       ->capture_default_str();

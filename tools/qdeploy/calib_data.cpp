@@ -301,7 +301,7 @@ Expected<std::map<std::string, Tensor>> ImageBatches::feeds(int k) const {
 }
 
 Expected<CalibCache> calibrate_model(const std::string& model, const ImageBatches& data, const CalibOptions& opt,
-                                     const std::string& algo_name, bool quiet) {
+                                     const std::string& algo_name, bool quiet, CalibReport* report) {
   std::map<std::string, Tensor> first = QD_TRY(data.feeds(0));
   std::map<std::string, Shape> shapes;
   for (const auto& [name, t] : first) shapes[name] = t.shape();
@@ -317,6 +317,7 @@ Expected<CalibCache> calibrate_model(const std::string& model, const ImageBatche
       if (!quiet) progress.update(static_cast<int64_t>(pass) * data.num_batches() + k + 1, "batches");
     }
   }
+  if (report) *report = cal.report();
   return cal.result();
 }
 

@@ -87,8 +87,8 @@ Expected<DetectorOptions> detector_options_for(const PreprocessSpec& spec, const
                                                int default_size = 640);
 
 // Calibrates `model` on every batch of `data` with the reference backend (two passes for the histogram algorithms),
-// with progress on stderr unless `quiet`.
+// with progress on stderr unless `quiet`; `report` (optional) gets auto's choices and the detection-head rule's tensors.
 Expected<CalibCache> calibrate_model(const std::string& model, const ImageBatches& data, const CalibOptions& opt,
-                                     const std::string& algo_name, bool quiet = false);
+                                     const std::string& algo_name, bool quiet = false, CalibReport* report = nullptr);
 
 }  // namespace qd::cli

@@ -1,13 +1,16 @@
-// qdeploy calibrate MODEL --data DIR|FILES|NPY|NPZ --algo minmax|entropy|percentile|mse --cache out.cache
+// qdeploy calibrate MODEL --data DIR|FILES|NPY|NPZ --algo minmax|entropy|percentile|mse|auto --cache out.cache
+//                  [--bias-correction] [--adaround] [-o adjusted.onnx] [--json report.json]
 // Runs representative data through the reference backend (images preprocessed exactly as `qdeploy eval` does: a
 // --preprocess spec, else the detector's letterbox in the style of --letterbox, default val as eval's, and eval
 // --classes' classifier_input for other image models; or .npy/.npz tensors as they are) and writes per-tensor INT8
 // scales in TensorRT's calibration cache format. calib_data.h is the code path and CalibDefaults the defaults that
-// every command that calibrates shares.
+// every command that calibrates shares. --bias-correction / --adaround then fit the weights (calib_adjust.h).
 #include <cstdio>
 
 #include "build_flags.h"
+#include "calib_adjust.h"
 #include "calib_data.h"
+#include "core/file_io.h"
 #include "commands.h"
 
 namespace qd::cli {
@@ -26,6 +29,10 @@ struct CalibrateArgs {
   std::string header;
   std::string letterbox = kDefaultLetterbox;
   std::string preprocess;
+  bool no_head_rule = false;
+  bool bias_correction = false, adaround = false;
+  std::string output;  // the model with adjusted weights
+  std::string json;
 };
 
 int run_calibrate(const CalibrateArgs& a) {
@@ -38,6 +45,12 @@ int run_calibrate(const CalibrateArgs& a) {
   if (!(a.percentile > 0 && a.percentile <= 100)) return report(invalid("--percentile must be in (0, 100]"));
   auto algo = parse_calib_algo(a.algo);
   if (!algo) return report(algo.status());
+  if ((a.bias_correction || a.adaround) && a.output.empty()) {
+    return report(invalid("--bias-correction and --adaround change the weights: give the model to write, -o FILE.onnx"));
+  }
+  if (!a.output.empty() && !(a.bias_correction || a.adaround)) {
+    return report(invalid("-o writes the model with adjusted weights: add --bias-correction and/or --adaround"));
+  }
   CalibCache header;
   if (!a.header.empty()) {
     if (Status s = parse_cache_header(a.header, &header); !s) return report(s.prefix("--cache-header"));
@@ -58,7 +71,9 @@ int run_calibrate(const CalibrateArgs& a) {
   CalibOptions opt;
   opt.algo = *algo;
   opt.percentile = a.percentile;
-  auto calibrated = calibrate_model(a.model, data, opt, a.algo);
+  opt.float_head = !a.no_head_rule;
+  CalibReport calib_report;
+  auto calibrated = calibrate_model(a.model, data, opt, a.algo, false, &calib_report);
   if (!calibrated) return report(calibrated.status());
   CalibCache& cache = *calibrated;
   if (!a.header.empty()) {
@@ -66,12 +81,31 @@ int run_calibrate(const CalibrateArgs& a) {
     cache.algorithm = header.algorithm;
   }
   if (Status s = write_calib_cache(a.cache, cache); !s) return report(s);
+  print_calib_report(calib_report);
   if (data.tensors()) {
     std::printf("wrote %zu tensor scales (%s, %d batches) to %s\n", cache.scales.size(), a.algo.c_str(),
                 data.num_batches(), a.cache.c_str());
   } else {
     std::printf("wrote %zu tensor scales (%s, %d images) to %s\n", cache.scales.size(), a.algo.c_str(),
                 data.num_batches() * data.batch(), a.cache.c_str());
+  }
+  Json j;
+  j["cache"] = a.cache;
+  j["algo"] = a.algo;
+  j["batches"] = data.num_batches();
+  j.update(calib_report_json(calib_report));
+  if (!a.output.empty()) {
+    WeightAdjustOptions wo;
+    wo.adaround = a.adaround;
+    wo.bias_correction = a.bias_correction;
+    auto adjusted = adjust_and_export(a.model, data, cache, wo, a.output, false);
+    if (!adjusted) return report(adjusted.status());
+    std::printf("wrote the model with adjusted weights to %s (use it with %s)\n", a.output.c_str(), a.cache.c_str());
+    j["adjusted_model"] = a.output;
+    j["weight_adjustments"] = weight_adjust_json(*adjusted);
+  }
+  if (!a.json.empty()) {
+    if (Status s = write_file_atomic(a.json, j.dump(2) + "\n"); !s) return report(s);
   }
   return 0;
 }
@@ -87,7 +121,10 @@ RunFn add_calibrate(CLI::App& app) {
                   "input) or .npz archives (input name -> array), one batch each (or per slice of a fixed batch)")
       ->delimiter(',');
   sub->add_option("--fmnist", a->fmnist, "Calibrate a classifier on the Fashion-MNIST train split (IDX folder)");
-  sub->add_option("--algo,--calib-algo", a->algo, "minmax, entropy, percentile or mse")->capture_default_str();
+  sub->add_option("--algo,--calib-algo", a->algo,
+                  "minmax, entropy, percentile, mse, or auto (per tensor, the one with the smallest quantization "
+                  "error; reported)")
+      ->capture_default_str();
   sub->add_option("--percentile", a->percentile, "For --algo percentile")->capture_default_str();
   sub->add_option("--batches,--calib-batches", a->batches, "Use at most this many batches (0: all)")
       ->capture_default_str();
@@ -97,6 +134,15 @@ RunFn add_calibrate(CLI::App& app) {
   sub->add_option("--cache-header", a->header, "Header to write, e.g. TRT-8600-EntropyCalibration2");
   add_letterbox_option(sub, a->letterbox);
   add_preprocess_option(sub, a->preprocess);
+  sub->add_flag("--no-head-rule", a->no_head_rule,
+                "Give scales to the detection head's decode tensors too (by default the tensors after its last "
+                "convs, Sigmoid and box decode, get none, so no engine squeezes them into one INT8 scale)");
+  sub->add_flag("--bias-correction", a->bias_correction,
+                "Fold the mean output shift INT8 causes in each conv (measured on the data) into its bias; needs -o");
+  sub->add_flag("--adaround", a->adaround,
+                "Round each conv's weights up or down to reconstruct its float output on the data; needs -o");
+  sub->add_option("-o,--output", a->output, "With --bias-correction/--adaround: the ONNX model to write");
+  sub->add_option("--json", a->json, "Write auto's choices, the head rule's tensors and the adjustments as JSON");
   return [a] { return run_calibrate(*a); };
 }
 
