@@ -170,7 +170,7 @@ class FunctionInliner {
 
  public:
   explicit FunctionInliner(const onnx::ModelProto& m) {
-    for (const auto& f : m.functions()) functions_[{f.domain(), f.name()}] = &f;
+    for (const auto& f : m.functions()) functions_[{f.domain(), f.name()}] = {&f, attribute_defaults(f)};
   }
   bool empty() const { return functions_.empty(); }
 
@@ -182,7 +182,7 @@ class FunctionInliner {
       if (out->back().name().empty()) out->back().set_name(name);
       return Status::ok();
     }
-    const onnx::FunctionProto& f = *it->second;
+    const onnx::FunctionProto& f = *it->second.proto;
     const std::string where = "node '" + name + "' (call of local function " + n.domain() + "::" + n.op_type() + ")";
     if (depth >= kMaxDepth) return invalid(where + ": local functions nest deeper than " + std::to_string(kMaxDepth) + " (recursive?)");
     if (n.input_size() > f.input_size() || n.output_size() > f.output_size()) {
@@ -195,9 +195,8 @@ class FunctionInliner {
     for (int i = 0; i < f.output_size(); ++i) {
       rename[f.output(i)] = i < n.output_size() ? n.output(i) : name + "/" + f.output(i);
     }
-    const std::vector<onnx::AttributeProto> defaults = attribute_defaults(f);
     std::map<std::string, const onnx::AttributeProto*> attrs;
-    for (const auto& a : defaults) attrs[a.name()] = &a;
+    for (const auto& a : it->second.defaults) attrs[a.name()] = &a;
     for (const auto& a : n.attribute()) attrs[a.name()] = &a;
     auto mapped = [&](const std::string& v) {
       if (v.empty()) return v;
@@ -234,7 +233,11 @@ class FunctionInliner {
  private:
   static constexpr int kMaxDepth = 32;
   static constexpr size_t kMaxNodes = size_t{1} << 20;  // far above real models, bounded for hostile nesting
-  std::map<std::pair<std::string, std::string>, const onnx::FunctionProto*> functions_;
+  struct Function {
+    const onnx::FunctionProto* proto;
+    std::vector<onnx::AttributeProto> defaults;  // parsed once, not per call
+  };
+  std::map<std::pair<std::string, std::string>, Function> functions_;
 };
 
 // What to tell the user about a node of a domain qdeploy has no ops in.
