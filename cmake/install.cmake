@@ -28,10 +28,11 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/qdeployConfigVersion.cmake 
 install(FILES ${CMAKE_BINARY_DIR}/qdeployConfig.cmake ${CMAKE_BINARY_DIR}/qdeployConfigVersion.cmake
         DESTINATION ${QD_CMAKE_DIR})
 
-# pkg-config: static libraries, so Libs lists every dependency (the two qdeploy libraries twice: they call each other).
+# pkg-config: static libraries, so Libs lists every dependency.
+# pkg-config drops repeated -l flags, so the two go in a linker group.
 set(QD_PC_LIBS "-lqdeploy_lib")
 if(QD_HAVE_CUDA)
-  set(QD_PC_LIBS "-lqdeploy_cuda -lqdeploy_lib -lqdeploy_cuda -lqdeploy_lib")
+  set(QD_PC_LIBS "-Wl,--start-group -lqdeploy_cuda -lqdeploy_lib -Wl,--end-group")
 endif()
 string(APPEND QD_PC_LIBS " -lqd_onnx_proto")
 set(QD_PC_DEPS ${Protobuf_LIBRARIES})
@@ -51,7 +52,10 @@ foreach(lib ${QD_PC_DEPS})
     string(APPEND QD_PC_LIBS " ${lib}")
   endif()
 endforeach()
-string(APPEND QD_PC_LIBS " -lpthread ${CMAKE_DL_LIBS}")
+string(APPEND QD_PC_LIBS " -lpthread")
+foreach(lib ${CMAKE_DL_LIBS})
+  string(APPEND QD_PC_LIBS " -l${lib}")
+endforeach()
 list(JOIN QD_PC_LIBS " " QD_PC_LIBS)
 # The prefix from the file's own place, so that `cmake --install --prefix DIR` gives a working file.
 file(RELATIVE_PATH QD_PC_UP /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)

@@ -90,7 +90,7 @@ struct MemoryReport {
 };
 
 // The state of runs of one engine: activation memory, I/O buffers, a captured CUDA graph. One per thread or stream;
-// many may share one engine; a context itself is not thread-safe. On the CPU engine the context runs synchronously
+// many may share one engine (a context keeps its engine alive); a context itself is not thread-safe. On the CPU engine the context runs synchronously
 // (stream must be nullptr) and the GPU-only calls (bind, device_buffer, CUDA graphs, profile, memory_report) return
 // kUnsupported.
 class ExecutionContext {

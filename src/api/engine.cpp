@@ -27,8 +27,43 @@ BuildOptions Engine::options() const {
 ShapeMap Engine::build_shapes() const { return impl_->build_shapes(); }
 Status Engine::save(const std::string& path) const { return qd::to_public(impl_->save(path)); }
 
+namespace {
+
+// A context that keeps its engine alive (the engines' own contexts refer to it), so that a context may outlive the
+// Engine object it came from.
+class OwningContext final : public ExecutionContext {
+ public:
+  OwningContext(std::shared_ptr<qd::Engine> e, std::unique_ptr<ExecutionContext> c)
+      : e_(std::move(e)), c_(std::move(c)) {}
+  ~OwningContext() override { c_.reset(); }  // before the engine
+
+  Status set_input_shapes(const ShapeMap& shapes) override { return c_->set_input_shapes(shapes); }
+  std::vector<TensorInfo> outputs() const override { return c_->outputs(); }
+  Status bind(const std::string& name, void* device_ptr) override { return c_->bind(name, device_ptr); }
+  void* device_buffer(const std::string& name) const override { return c_->device_buffer(name); }
+  Status use_cuda_graph(bool on) override { return c_->use_cuda_graph(on); }
+  Status upload(const std::map<std::string, HostTensor>& inputs, void* stream) override {
+    return c_->upload(inputs, stream);
+  }
+  Status enqueue(void* stream) override { return c_->enqueue(stream); }
+  Expected<std::vector<HostTensor>> download(void* stream) override { return c_->download(stream); }
+  Expected<std::vector<LayerTime>> profile(int iterations, void* stream) override {
+    return c_->profile(iterations, stream);
+  }
+  Expected<MemoryReport> memory_report() const override { return c_->memory_report(); }
+  std::string batch_split() const override { return c_->batch_split(); }
+
+ private:
+  std::shared_ptr<qd::Engine> e_;
+  std::unique_ptr<ExecutionContext> c_;
+};
+
+}  // namespace
+
 Expected<std::unique_ptr<ExecutionContext>> Engine::create_context() const {
-  return qd::to_public(impl_->new_context());
+  auto c = qd::to_public(impl_->new_context());
+  if (!c) return c.status();
+  return std::unique_ptr<ExecutionContext>(std::make_unique<OwningContext>(impl_, std::move(*c)));
 }
 
 Expected<std::vector<HostTensor>> Engine::run(const std::map<std::string, HostTensor>& inputs) const {

@@ -123,8 +123,8 @@ TEST_F(PublicApi, CpuEngineRunsThroughAContext) {
 
 TEST_F(PublicApi, PlansKeepTheTypedOptions) {
   qdeploy::BuildOptions opt;
-  opt.precision = qdeploy::Precision::kInt8;
-  opt.int8_mode = qdeploy::Int8Mode::kFake;
+  opt.int8_mode = qdeploy::Int8Mode::kFake;  // recorded as given (it matters for INT8 builds)
+  opt.tactic_sources = {qdeploy::TacticSource::kQdeploy};
   opt.shapes = {{"input", {1, 3, 32, 32}}};
   auto engine = qdeploy::build(model, opt);
   ASSERT_TRUE(engine) << engine.status().message();
@@ -135,8 +135,9 @@ TEST_F(PublicApi, PlansKeepTheTypedOptions) {
   auto loaded = qdeploy::load(path);
   ASSERT_TRUE(loaded) << loaded.status().message();
   const qdeploy::BuildOptions o = loaded->options();
-  EXPECT_EQ(o.precision, qdeploy::Precision::kInt8);
+  EXPECT_EQ(o.precision, qdeploy::Precision::kFp32);
   EXPECT_EQ(o.int8_mode, qdeploy::Int8Mode::kFake);
+  EXPECT_EQ(o.tactic_sources, std::vector<qdeploy::TacticSource>{qdeploy::TacticSource::kQdeploy});
   EXPECT_EQ(o.device, qdeploy::Device::kCpu);
   EXPECT_EQ(loaded->build_shapes().at("input"), (qdeploy::Dims{1, 3, 32, 32}));
   auto a = engine->run({{"input", input()}});
