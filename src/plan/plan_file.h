@@ -20,7 +20,7 @@ namespace qd {
 
 constexpr char kPlanMagic[8] = {'Q', 'D', 'P', 'L', 'A', 'N', '\0', '\1'};
 // Bump on any change a reader of the previous version would misread; readers accept only their own version.
-constexpr uint32_t kPlanFormatVersion = 3;
+constexpr uint32_t kPlanFormatVersion = 4;
 
 // The dynamic-shape profile of one input: the plan runs any shape between min and max (-1: any size).
 struct ShapeProfile {

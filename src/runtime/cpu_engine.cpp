@@ -56,6 +56,8 @@ class CpuEngine final : public Engine {
     return d + ")";
   }
   const Int8Report* int8_report() const override { return opt_.precision == "int8" ? &int8_report_ : nullptr; }
+  const BuildOptions& options() const override { return opt_; }
+  const std::map<std::string, Shape>& build_shapes() const override { return init_shapes_; }
 
   Status load_scales() {
     if (opt_.precision != "int8") return Status::ok();

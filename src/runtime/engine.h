@@ -9,6 +9,7 @@
 
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "qdeploy/engine.h"
 
 namespace qd {
 
@@ -40,6 +41,9 @@ struct BuildOptions {
   // CUDA: the memory format of the input and output bindings ("fp16:nhwc", "int8:nchw", ...; runtime/io_format.h):
   // one per input (output) in order, or one for all; empty = fp32:nchw, the ONNX form.
   std::vector<std::string> input_formats, output_formats;
+  // CUDA: the kernel families and scheduling features the build may use (include/qdeploy/kernel_policy.h); recorded
+  // in the plan and part of the timing cache's key.
+  qdeploy::KernelPolicy kernel_policy;
 };
 
 struct TensorDesc {
@@ -65,6 +69,18 @@ class Engine {
   virtual Expected<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs) = 0;
   // Writes the engine as a plan file (atomically).
   virtual Status save(const std::string& path) const = 0;
+
+  // The options it was built with (a loaded plan's, as recorded) and the input shapes the build prepared.
+  virtual const BuildOptions& options() const = 0;
+  virtual const std::map<std::string, Shape>& build_shapes() const = 0;
+  // "cpu", or the GPU's name.
+  virtual const std::string& device_name() const;
+  // A context for runs on the caller's streams (include/qdeploy/engine.h). The default runs synchronously through
+  // run() and answers kUnsupported for the GPU-only calls (host_context.cpp); GPU engines implement their own.
+  virtual Expected<std::unique_ptr<qdeploy::ExecutionContext>> new_context();
+  // GPU engines: the layer table and planned memory at these input shapes; kUnsupported by default.
+  virtual Expected<std::vector<qdeploy::LayerInfo>> layer_info(const std::map<std::string, Shape>& shapes) const;
+  virtual Expected<qdeploy::MemoryReport> memory_report(const std::map<std::string, Shape>& shapes) const;
 };
 
 // Imports and compiles MODEL (ONNX) for opt.device / opt.precision. Defined with the backend table in src/frontend/

@@ -32,6 +32,7 @@ std::string encode_build_options(const BuildOptions& opt) {
   w.strs(opt.tactic_sources);
   w.strs(opt.input_formats);
   w.strs(opt.output_formats);
+  w.str(opt.kernel_policy.to_string());
   return w.take();
 }
 
@@ -54,8 +55,12 @@ Expected<BuildOptions> decode_build_options(const std::string& data) {
   opt.tactic_sources = r.strs("tactic sources");
   opt.input_formats = r.strs("input formats");
   opt.output_formats = r.strs("output formats");
+  const std::string policy = r.str("kernel policy");
   r.expect_end();
   if (!r.ok()) return r.status();
+  auto kp = qdeploy::KernelPolicy::parse(policy);
+  if (!kp) return invalid("plan section 'build_options': " + kp.status().message());
+  opt.kernel_policy = std::move(*kp);
   for (const auto& [name, s] : opt.shapes) {
     auto n = checked_numel(s);  // bound shapes are static
     if (!n) return Status(n.status()).prefix("plan section 'build_options': shape of '" + name + "'");

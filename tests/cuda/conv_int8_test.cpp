@@ -323,10 +323,10 @@ TEST_P(ConvInt8, MatchesReferenceInt8) {
   // The shapes with up to 432 weights per output take the conversion without I2F; from 576 on (63.5 on average,
   // times 128) they pass 2^22.
   EXPECT_EQ(small_tested > 0, cs.c * cs.r * cs.s <= 432) << "int8_acc_bound " << cs.c << "x" << cs.r << "x" << cs.s;
-  if (small_tested > 0 && cs.k % 8 == 0 && !std::getenv("QD_NO_LEAN_EPILOGUE")) {  // the quad epilogue's K
+  if (small_tested > 0 && cs.k % 8 == 0) {  // the quad epilogue's K
     EXPECT_GT(lean_tested, 0) << "no configuration ran its lean kernel";
   }
-  if (cuda::conv_igemm_wgmma() && static_cast<int64_t>(oh) * ow % 8 == 0 && !std::getenv("QD_NO_LEAN_EPILOGUE")) {
+  if (cuda::conv_igemm_wgmma() && static_cast<int64_t>(oh) * ow % 8 == 0) {
     EXPECT_GT(heads_tested, 0) << "no configuration ran its lean head copy";
     if (lean_tested > 0) {
       EXPECT_GT(staged_tested, 0) << "no configuration ran its staged epilogue's copy";

@@ -919,7 +919,8 @@ TEST(CudaEngine, YoloV5nMatchesReference) {
 }
 
 // YOLOv5n's P3 and P4 heads (conv and decode) run on the side stream beside the neck: the same numbers as every
-// layer on one stream (QD_NO_SIDE_STREAM, with the same kernels through one timing cache), run directly, as a CUDA
+// layer on one stream (KernelPolicy::side_stream off, with the same kernels: the first build's timing cache, keyed
+// for the second's policy), run directly, as a CUDA
 // graph (captured, then replayed) and on the caller's stream; per-layer profiling still runs.
 TEST(CudaEngine, HeadBranchesRunOnASideStream) {
   SKIP_WITHOUT_GPU();
@@ -937,9 +938,15 @@ TEST(CudaEngine, HeadBranchesRunOnASideStream) {
     std::filesystem::remove(opt.timing_cache);
     auto two = build_engine(model, opt);
     ASSERT_TRUE(two) << two.status().to_string();
-    setenv("QD_NO_SIDE_STREAM", "1", 1);
+    {  // the same kernel choices under the other policy's key
+      std::ifstream f(opt.timing_cache);
+      nlohmann::json j = nlohmann::json::parse(f);
+      j["kernel_policy"] = "no-side-stream";
+      opt.timing_cache = dir + "/timing-" + precision + "-one.json";
+      std::ofstream(opt.timing_cache) << j.dump();
+    }
+    opt.kernel_policy.side_stream = false;
     auto one = build_engine(model, opt);
-    unsetenv("QD_NO_SIDE_STREAM");
     ASSERT_TRUE(one) << one.status().to_string();
     auto* e2 = dynamic_cast<cuda::CudaEngine*>(two->get());
     auto* e1 = dynamic_cast<cuda::CudaEngine*>(one->get());
@@ -1345,7 +1352,7 @@ TEST(CudaContext, CallersDeviceBuffers) {
   cudaFree(y[1]);
 }
 
-// A batch run as two halves on two streams (CudaContext's lanes, free or held in step; QD_SPLIT forces what the
+// A batch run as two halves on two streams (CudaContext's lanes, free or held in step; CudaContext::force_split forces what the
 // build would time): the dynamic-batch detector gives the same outputs as the whole batch (INT8: the same integers;
 // fp16: half-batch kernels, close), run directly and as a CUDA graph, into the caller's buffers too, and a saved plan
 // keeps the build's choice; per-layer profiling still runs (the whole batch). A model that mixes batch items stays
@@ -1379,9 +1386,8 @@ TEST(CudaContext, BatchSplitLanesMatchTheWholeBatch) {
     auto run = [&](const char* split, bool graph, std::vector<Tensor>* out, std::string* used) {
       auto ctx = e->create_context();
       ctx->use_cuda_graph(graph);
-      setenv("QD_SPLIT", split, 1);
+      ctx->force_split(split);
       const Status set = ctx->set_input_shapes(shapes);
-      unsetenv("QD_SPLIT");
       ASSERT_TRUE(set.is_ok()) << set.to_string();
       *used = ctx->split();
       for (int rep = 0; rep < 2; ++rep) {  // a graph: captured, then replayed
@@ -1420,9 +1426,8 @@ TEST(CudaContext, BatchSplitLanesMatchTheWholeBatch) {
     }
     // Into the caller's output buffer, bound after the split was made.
     auto ctx = e->create_context();
-    setenv("QD_SPLIT", cuda::kSplitLanesInStep, 1);
+    ctx->force_split(cuda::kSplitLanesInStep);
     ASSERT_TRUE(ctx->set_input_shapes(shapes).is_ok());
-    unsetenv("QD_SPLIT");
     EXPECT_EQ(ctx->split(), cuda::kSplitLanesInStep);
     const size_t bytes = whole[0].nbytes();
     void* y = nullptr;
@@ -1475,10 +1480,9 @@ TEST(CudaContext, BatchSplitLanesMatchTheWholeBatch) {
   ASSERT_NO_FATAL_FAILURE(reference_outputs(mixing, mix_in, &ref));
   auto engine = make_engine(mixing, "fp16");
   ASSERT_TRUE(engine);
-  setenv("QD_SPLIT", cuda::kSplitLanes, 1);
   auto ctx = engine->create_context();
+  ctx->force_split(cuda::kSplitLanes);
   ASSERT_TRUE(ctx->set_input_shapes(shapes_of(mix_in)).is_ok());
-  unsetenv("QD_SPLIT");
   EXPECT_EQ(ctx->split(), cuda::kSplitWhole);
   ASSERT_TRUE(ctx->upload(mix_in, nullptr).is_ok());
   ASSERT_TRUE(ctx->enqueue(nullptr).is_ok());

@@ -118,5 +118,23 @@ TEST_F(CliErrors, GatherIndexOutOfRange) {
   expect_usage_error(r, "lookup");
 }
 
+// --kernel-policy and the QD_* A/B switches the CLI maps onto it: for GPU builds, words checked before anything is
+// built (so without a GPU too); the CPU ignores the switches.
+TEST_F(CliErrors, KernelPolicyFlag) {
+  const std::string m = model(conv_relu_model());
+  const std::string plan = " -o " + quote(dir_ + "/m.plan");
+  expect_usage_error(cli("build " + m + plan + " --kernel-policy no-pdl"), "it is for --device cuda");
+  expect_usage_error(cli("build " + m + plan + " --device cuda --kernel-policy no-pdl,no-such"),
+                     "unknown word 'no-such'");
+  setenv("QD_SPLIT", "lanes4", 1);
+  const CliResult bad = cli("build " + m + plan + " --device cuda");
+  setenv("QD_NO_PDL", "1", 1);
+  const CliResult cpu = cli("build " + m + plan);
+  unsetenv("QD_SPLIT");
+  unsetenv("QD_NO_PDL");
+  expect_usage_error(bad, "split=lanes4");
+  EXPECT_EQ(cpu.exit_code, 0) << cpu.err;
+}
+
 }  // namespace
 }  // namespace qd

@@ -46,11 +46,11 @@ TEST_F(PlanCli, BuildInspectRun) {
   EXPECT_NE(b.out.find("built " + plan_), std::string::npos) << b.out;
   EXPECT_NE(b.out.find("x  float32[?x3x8x8]"), std::string::npos) << b.out;
   EXPECT_NE(b.out.find("layers with MACs: 1"), std::string::npos) << b.out;
-  EXPECT_NE(b.out.find("target cpu, precision fp32, format v3"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("target cpu, precision fp32, format v4"), std::string::npos) << b.out;
 
   const CliResult i = cli("inspect " + quote(plan_));
   ASSERT_EQ(i.exit_code, 0) << i.err;
-  for (const char* phrase : {"qdeploy plan format v3", "target: cpu", "precision: fp32", "x  min ?x3x8x8",
+  for (const char* phrase : {"qdeploy plan format v4", "target: cpu", "precision: fp32", "x  min ?x3x8x8",
                              "graph", "build_options", "conv"}) {
     EXPECT_NE(i.out.find(phrase), std::string::npos) << phrase << " in\n" << i.out;
   }
@@ -219,7 +219,7 @@ TEST_F(PlanCli, FutureFormatVersion) {
   std::string bytes = build();
   bytes[8] = 7;
   expect_usage_error(cli("run " + quote(write("v.plan", bytes)) + " --shapes x:1x3x8x8"),
-                     "plan format v7, this qdeploy reads v3: rebuild the plan with `qdeploy build`");
+                     "plan format v7, this qdeploy reads v4: rebuild the plan with `qdeploy build`");
 }
 
 TEST_F(PlanCli, CudaPlanWithoutAGpu) {

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-# Migrates a v1/v2 plan to v3. v2 added build_options' tactic sources; v3 the input and output formats (string lists
-# at the end of build_options) and, per tensor of the io section, its layout flag (u8) and INT8 scale (f32).
+# Migrates a v1/v2/v3 plan to v4. v2 added build_options' tactic sources; v3 the input and output formats (string
+# lists at the end of build_options) and, per tensor of the io section, its layout flag (u8) and INT8 scale (f32); v4
+# the kernel policy (a string at the end of build_options, empty for the defaults).
 # Usage: python3 tests/fuzz/upgrade_plan.py FILE.plan (rewritten in place, checksum recomputed).
 import struct, sys
 p = sys.argv[1]
 body = open(p, 'rb').read()[:-8]
 pos = 8
-ver = struct.unpack_from('<I', body, pos)[0]; assert ver in (1, 2), ver
+ver = struct.unpack_from('<I', body, pos)[0]; assert ver in (1, 2, 3), ver
 pos += 4
 def take_str():
     global pos
@@ -23,7 +24,7 @@ def upgrade_io(data):  # two tensor lists: u32 count, then name (str), dtype (i3
     assert p == len(data)
     return bytes(out)
 
-out = bytearray(body[:8]) + struct.pack('<I', 3)
+out = bytearray(body[:8]) + struct.pack('<I', 4)
 out += take_str() + take_str()
 out += body[pos:pos+12]; pos += 12  # sm, CUDA and cuDNN versions
 out += take_str()
@@ -39,8 +40,8 @@ for _ in range(ns):
     name = take_str(); n = struct.unpack_from('<Q', body, pos)[0]; pos += 8
     data = body[pos:pos+n]; pos += n
     if name[4:] == b'build_options':
-        data = data + struct.pack('<I', 0) * (3 if ver == 1 else 2)
-    if name[4:] == b'io':
+        data = data + struct.pack('<I', 0) * {1: 4, 2: 3, 3: 1}[ver]
+    if name[4:] == b'io' and ver < 3:
         data = upgrade_io(data)
     out += name + struct.pack('<Q', len(data)) + data
 assert pos == len(body)

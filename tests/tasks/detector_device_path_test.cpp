@@ -22,10 +22,14 @@ class FakeYoloEngine : public Engine {
     return std::vector<Tensor>{Tensor(DType::kFloat32, {1, 12, 7})};
   }
   Status save(const std::string&) const override { return unsupported("fake"); }
+  const BuildOptions& options() const override { return opt_; }
+  const std::map<std::string, Shape>& build_shapes() const override { return shapes_; }
   int runs = 0;
 
  private:
   std::vector<TensorDesc> in_, out_;
+  BuildOptions opt_;
+  std::map<std::string, Shape> shapes_;
 };
 
 TEST(DetectorDevicePath, RoutesDetectThroughTheHook) {

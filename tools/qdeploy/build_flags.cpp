@@ -1,6 +1,8 @@
 #include "build_flags.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include <unistd.h>
@@ -56,6 +58,53 @@ void add_build_flags(CLI::App* sub, BuildFlags& f) {
   sub->add_option("--output-format", f.output_formats,
                   "CUDA: memory format of the outputs, as --input-format, e.g. fp16:nchw")
       ->delimiter(',');
+  sub->add_option("--kernel-policy", f.kernel_policy,
+                  "CUDA: kernel families and features left out, for A/B runs, e.g. no-pdl,no-side-stream,split=whole "
+                  "(docs/cpp-api.md#kernelpolicy; QD_NO_* environment variables add to it)");
+}
+
+namespace {
+
+// The environment switches of A/B runs and the policy words they stand for ("=" words take the variable's value).
+struct EnvSwitch {
+  const char* var;
+  const char* word;
+};
+constexpr EnvSwitch kEnvSwitches[] = {
+    {"QD_NO_WGMMA", "no-wgmma"},
+    {"QD_NO_TMA", "no-tma"},
+    {"QD_NO_HALO_S2", "no-warp-halo-s2"},
+    {"QD_NO_WARP_PW", "no-warp-pw"},
+    {"QD_NO_CLUSTER_SPLIT", "no-cluster-split"},
+    {"QD_NO_IMAGE_STEM", "no-image-stem"},
+    {"QD_NO_STAGED_EPILOGUE", "no-staged-epilogue"},
+    {"QD_NO_QUAD_EPILOGUE", "no-quad-epilogue"},
+    {"QD_NO_SMALL_ACC", "no-small-acc"},
+    {"QD_NO_LEAN_EPILOGUE", "no-lean-epilogue"},
+    {"QD_NO_PDL", "no-pdl"},
+    {"QD_NO_SIDE_STREAM", "no-side-stream"},
+    {"QD_NO_GRAPH_REFINE", "no-graph-refine"},
+    {"QD_SPLIT", "split="},
+    {"QD_ONLY_CONFIG", "only-config="},  // last: its value may hold commas
+};
+
+}  // namespace
+
+Expected<qdeploy::KernelPolicy> kernel_policy_from_flags(const BuildFlags& f, std::vector<std::string>* set) {
+  std::string text = f.kernel_policy;
+  for (const EnvSwitch& e : kEnvSwitches) {
+    const char* v = std::getenv(e.var);
+    const std::string word = e.word;
+    if (!v || (word.back() == '=' && !*v)) continue;  // an empty value: no restriction, as before
+    if (set) set->push_back(e.var);
+    text += (text.empty() ? "" : ",") + (word.back() == '=' ? word + v : word);
+  }
+  auto p = qdeploy::KernelPolicy::parse(text);
+  if (!p) {
+    return invalid(p.status().message() + " (from --kernel-policy '" + f.kernel_policy +
+                   "' and the QD_* environment variables)");
+  }
+  return *p;
 }
 
 void add_letterbox_option(CLI::App* sub, std::string& style) {
@@ -101,6 +150,7 @@ std::string build_flags_given(const BuildFlags& f) {
   note(!f.timing_cache.empty(), "--timing-cache");
   note(!f.tactic_sources.empty(), "--tactic-sources");
   note(!f.input_formats.empty() || !f.output_formats.empty(), "--input-format/--output-format");
+  note(!f.kernel_policy.empty(), "--kernel-policy");
   return given;
 }
 
@@ -148,6 +198,13 @@ static Status calibrate_for_build(const std::string& model, const BuildFlags& f,
 Expected<std::unique_ptr<Engine>> build_from_flags(const std::string& model, const BuildFlags& f) {
   if (is_plan_file(model)) {
     QD_RETURN_IF_ERROR(check_flags_for_plan(model, f));
+    std::vector<std::string> env;
+    if (kernel_policy_from_flags(f, &env) && !env.empty()) {
+      std::string vars;
+      for (const auto& v : env) vars += (vars.empty() ? "" : ", ") + v;
+      std::fprintf(stderr, "warning: %s set, but '%s' is a plan: it runs with the kernel policy it was built with "
+                   "(the switches apply when building)\n", vars.c_str(), model.c_str());
+    }
     return load_engine(model);
   }
   if (!f.calib_data.empty()) {
@@ -186,6 +243,11 @@ Expected<std::unique_ptr<Engine>> build_from_flags(const std::string& model, con
   opt.tactic_sources = f.tactic_sources;
   opt.input_formats = f.input_formats;
   opt.output_formats = f.output_formats;
+  if (f.device == "cuda") {
+    opt.kernel_policy = QD_TRY(kernel_policy_from_flags(f));
+  } else if (!f.kernel_policy.empty()) {
+    return invalid("--kernel-policy chooses GPU kernels; it is for --device cuda");
+  }
   return build_engine(model, opt);
 }
 

@@ -32,6 +32,7 @@ struct BuildFlags {
   // --preprocess SPEC: how images become the model's input, for --calib and for the command's own images (not a
   // build option: a plan takes it too).
   std::string preprocess;
+  std::string kernel_policy;  // --kernel-policy (qdeploy::KernelPolicy::parse's words); QD_* variables add to it
   // Not a flag: the letterbox style of --calib's detector images, set by a command to the style it runs inference
   // with (eval: its --letterbox; detect: ultralytics), so that calibration sees what inference sees.
   std::string calib_letterbox = kDefaultLetterbox;
@@ -51,6 +52,11 @@ Expected<std::unique_ptr<Engine>> build_from_flags(const std::string& model, con
 std::string build_flags_given(const BuildFlags& f);
 // The check build_from_flags applies to a plan: flags that would have changed it are refused, not ignored.
 Status check_flags_for_plan(const std::string& plan_path, const BuildFlags& f);
+
+// The kernel policy of a CUDA build: --kernel-policy's words, then the A/B environment switches (QD_NO_PDL=1,
+// QD_ONLY_CONFIG=NAME, QD_SPLIT=lanes2, ...: docs/cpp-api.md#kernelpolicy lists them), which the library itself never
+// reads. `set` (optional) gets the variables that were set.
+Expected<qdeploy::KernelPolicy> kernel_policy_from_flags(const BuildFlags& f, std::vector<std::string>* set = nullptr);
 
 // Image files (jpg/jpeg/png) among `paths`, directories expanded (not recursively), sorted by name.
 Expected<std::vector<std::string>> list_images(const std::vector<std::string>& paths);

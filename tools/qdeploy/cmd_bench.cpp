@@ -14,13 +14,13 @@
 #include "commands.h"
 #include "core/file_io.h"
 #include "core/progress.h"
+#include "qdeploy/device.h"
+#include "qdeploy/engine.h"
 #include "runtime/io_format.h"
+#include "runtime/plan_sections.h"
+#include "runtime/public_types.h"
+#include "runtime/timeline_json.h"
 
-#ifdef QD_HAVE_CUDA
-#include "backends/cuda/cuda_engine.h"
-#include "backends/cuda/cuda_util.h"
-#include "backends/cuda/kernel_timeline.h"
-#endif
 
 namespace qd::cli {
 
@@ -107,123 +107,122 @@ Expected<nlohmann::json> bench_host(Engine& e, const BenchArgs& a, int batch) {
   return nlohmann::json{{"batch", batch}, {"throughput_ips", batch * 1000.0 / s.mean}, {"latency_ms", stats_json(s)}};
 }
 
-#ifdef QD_HAVE_CUDA
-#define QD_BENCH_CUDA(expr) QD_RETURN_IF_ERROR(::qd::cuda::cuda_status((expr), #expr))
+// A failed public-API status as the CLI's.
+#define QD_API(expr) QD_RETURN_IF_ERROR(from_public(expr))
 
 // A layer as --export-layer-info and --export-profile describe it (docs/benchmarks.md#per-layer-json).
-nlohmann::json layer_json(const cuda::LayerInfo& l) {
+nlohmann::json layer_json(const qdeploy::LayerInfo& l) {
   return {{"name", l.name},          {"kind", l.kind},
           {"kernel", l.kernel},      {"precision", l.precision},
           {"input_format", l.in_format}, {"output_format", l.out_format},
           {"macs", l.macs},          {"stream", l.stream}};
 }
 
-// The GPU: per iteration, events around the host-to-device copies, the enqueued model and the device-to-host
-// copies (pinned host memory); throughput from back-to-back enqueues without host synchronisation.
-Expected<nlohmann::json> bench_cuda(cuda::CudaEngine& e, const BenchArgs& a, int batch, nlohmann::json* profile,
-                                    nlohmann::json* layers, nlohmann::json* timeline) {
-  auto shapes = shapes_for_batch(e, batch);
-  auto feeds = random_feeds(e, shapes);
-  auto ctx = e.create_context();
-  ctx->use_cuda_graph(a.cuda_graph);
-  QD_RETURN_IF_ERROR(ctx->set_input_shapes(shapes));
-  if (ctx->split() != cuda::kSplitWhole) std::printf("batch %d runs as %s\n", batch, split_words(ctx->split()));
-  cudaStream_t s;
-  QD_BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+// Engines with a device queue (the GPU), through the public API's contexts, streams and events: per iteration,
+// events around the host-to-device copies, the enqueued model and the device-to-host copies (pinned host memory);
+// throughput from back-to-back enqueues without host synchronisation.
+Expected<nlohmann::json> bench_device(const qdeploy::Engine& e, const Engine& host, const BenchArgs& a, int batch,
+                                      nlohmann::json* profile, nlohmann::json* layers, nlohmann::json* timeline) {
+  auto shapes = shapes_for_batch(host, batch);
+  auto feeds = random_feeds(host, shapes);
+  std::map<std::string, qdeploy::HostTensor> host_feeds;
+  for (const auto& [name, t] : feeds) host_feeds[name] = to_public(t);
+  std::unique_ptr<qdeploy::ExecutionContext> ctx = QD_TRY(from_public(e.create_context()));
+  QD_API(ctx->use_cuda_graph(a.cuda_graph));
+  QD_API(ctx->set_input_shapes(shapes));
+  const std::string split = ctx->batch_split();
+  if (split != kSplitWhole) std::printf("batch %d runs as %s\n", batch, split_words(split));
+  const qdeploy::Stream stream = QD_TRY(from_public(qdeploy::Stream::create()));
+  void* s = stream.handle();
   struct Copy {
-    void* host;
+    qdeploy::PinnedBuffer host;
     void* dev;
     size_t bytes;
   };
   std::vector<Copy> h2d, d2h;
-  for (const TensorDesc& d : e.inputs()) {
+  for (const TensorDesc& d : host.inputs()) {
     const std::string& name = d.name;
     // The device buffer holds the binding's memory (e.g. fp16 NHWC for --input-format fp16:nhwc).
     const Tensor t = is_binding_memory(feeds.at(name), d) ? feeds.at(name) : QD_TRY(to_binding_format(feeds.at(name), d));
-    void* h = nullptr;
-    QD_BENCH_CUDA(cudaMallocHost(&h, std::max<size_t>(t.nbytes(), 1)));
-    std::memcpy(h, t.raw(), t.nbytes());
+    qdeploy::PinnedBuffer h = QD_TRY(from_public(qdeploy::PinnedBuffer::create(t.nbytes())));
+    std::memcpy(h.data(), t.raw(), t.nbytes());
     h2d.push_back({h, ctx->device_buffer(name), t.nbytes()});
   }
-  for (const TensorDesc& d : ctx->output_descs()) {
-    const size_t bytes = static_cast<size_t>(numel(d.shape)) * dtype_size(d.dtype);
-    void* h = nullptr;
-    QD_BENCH_CUDA(cudaMallocHost(&h, std::max<size_t>(bytes, 1)));
-    d2h.push_back({h, ctx->device_buffer(d.name), bytes});
+  for (const qdeploy::TensorInfo& d : ctx->outputs()) {
+    const size_t bytes = static_cast<size_t>(qdeploy::volume(d.shape)) * qdeploy::data_type_size(d.dtype);
+    d2h.push_back({QD_TRY(from_public(qdeploy::PinnedBuffer::create(bytes))), ctx->device_buffer(d.name), bytes});
   }
-  cudaEvent_t ev[4];
-  for (auto& x : ev) QD_BENCH_CUDA(cudaEventCreate(&x));
+  std::vector<qdeploy::Event> ev;
+  for (int i = 0; i < 4; ++i) ev.push_back(QD_TRY(from_public(qdeploy::Event::create())));
   auto one = [&](bool copies) -> Status {
     if (copies) {
-      QD_BENCH_CUDA(cudaEventRecord(ev[0], s));
-      for (auto& c : h2d) QD_BENCH_CUDA(cudaMemcpyAsync(c.dev, c.host, c.bytes, cudaMemcpyHostToDevice, s));
+      QD_API(ev[0].record(s));
+      for (auto& c : h2d) {
+        QD_API(qdeploy::copy_async(c.dev, c.host.data(), c.bytes, qdeploy::CopyKind::kHostToDevice, s));
+      }
     }
-    QD_BENCH_CUDA(cudaEventRecord(ev[1], s));
-    QD_RETURN_IF_ERROR(ctx->enqueue(s));
-    QD_BENCH_CUDA(cudaEventRecord(ev[2], s));
+    QD_API(ev[1].record(s));
+    QD_API(ctx->enqueue(s));
+    QD_API(ev[2].record(s));
     if (copies) {
-      for (auto& c : d2h) QD_BENCH_CUDA(cudaMemcpyAsync(c.host, c.dev, c.bytes, cudaMemcpyDeviceToHost, s));
-      QD_BENCH_CUDA(cudaEventRecord(ev[3], s));
+      for (auto& c : d2h) {
+        QD_API(qdeploy::copy_async(c.host.data(), c.dev, c.bytes, qdeploy::CopyKind::kDeviceToHost, s));
+      }
+      QD_API(ev[3].record(s));
     }
     return Status::ok();
   };
+  auto elapsed = [&](int from, int to) {
+    const auto ms = qdeploy::Event::elapsed_ms(ev[from], ev[to]);
+    return ms ? static_cast<double>(*ms) : 0.0;
+  };
   for (int i = 0; i < a.warmup; ++i) QD_RETURN_IF_ERROR(one(true));
-  QD_BENCH_CUDA(cudaStreamSynchronize(s));
-  std::vector<double> lat, h2d_ms, compute, d2h_ms, host;
+  QD_API(stream.synchronize());
+  std::vector<double> lat, h2d_ms, compute, d2h_ms, wall;
   for (int i = 0; i < a.iterations; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     QD_RETURN_IF_ERROR(one(true));
-    QD_BENCH_CUDA(cudaEventSynchronize(ev[3]));
-    host.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    float t[3];
-    cudaEventElapsedTime(&t[0], ev[0], ev[1]);
-    cudaEventElapsedTime(&t[1], ev[1], ev[2]);
-    cudaEventElapsedTime(&t[2], ev[2], ev[3]);
-    h2d_ms.push_back(t[0]);
-    compute.push_back(t[1]);
-    d2h_ms.push_back(t[2]);
-    lat.push_back(t[0] + t[1] + t[2]);
+    QD_API(ev[3].synchronize());
+    wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    h2d_ms.push_back(elapsed(0, 1));
+    compute.push_back(elapsed(1, 2));
+    d2h_ms.push_back(elapsed(2, 3));
+    lat.push_back(h2d_ms.back() + compute.back() + d2h_ms.back());
   }
   // Throughput: the model back to back, no copies, one synchronisation at the end; with --streams N, N contexts
   // (the first is ctx) each on its own stream, started together, the time until the last one ends.
-  std::vector<std::unique_ptr<cuda::CudaContext>> extra;
-  std::vector<cudaStream_t> extra_s;
-  std::vector<cudaEvent_t> done;
+  std::vector<std::unique_ptr<qdeploy::ExecutionContext>> extra;
+  std::vector<qdeploy::Stream> extra_s;
+  std::vector<qdeploy::Event> done;
   for (int k = 1; k < a.streams; ++k) {
-    cudaStream_t t;
-    QD_BENCH_CUDA(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));
-    extra_s.push_back(t);
-    extra.push_back(e.create_context());
-    extra.back()->use_cuda_graph(a.cuda_graph);
-    QD_RETURN_IF_ERROR(extra.back()->set_input_shapes(shapes));
-    QD_RETURN_IF_ERROR(extra.back()->upload(feeds, t));
-    for (int i = 0; i < a.warmup; ++i) QD_RETURN_IF_ERROR(extra.back()->enqueue(t));
-    QD_BENCH_CUDA(cudaStreamSynchronize(t));
-    cudaEvent_t d;
-    QD_BENCH_CUDA(cudaEventCreateWithFlags(&d, cudaEventDisableTiming));
-    done.push_back(d);
+    extra_s.push_back(QD_TRY(from_public(qdeploy::Stream::create())));
+    void* t = extra_s.back().handle();
+    extra.push_back(QD_TRY(from_public(e.create_context())));
+    QD_API(extra.back()->use_cuda_graph(a.cuda_graph));
+    QD_API(extra.back()->set_input_shapes(shapes));
+    QD_API(extra.back()->upload(host_feeds, t));
+    for (int i = 0; i < a.warmup; ++i) QD_API(extra.back()->enqueue(t));
+    QD_API(extra_s.back().synchronize());
+    done.push_back(QD_TRY(from_public(qdeploy::Event::create(false))));
   }
-  QD_BENCH_CUDA(cudaEventRecord(ev[0], s));
-  for (size_t k = 0; k < extra.size(); ++k) QD_BENCH_CUDA(cudaStreamWaitEvent(extra_s[k], ev[0], 0));
+  QD_API(ev[0].record(s));
+  for (size_t k = 0; k < extra.size(); ++k) QD_API(ev[0].wait_on(extra_s[k].handle()));
   for (int i = 0; i < a.iterations; ++i) {
-    QD_RETURN_IF_ERROR(ctx->enqueue(s));
-    for (size_t k = 0; k < extra.size(); ++k) QD_RETURN_IF_ERROR(extra[k]->enqueue(extra_s[k]));
+    QD_API(ctx->enqueue(s));
+    for (size_t k = 0; k < extra.size(); ++k) QD_API(extra[k]->enqueue(extra_s[k].handle()));
   }
   for (size_t k = 0; k < extra.size(); ++k) {
-    QD_BENCH_CUDA(cudaEventRecord(done[k], extra_s[k]));
-    QD_BENCH_CUDA(cudaStreamWaitEvent(s, done[k], 0));
+    QD_API(done[k].record(extra_s[k].handle()));
+    QD_API(done[k].wait_on(s));
   }
-  QD_BENCH_CUDA(cudaEventRecord(ev[3], s));
-  QD_BENCH_CUDA(cudaEventSynchronize(ev[3]));
-  float total = 0;
-  cudaEventElapsedTime(&total, ev[0], ev[3]);
+  QD_API(ev[3].record(s));
+  QD_API(ev[3].synchronize());
+  const double total = elapsed(0, 3);
   const double ips = static_cast<double>(batch) * a.streams * a.iterations * 1000.0 / total;
   extra.clear();
-  for (auto t : extra_s) cudaStreamDestroy(t);
-  for (auto d : done) cudaEventDestroy(d);
 
   const Stats sl = stats_of(lat), sc = stats_of(compute), sh = stats_of(h2d_ms), sd = stats_of(d2h_ms),
-              sw = stats_of(host);
+              sw = stats_of(wall);
   const std::string streams = a.streams > 1 ? ", " + std::to_string(a.streams) + " streams" : "";
   std::printf("batch %d (%s%s%s): throughput %.1f images/s (%.1f queries/s)\n", batch, e.device_name().c_str(),
               a.cuda_graph ? ", CUDA graph" : "", streams.c_str(), ips, ips / batch);
@@ -234,14 +233,14 @@ Expected<nlohmann::json> bench_cuda(cuda::CudaEngine& e, const BenchArgs& a, int
   print_stats("host wall", sw);
   nlohmann::json r = {{"batch", batch},
                       {"streams", a.streams},
-                      {"split", ctx->split()},
+                      {"split", split},
                       {"throughput_ips", ips},
                       {"latency_ms", stats_json(sl)},
                       {"gpu_compute_ms", stats_json(sc)},
                       {"h2d_ms", stats_json(sh)},
                       {"d2h_ms", stats_json(sd)},
                       {"host_wall_ms", stats_json(sw)}};
-  if (auto mem = e.memory_report(shapes)) {
+  if (auto mem = ctx->memory_report()) {
     r["activation_arena_bytes"] = mem->arena_bytes;
     r["activation_tensor_bytes"] = mem->activation_bytes;
     r["weight_bytes"] = mem->weight_bytes;
@@ -249,7 +248,7 @@ Expected<nlohmann::json> bench_cuda(cuda::CudaEngine& e, const BenchArgs& a, int
                 mem->arena_bytes / 1048576.0, mem->activation_bytes / 1048576.0, mem->weight_bytes / 1048576.0);
   }
   if (profile) {
-    auto times = QD_TRY(ctx->profile(std::max(10, a.iterations / 4), s));
+    auto times = QD_TRY(from_public(ctx->profile(std::max(10, a.iterations / 4), s)));
     nlohmann::json lj = nlohmann::json::array();
     double sum = 0;
     for (const auto& t : times) {
@@ -262,23 +261,28 @@ Expected<nlohmann::json> bench_cuda(cuda::CudaEngine& e, const BenchArgs& a, int
     profile->push_back({{"batch", batch}, {"layers_total_ms", sum}, {"layers", lj}});
   }
   if (timeline) {  // kernel_timeline: a context of its own, its graph captured while CUPTI records (run 0)
-    std::unique_ptr<cuda::CudaContext> tctx;
-    auto runs = QD_TRY(cuda::kernel_timeline(
-        [&](int i) -> Status {
+    std::unique_ptr<qdeploy::ExecutionContext> tctx;
+    auto runs = QD_TRY(from_public(qdeploy::kernel_timeline(
+        [&](int i) -> qdeploy::Status {
           if (i == 0) {
-            tctx = e.create_context();
-            tctx->use_cuda_graph(a.cuda_graph);
-            QD_RETURN_IF_ERROR(tctx->set_input_shapes(shapes));
-            QD_RETURN_IF_ERROR(tctx->upload(feeds, s));
-            for (int w = 0; w < 3; ++w) QD_RETURN_IF_ERROR(tctx->enqueue(s));
-          } else {
-            QD_RETURN_IF_ERROR(tctx->enqueue(s));
+            auto c = e.create_context();
+            if (!c) return c.status();
+            tctx = std::move(*c);
+            for (const qdeploy::Status& st : {tctx->use_cuda_graph(a.cuda_graph), tctx->set_input_shapes(shapes),
+                                              tctx->upload(host_feeds, s)}) {
+              if (!st) return st;
+            }
+            for (int w = 0; w < 3; ++w) {
+              if (qdeploy::Status st = tctx->enqueue(s); !st) return st;
+            }
+          } else if (qdeploy::Status st = tctx->enqueue(s); !st) {
+            return st;
           }
-          return cuda::cuda_status(cudaStreamSynchronize(s), "kernel timeline");
+          return stream.synchronize();
         },
-        4));
+        4)));
     nlohmann::json rj = nlohmann::json::array();
-    for (size_t i = 1; i < runs.size(); ++i) rj.push_back(cuda::timeline_json(runs[i]));
+    for (size_t i = 1; i < runs.size(); ++i) rj.push_back(timeline_json(runs[i]));
     const nlohmann::json& last = rj.back();
     std::printf("  timeline: %zu kernels in %.4f ms, the GPU busy %.4f ms (idle %.4f), kernel time %.4f ms\n",
                 last["kernels"].size(), last["wall_ms"].get<double>(), last["busy_ms"].get<double>(),
@@ -286,23 +290,19 @@ Expected<nlohmann::json> bench_cuda(cuda::CudaEngine& e, const BenchArgs& a, int
     timeline->push_back({{"batch", batch}, {"runs", rj}});
   }
   if (layers) {
-    auto info = QD_TRY(e.layer_info(shapes));
+    auto info = QD_TRY(from_public(e.layer_info(shapes)));
     nlohmann::json lj = nlohmann::json::array();
     for (const auto& l : info) lj.push_back(layer_json(l));
     layers->push_back({{"batch", batch}, {"layers", lj}});
   }
-  for (auto& x : ev) cudaEventDestroy(x);
-  for (auto& c : h2d) cudaFreeHost(c.host);
-  for (auto& c : d2h) cudaFreeHost(c.host);
-  cudaStreamDestroy(s);
   return r;
 }
-#endif
 
 Status bench(const BenchArgs& a) {
   if (a.iterations < 1 || a.warmup < 0) return invalid("--iterations must be >= 1 and --warmup >= 0");
   if (a.streams < 1 || a.streams > 16) return invalid("--streams must be in 1..16");
-  auto engine = QD_TRY(build_from_flags(a.model, a.flags));
+  std::shared_ptr<Engine> engine = QD_TRY(build_from_flags(a.model, a.flags));
+  const qdeploy::Engine api(engine);  // the same engine through the public API: contexts, streams, profiles
   std::printf("engine: %s\n", engine->describe().c_str());
   const bool dynamic = !engine->inputs().empty() && !engine->inputs()[0].shape.empty() &&
                        engine->inputs()[0].shape[0] < 0;
@@ -318,19 +318,14 @@ Status bench(const BenchArgs& a) {
                      "; --batch " + std::to_string(b) + " needs a model with a dynamic batch dim (export it so)");
     }
     nlohmann::json r;
-#ifdef QD_HAVE_CUDA
-    if (auto* ce = dynamic_cast<cuda::CudaEngine*>(engine.get())) {
-      r = QD_TRY(bench_cuda(*ce, a, b, a.profile_path.empty() ? nullptr : &profile,
-                            a.layer_info_path.empty() ? nullptr : &layers,
-                            a.timeline_path.empty() ? nullptr : &timeline));
+    if (api.device() == qdeploy::Device::kCuda) {
+      r = QD_TRY(bench_device(api, *engine, a, b, a.profile_path.empty() ? nullptr : &profile,
+                              a.layer_info_path.empty() ? nullptr : &layers,
+                              a.timeline_path.empty() ? nullptr : &timeline));
     } else {
       if (a.streams > 1) return invalid("--streams needs a CUDA engine (--device cuda)");
       r = QD_TRY(bench_host(*engine, a, b));
     }
-#else
-    if (a.streams > 1) return invalid("--streams needs a CUDA engine (--device cuda)");
-    r = QD_TRY(bench_host(*engine, a, b));
-#endif
     results.push_back(r);
   }
   nlohmann::json doc = {{"model", a.model}, {"engine", engine->describe()}, {"cuda_graph", a.cuda_graph},

@@ -8,10 +8,6 @@
 #include "commands.h"
 #include "plan/plan_file.h"
 
-#ifdef QD_HAVE_CUDA
-#include "backends/cuda/cuda_engine.h"
-#endif
-
 namespace qd::cli {
 
 namespace {
@@ -62,24 +58,23 @@ int run_build(const BuildArgs& a) {
                   int8, layers->size() - int8, a.out.c_str());
     }
   }
-#ifdef QD_HAVE_CUDA
-  // Activation memory as planned from the tensors' lifetimes, against all activation tensors side by side.
-  if (const auto* ce = dynamic_cast<const cuda::CudaEngine*>(engine->get())) {
-    std::vector<std::map<std::string, Shape>> at = {ce->build_shapes()};  // and the profile's largest
-    std::map<std::string, Shape> largest = at[0];
-    for (const auto& [name, s] : ce->options().max_shapes) largest[name] = s;
-    if (largest != at[0]) at.push_back(largest);
-    for (const auto& shapes : at) {
-      auto mem = ce->memory_report(shapes);
-      if (!mem) return report(mem.status());
-      std::string where;
-      for (const auto& [name, s] : shapes) where += (where.empty() ? "" : ",") + name + ":" + shape_str(s);
-      std::printf("memory at %s: activations %s planned (%s as separate tensors), weights %s\n", where.c_str(),
-                  human_bytes(mem->arena_bytes).c_str(), human_bytes(mem->activation_bytes).c_str(),
-                  human_bytes(mem->weight_bytes).c_str());
-    }
+  // Activation memory as planned from the tensors' lifetimes, against all activation tensors side by side (engines
+  // that plan device memory; the CPU engine answers kUnsupported and prints nothing).
+  const Engine& e = **engine;
+  std::vector<std::map<std::string, Shape>> at = {e.build_shapes()};  // and the profile's largest
+  std::map<std::string, Shape> largest = at[0];
+  for (const auto& [name, s] : e.options().max_shapes) largest[name] = s;
+  if (largest != at[0]) at.push_back(largest);
+  for (const auto& shapes : at) {
+    auto mem = e.memory_report(shapes);
+    if (!mem && mem.status().code() == StatusCode::kUnsupported) break;
+    if (!mem) return report(mem.status());
+    std::string where;
+    for (const auto& [name, s] : shapes) where += (where.empty() ? "" : ",") + name + ":" + shape_str(s);
+    std::printf("memory at %s: activations %s planned (%s as separate tensors), weights %s\n", where.c_str(),
+                human_bytes(mem->arena_bytes).c_str(), human_bytes(mem->activation_bytes).c_str(),
+                human_bytes(mem->weight_bytes).c_str());
   }
-#endif
   std::error_code ec;
   const auto size = std::filesystem::file_size(a.out, ec);
   const std::string target = h.target == "cuda" ? "cuda sm_" + std::to_string(h.sm) : h.target;

@@ -59,9 +59,15 @@ int inspect_plan(const std::string& path, const BuildFlags& flags, bool json) {
     splits = batch_splits(*kernels);
   }
 
+  // The kernel policy the plan runs with (docs/cpp-api.md#kernelpolicy): "" for the defaults.
+  std::string policy;
+  if (const PlanSection* s = plan->find("build_options")) {
+    if (auto o = decode_build_options(s->data)) policy = o->kernel_policy.to_string();
+  }
   if (json) {
     nlohmann::json j;
     j["plan"] = path;
+    j["kernel_policy"] = policy;
     j["format_version"] = h.format_version;
     j["qdeploy_version"] = h.qdeploy_version;
     j["target"] = h.target;
@@ -105,6 +111,7 @@ int inspect_plan(const std::string& path, const BuildFlags& flags, bool json) {
     std::printf("target: %s\n", h.target.c_str());
   }
   std::printf("precision: %s\n", h.precision.c_str());
+  if (!policy.empty()) std::printf("kernel policy: %s\n", policy.c_str());
   std::printf("shape profile:\n");
   for (const auto& p : h.profile) {
     std::printf("  %s  min %s  opt %s  max %s\n", p.name.c_str(), shape_str(p.min).c_str(), shape_str(p.opt).c_str(),

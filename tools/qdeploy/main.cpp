@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "qdeploy/engine.h"
 
 namespace qd::cli {
 
@@ -16,11 +17,8 @@ int report(const Status& s) {
 int main(int argc, char** argv) {
   using namespace qd::cli;
   CLI::App app{"qdeploy: import, quantize, compile and run CNNs (ONNX) on NVIDIA GPUs and the CPU"};
-#ifdef QD_HAVE_CUDA
-  app.set_version_flag("--version", std::string("qdeploy ") + QD_VERSION + " (CUDA backend)");  // scripts check it
-#else
-  app.set_version_flag("--version", std::string("qdeploy ") + QD_VERSION + " (CPU only)");
-#endif
+  app.set_version_flag("--version", std::string("qdeploy ") + qdeploy::version() +  // scripts check it
+                                        (qdeploy::has_cuda() ? " (CUDA backend)" : " (CPU only)"));
   app.require_subcommand(1);
   // The order here is the order of `qdeploy --help`.
   std::vector<std::pair<CLI::App*, RunFn>> commands;

@@ -18,6 +18,7 @@
 #include "backends/cuda/instance.h"
 #include "backends/cuda/kernels/conv.h"
 #include "backends/cuda/kernels/eltwise_chain.h"
+#include "backends/cuda/kernels/pdl_policy.h"
 #include "core/file_io.h"
 #include "plan/graph_codec.h"
 #include "plan/plan_file.h"
@@ -31,8 +32,10 @@ namespace qd {
 
 namespace {
 
-// Timing cache: {"device": "...", "kernels": {signature: kernel}}; kernels timed on another GPU model are ignored.
-void read_timing_cache(const std::string& path, const std::string& device, std::map<std::string, std::string>* out) {
+// Timing cache: {"device": "...", "kernel_policy": "...", "kernels": {signature: kernel}}; kernels timed on another
+// GPU model, or under another KernelPolicy (its to_string(); absent for the defaults), are ignored.
+void read_timing_cache(const std::string& path, const std::string& device, const std::string& policy,
+                       std::map<std::string, std::string>* out) {
   if (path.empty()) return;
   std::ifstream f(path);
   if (!f) return;  // a new cache
@@ -42,16 +45,22 @@ void read_timing_cache(const std::string& path, const std::string& device, std::
     std::fprintf(stderr, "warning: timing cache %s is unreadable or from another GPU; timing again\n", path.c_str());
     return;
   }
+  if (j.value("kernel_policy", "") != policy) {
+    std::fprintf(stderr, "warning: timing cache %s was written under another kernel policy ('%s', this build '%s'); "
+                 "timing again\n", path.c_str(), j.value("kernel_policy", "").c_str(), policy.c_str());
+    return;
+  }
   for (const auto& [k, v] : j["kernels"].items()) {
     if (v.is_string()) out->emplace(k, v.get<std::string>());
   }
 }
 
-Status write_timing_cache(const std::string& path, const std::string& device,
+Status write_timing_cache(const std::string& path, const std::string& device, const std::string& policy,
                           const std::map<std::string, std::string>& choices) {
   if (path.empty()) return Status::ok();
   nlohmann::json j;
   j["device"] = device;
+  if (!policy.empty()) j["kernel_policy"] = policy;
   j["kernels"] = choices;
   return write_file_atomic(path, j.dump(1));
 }
@@ -143,7 +152,7 @@ Status CudaEngine::init() {
   if (!src.empty() && std::find(src.begin(), src.end(), "qdeploy") == src.end() && !cuda::cudnn_available()) {
     return unsupported("--tactic-sources cudnn: " + cuda::cudnn_unavailable_reason());
   }
-  read_timing_cache(opt_.timing_cache, device_name_, &kernel_choice_);
+  read_timing_cache(opt_.timing_cache, device_name_, opt_.kernel_policy.to_string(), &kernel_choice_);
   // Lowering once at the build shapes times the kernels and learns the outputs.
   inputs_ = QD_TRY(engine_inputs(graph_, opt_, &build_shapes_));
   // The bindings' formats (--input-format / --output-format); int8 ones take the tensors' INT8 scales (int8_ has
@@ -168,14 +177,15 @@ Status CudaEngine::init() {
     outputs_.push_back(d);
   }
   for (const auto& shapes : timed) QD_RETURN_IF_ERROR(split_choice(shapes, true).status());
-  QD_RETURN_IF_ERROR(write_timing_cache(opt_.timing_cache, device_name_, kernel_choice_));
+  QD_RETURN_IF_ERROR(
+      write_timing_cache(opt_.timing_cache, device_name_, opt_.kernel_policy.to_string(), kernel_choice_));
   built_ = true;
   return Status::ok();
 }
 
 void CudaEngine::keep_run_time_choices() const {
   if (!built_) return;  // init() writes the build's at its end
-  const Status st = write_timing_cache(opt_.timing_cache, device_name_, kernel_choice_);
+  const Status st = write_timing_cache(opt_.timing_cache, device_name_, opt_.kernel_policy.to_string(), kernel_choice_);
   if (!st.is_ok()) std::fprintf(stderr, "warning: kernels timed at run time not kept: %s\n", st.to_string().c_str());
 }
 
@@ -213,10 +223,11 @@ std::map<std::string, Shape> batch_part(const std::map<std::string, Shape>& shap
 }  // namespace
 
 Expected<std::string> CudaEngine::split_choice(const std::map<std::string, Shape>& shapes, bool tune) const {
-  if (const char* env = std::getenv("QD_SPLIT")) {  // A/B runs: whole | lanes2 | lanes2_step
-    const std::string v = env;
-    if (split_words(v)) return v;  // one of kSplits
-    return invalid("QD_SPLIT=" + v + ": use " + kSplitWhole + ", " + kSplitLanes + " or " + kSplitLanesInStep);
+  switch (opt_.kernel_policy.batch_split) {  // forced (A/B runs)
+    case qdeploy::BatchSplit::kTimed: break;
+    case qdeploy::BatchSplit::kWhole: return std::string(kSplitWhole);
+    case qdeploy::BatchSplit::kLanes: return std::string(kSplitLanes);
+    case qdeploy::BatchSplit::kLanesInStep: return std::string(kSplitLanesInStep);
   }
   const std::string key = batch_split_key(batch_of(shapes), shapes);
   {
@@ -651,6 +662,7 @@ Status CudaContext::enqueue_layers(cudaStream_t stream, std::vector<cudaEvent_t>
 
 Status CudaContext::enqueue(cudaStream_t stream) {
   if (!inst_) return internal("CudaContext: set_input_shapes first");
+  const PdlOff pdl(!engine_.options().kernel_policy.pdl);
   const auto run = [&](cudaStream_t s) { return lanes_.empty() ? enqueue_layers(s, nullptr) : enqueue_lanes(s); };
   if (!use_graph_) return run(stream);
   // The captured graph bakes in the instance, arena and I/O pointers: recapture when any of them changed.
@@ -684,6 +696,7 @@ Status CudaContext::enqueue(cudaStream_t stream) {
 
 Expected<std::vector<LayerTime>> CudaContext::profile(int iterations, cudaStream_t stream) {
   if (!inst_) return internal("CudaContext: set_input_shapes first");
+  const PdlOff pdl(!engine_.options().kernel_policy.pdl);
   QD_RETURN_IF_ERROR(ensure_arena());
   const size_t n = inst_->layers.size();
   std::vector<cudaEvent_t> marks(n + 1);
@@ -713,6 +726,7 @@ Expected<std::vector<LayerTime>> CudaContext::profile(int iterations, cudaStream
 }
 
 Expected<std::map<std::string, Tensor>> CudaContext::read_int8_tensors(const std::map<std::string, Tensor>& inputs) {
+  const PdlOff pdl(!engine_.options().kernel_policy.pdl);
   const std::map<std::string, Shape> shapes = engine_.input_shapes(inputs);
   QD_RETURN_IF_ERROR(set_input_shapes(shapes));
   QD_RETURN_IF_ERROR(upload(inputs, nullptr));

@@ -27,26 +27,10 @@
 
 namespace qd::cuda {
 
-struct LayerInfo {
-  std::string name;       // the ONNX node names it runs, joined with '+'
-  std::string kind;       // "conv", "reformat", "maxpool_nhwc", a generic op name, ...
-  std::string kernel;     // the kernel (tile configuration) chosen
-  std::string precision;  // fp16 | fp32 | ...
-  std::string in_format, out_format;  // e.g. "nhwc8:fp16", "nchw:fp32"
-  double macs = 0;
-  int stream = 0;         // 0: the main stream; 1: the side stream (a branch beside the main chain)
-};
-
-struct LayerTime {
-  LayerInfo layer;
-  double ms = 0;  // median over the profiled runs
-};
-
-struct MemoryReport {
-  size_t arena_bytes = 0;        // planned activation memory (a batch run as two lanes: both halves')
-  size_t activation_bytes = 0;   // the sum of all activation tensors (without reuse)
-  size_t weight_bytes = 0;
-};
+// The layer table, profile and memory report as the public API has them (include/qdeploy/engine.h).
+using LayerInfo = qdeploy::LayerInfo;
+using LayerTime = qdeploy::LayerTime;
+using MemoryReport = qdeploy::MemoryReport;
 
 class Instance;
 class CudaContext;
@@ -76,12 +60,14 @@ class CudaEngine final : public Engine {
   // The logical (ONNX) input shapes of host tensors given to run() or CudaContext::upload (runtime/io_format.h).
   std::map<std::string, Shape> input_shapes(const std::map<std::string, Tensor>& inputs) const;
   // Layer table and memory for the given input shapes (built on first use).
-  Expected<std::vector<LayerInfo>> layer_info(const std::map<std::string, Shape>& shapes) const;
-  Expected<MemoryReport> memory_report(const std::map<std::string, Shape>& shapes) const;
-  const BuildOptions& options() const { return opt_; }
+  Expected<std::vector<LayerInfo>> layer_info(const std::map<std::string, Shape>& shapes) const override;
+  Expected<MemoryReport> memory_report(const std::map<std::string, Shape>& shapes) const override;
+  const BuildOptions& options() const override { return opt_; }
+  // A CudaContext behind the public interface (api_context.cpp).
+  Expected<std::unique_ptr<qdeploy::ExecutionContext>> new_context() override;
   // The input shapes the build lowered and timed first (--shapes, --opt, else the declared ones).
-  const std::map<std::string, Shape>& build_shapes() const { return build_shapes_; }
-  const std::string& device_name() const { return device_name_; }
+  const std::map<std::string, Shape>& build_shapes() const override { return build_shapes_; }
+  const std::string& device_name() const override { return device_name_; }
 
   // Internal: the lowered model for one set of input shapes (cached; thread-safe). tune: time the kernels of conv
   // shapes without a choice (the build does); else, inside a shape profile, an untimed batch size takes the nearest
@@ -90,7 +76,7 @@ class CudaEngine final : public Engine {
                                                      bool tune = false) const;
   // Internal: kSplitWhole, kSplitLanes or kSplitLanesInStep for a batch of these shapes: recorded (plan, timing
   // cache), else timed (tune, or outside a shape profile), else whole. Lanes need a model that keeps batch items
-  // apart (passes.h check_batch_split) and an even batch. QD_SPLIT overrides it (A/B runs).
+  // apart (passes.h check_batch_split) and an even batch. KernelPolicy::batch_split forces one (A/B runs).
   Expected<std::string> split_choice(const std::map<std::string, Shape>& shapes, bool tune = false) const;
 
  private:
@@ -138,6 +124,10 @@ class CudaContext {
   void* device_buffer(const std::string& name) const;
   // Replays the layers as one CUDA graph captured on first use (recaptured when shapes or bindings change).
   void use_cuda_graph(bool on) { use_graph_ = on; }
+  // Runs batches as `split` (kSplitWhole, kSplitLanes or kSplitLanesInStep; a model that cannot split runs whole)
+  // instead of the engine's choice, from the next set_input_shapes (tests; KernelPolicy::batch_split forces one for
+  // every context of an engine).
+  void force_split(std::string split) { forced_split_ = std::move(split); }
   // How the batch runs: kSplitWhole, or the lanes' split.
   std::string split() const { return lanes_.empty() ? kSplitWhole : lane_slack_ ? kSplitLanesInStep : kSplitLanes; }
 

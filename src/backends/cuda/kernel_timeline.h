@@ -12,22 +12,17 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "qdeploy/device.h"
+#include "runtime/timeline_json.h"
 
 namespace qd::cuda {
 
-struct KernelSpan {
-  std::string name;  // demangled, without the parameter list
-  uint64_t start_ns = 0, end_ns = 0;
-  uint32_t stream = 0;
-};
+using KernelSpan = qdeploy::KernelSpan;  // the public API's (include/qdeploy/device.h)
+using ::qd::timeline_json;
 
 // The kernels each call run(i), i = 0 .. runs - 1, executed, in start order, one list per call; run returns once its
 // work has finished on the GPU. A CUDA graph instantiated before the recording starts may go unrecorded: run(0) is
 // where the caller sets up (a context, its captured graph) and warms up. One recording at a time per process.
 Expected<std::vector<std::vector<KernelSpan>>> kernel_timeline(const std::function<Status(int)>& run, int runs);
-
-// One run's kernels as JSON: wall time (first start to last end), busy time (the union of the kernels' intervals),
-// the kernels' summed durations, and each kernel's start (from the run's first) and duration, in microseconds.
-nlohmann::json timeline_json(const std::vector<KernelSpan>& run);
 
 }  // namespace qd::cuda

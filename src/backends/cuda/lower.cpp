@@ -13,6 +13,7 @@
 #include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/instance.h"
 #include "backends/cuda/kernels/eltwise_chain.h"
+#include "backends/cuda/kernels/pdl_policy.h"
 #include "core/half.h"
 #include "ir/cost.h"
 #include "ops/op.h"
@@ -47,6 +48,7 @@ class ConvLayer final : public Layer {
   int in = -1, res = -1, out = -1;
   int out2 = -1;  // the second output (ConvArgs::y2; its format in p.out2_*), or -1
   int groups = 1, group_channels = 0;  // grouped INT8 convs: conv_grouped_i8, no tile configuration
+  bool small_acc_ok = true;  // KernelPolicy::small_acc (ConvParams::small_acc where the weights allow)
 
   // The pointer/stride fields depend on where tensors ended up (Concat slices), so they are filled at launch.
   ConvArgs args(const Instance& inst, const Pointers& ptrs, ConvParams* q) const {
@@ -54,7 +56,7 @@ class ConvLayer final : public Layer {
     const TensorRef& x = inst.tensors[in];
     const TensorRef& y = inst.tensors[out];
     q->in_ld = x.ld;
-    q->small_acc = int8 && w->acc_bound < kSmallAccLimit;
+    q->small_acc = small_acc_ok && int8 && w->acc_bound < kSmallAccLimit;
     ConvArgs a;
     a.x = static_cast<const char*>(inst.ptr(in, ptrs)) + x.coff * dtype_size(x.dtype);
     a.w = w->w.get();
@@ -471,6 +473,7 @@ class Lowerer {
       }
       if (p.first_reader >= 0) inst_->int8_probes.push_back(p);
     }
+    apply_epilogue_policy();
     QD_RETURN_IF_ERROR(plan());
     QD_RETURN_IF_ERROR(choose_kernels());
     std::set<const PackedConv*> packed;
@@ -647,10 +650,10 @@ class Lowerer {
   // kernels, instead of a space-to-depth (or quantize) pass's copy; -1 where those kernels do not
   // fit: a 6x6 stride-2 pad-2 conv (3x3 over the space-to-depth) with at most 32 outputs and 32k output columns over
   // a 3-channel fp16 or fp32 image (NCHW, or NHWC without padding channels), or for an INT8 stem an int8 NHWC input
-  // binding of 3 channels (quantized with the stem's input scale, resolve's rule). QD_NO_IMAGE_STEM keeps the pass
-  // (A/B runs).
+  // binding of 3 channels (quantized with the stem's input scale, resolve's rule). KernelPolicy::image_stem off
+  // keeps the pass (A/B runs).
   Expected<int> image_stem_input(int v, const ops::ConvGeom& geo, bool int8) {
-    static const bool off = std::getenv("QD_NO_IMAGE_STEM") != nullptr;
+    const bool off = !in_.opt->kernel_policy.image_stem;
     if (off || !uses_source("qdeploy") || geo.group != 1 || geo.c != 3 || geo.kh != 6 || geo.kw != 6 || geo.sh != 2 ||
         geo.sw != 2 || geo.ph != 2 || geo.pw != 2 || geo.dh != 1 || geo.dw != 1 || geo.m > 32 ||
         geo.oh * 2 != geo.h || geo.ow * 2 != geo.w || geo.ow % 32 != 0) {
@@ -2081,9 +2084,9 @@ class Lowerer {
 
   // Branches beside the main chain (a detector's heads and their decodes) go to a side stream, moved up to start
   // as soon as their inputs exist (plan/stream_schedule.h). What a layer touches, by arena buffer or I/O slot. Not
-  // with QD_NO_SIDE_STREAM set (A/B runs).
+  // with KernelPolicy::side_stream off (A/B runs).
   void schedule_streams() {
-    if (std::getenv("QD_NO_SIDE_STREAM")) return;
+    if (!in_.opt->kernel_policy.side_stream) return;
     auto& layers = inst_->layers;
     const int nbuf = static_cast<int>(buffer_bytes_.size());
     auto id = [&](int t) {  // -1: none (no tensor, a constant)
@@ -2148,6 +2151,19 @@ class Lowerer {
     inst_->arena_bytes = mp.arena_bytes;
     inst_->activation_bytes = mp.total_bytes;
     return Status::ok();
+  }
+
+  // KernelPolicy's epilogue switches (A/B runs), on every conv layer once the layers are final.
+  void apply_epilogue_policy() {
+    const qdeploy::KernelPolicy& policy = in_.opt->kernel_policy;
+    for (auto& l : inst_->layers) {
+      auto* c = dynamic_cast<ConvLayer*>(l.get());
+      if (!c) continue;
+      c->p.direct_epilogue = !policy.staged_epilogue;
+      c->p.no_quad_epilogue = c->p.no_quad_epilogue || !policy.quad_epilogue;
+      c->p.no_lean = !policy.lean_epilogue;
+      c->small_acc_ok = policy.small_acc;
+    }
   }
 
   // ---- kernel choice: time the candidates of each conv signature not chosen yet ----
@@ -2238,16 +2254,17 @@ class Lowerer {
     return out;
   }
   // qdeploy's own: the tile configurations of the layer's precision, with split-K where it can pay off, through a
-  // workspace and a second kernel or inside a cluster (QD_NO_CLUSTER_SPLIT leaves the latter out). A bit-exact SiLU
-  // layer (--int8-mode bitexact) takes only those whose epilogue has the exact path: staged tiles and the workspace's
-  // split-K (the register epilogue is within 1 LSB; timing under compute-sanitizer picked it and broke
-  // bit-exactness).
+  // workspace and a second kernel or inside a cluster (KernelPolicy::cluster_split off leaves the latter out, and the
+  // policy's other switches their kernel families). A bit-exact SiLU layer (--int8-mode bitexact) takes only those
+  // whose epilogue has the exact path: staged tiles and the workspace's split-K (the register epilogue is within 1
+  // LSB; timing under compute-sanitizer picked it and broke bit-exactness).
   std::vector<Candidate> own_candidates(const ConvLayer& c) const {
     const ConvParams p = launch_params(c);
     std::vector<Candidate> out;
     const int64_t mk = static_cast<int64_t>(p.N) * p.OH * p.OW * p.K;
     const int ktiles = p.Kp / (c.int8 ? 64 : 32);  // the K loop's steps: 64 int8 or 32 fp16 elements
-    static const bool no_cluster_split = std::getenv("QD_NO_CLUSTER_SPLIT") != nullptr;  // A/B runs
+    const qdeploy::KernelPolicy& policy = in_.opt->kernel_policy;
+    const bool no_cluster_split = !policy.cluster_split;
     for (int k = 0; k < conv_igemm_configs(); ++k) {
       if (conv_igemm_config_int8(k) != c.int8) continue;
       for (int splits : {1, 2, 4, 8}) {
@@ -2257,7 +2274,9 @@ class Lowerer {
           ConvParams q = p;
           q.splits = splits;
           q.split_in_cluster = cluster;
-          if ((cluster && splits == 1) || !conv_igemm_config_fits(k, q)) continue;
+          if ((cluster && splits == 1) || !conv_igemm_config_fits(k, q) || !conv_igemm_config_allowed(k, q, policy)) {
+            continue;
+          }
           const bool own_epilogue = splits == 1 || cluster;  // else conv_splitk_epilogue's, which is exact
           if (q.exact_silu && q.act == Act::kSilu && own_epilogue && !conv_igemm_config_staged(k)) continue;
           out.push_back({k, splits, -1, cluster});
@@ -2304,6 +2323,7 @@ class Lowerer {
   }
 
   Status choose_kernels() {
+    const PdlOff pdl(!in_.opt->kernel_policy.pdl);  // timed as they will run
     std::vector<int> todo;
     for (int li : conv_layers_) {
       auto* c = static_cast<ConvLayer*>(inst_->layers[li].get());
@@ -2436,10 +2456,10 @@ class Lowerer {
   // net is wider (15%, three others, kept by 0.2%): such a network runs alone, as timed here, and the wider net made
   // YOLOv5s INT8 3% faster (H200, session 34); a larger batch may run as two lanes sharing the GPU, which one graph
   // alone does not show (the same net made batch 32 1% slower). Not where a cuDNN kernel was picked (its handles must
-  // exist before a capture) nor with QD_NO_GRAPH_REFINE set (A/B runs).
+  // exist before a capture) nor with KernelPolicy::graph_refine off (A/B runs).
   Status refine_in_graph(const std::map<std::string, std::vector<Candidate>>& close, const Pointers& ptrs,
                          DeviceBuffer* workspace, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1) {
-    if (std::getenv("QD_NO_GRAPH_REFINE")) return Status::ok();
+    if (!in_.opt->kernel_policy.graph_refine) return Status::ok();
     std::map<std::string, std::vector<ConvLayer*>> by_sig;  // the layers of each signature with near ties
     std::vector<ConvLayer*> convs;
     for (int li : conv_layers_) {

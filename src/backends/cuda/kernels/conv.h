@@ -15,6 +15,7 @@
 
 #include "backends/cuda/kernels/fast_div.h"
 #include "core/status.h"
+#include "qdeploy/kernel_policy.h"
 
 namespace qd::cuda {
 
@@ -70,12 +71,14 @@ struct ConvParams {
   // second kernel, which at batch 1 costs more than the split gains. Configurations whose tile fits their shared
   // memory (conv_igemm_config_staged), not persistent nor halo ones (conv_igemm_config_fits).
   bool split_in_cluster = false;
-  // Set by launch_conv_igemm (QD_NO_STAGED_EPILOGUE, for A/B runs): the epilogue stores from the registers even where
-  // it could go through shared memory.
+  // The epilogue stores from the registers even where it could go through shared memory (the Lowerer sets it where
+  // KernelPolicy::staged_epilogue is off, for A/B runs).
   bool direct_epilogue = false;
   // INT8 layers that the quad-transposed register epilogue (conv_igemm_kernels.cuh's quad_epilogue_i8) could write
-  // take the others (tests; launch_conv_igemm sets it for all with QD_NO_QUAD_EPILOGUE, for A/B runs).
+  // take the others (tests; the Lowerer sets it for all where KernelPolicy::quad_epilogue is off, for A/B runs).
   bool no_quad_epilogue = false;
+  // The full kernels, never their copies compiled with one epilogue (KernelPolicy::lean_epilogue off; A/B runs).
+  bool no_lean = false;
   // INT8 convs with SiLU and an int8 output (BuildOptions::int8_mode "bitexact"): values whose fast SiLU lands near a
   // rounding tie get the reference's SiLU instead (silu_exact), so that they quantize as the reference does. In the
   // staged epilogue (conv_igemm_config_staged), split-K's and the grouped kernel's; the register epilogue stays within
@@ -85,7 +88,7 @@ struct ConvParams {
   // INT8: every accumulator of this layer lies in [-2^22, 2^22) (int8_acc_bound < kSmallAccLimit, set by the Lowerer
   // from the weights): the register epilogues convert it to float with an integer add and a float subtract (full
   // rate) instead of I2F, which runs at 16 per clock per SM, the rate of SiLU's exp2 and reciprocal. The same value.
-  // launch_conv_igemm clears it with QD_NO_SMALL_ACC (A/B runs).
+  // The Lowerer leaves it off where KernelPolicy::small_acc is off (A/B runs).
   bool small_acc = false;
   // Set by launch_conv_igemm: OH * OW and OW as multiply-high divisors (fast_divisor), for the implicit GEMM's im2col
   // rows' pixel coordinates (two integer divisions per row and M tile took a third of /model.1's instructions).
@@ -138,11 +141,14 @@ bool conv_igemm_config_staged(int config);
 bool conv_igemm_wgmma();  // whether the wgmma (sm_90a) configurations are offered (after conv_igemm_init)
 // Whether configuration `config` can run `p` (special-purpose ones fit few shapes; wgmma ones need sm_90a).
 bool conv_igemm_config_fits(int config, const ConvParams& p);
+// Whether the kernel policy lets the build pick configuration `config` for p (its families, cluster split-K through
+// wgmma, KernelPolicy::only_config).
+bool conv_igemm_config_allowed(int config, const ConvParams& p, const qdeploy::KernelPolicy& policy);
 std::string conv_igemm_config_name(int config);
 // Whether launch_conv_igemm runs a lean copy of configuration `config`'s kernel for p and a: one compiled with a
 // single epilogue, the usual INT8 layer's (SiLU, accumulators converted without I2F, the quad epilogue's int8 NHWC
 // output), an INT8 detection head's (Sigmoid, NCHW output) or the staged NHWC SiLU one (layers with a second output),
-// where the configuration has one and QD_NO_LEAN_EPILOGUE is unset. The same code path, so the same results, as the
+// where the configuration has one and ConvParams::no_lean is off. The same code path, so the same results, as the
 // full kernel's.
 bool conv_igemm_config_lean(int config, const ConvParams& p, const ConvArgs& a);
 Status launch_conv_igemm(const ConvParams& p, const ConvArgs& a, int config, cudaStream_t stream);

@@ -190,14 +190,7 @@ int num_configs() { return static_cast<int>(all_configs().size()); }
 std::vector<int> g_blocks_per_sm(num_configs(), 1);
 int64_t g_sms = 1;                      // the device's SMs (conv_igemm_init)
 bool g_wgmma = false;                   // the wgmma configurations can run (conv_igemm_init)
-bool g_tma = false;                     // the TMA configurations can run: wgmma and the encoders (unless QD_NO_TMA)
-const char* g_only_config = nullptr;    // QD_ONLY_CONFIG: only the configurations whose name contains it (profiling)
-bool g_direct_epilogue = false;         // QD_NO_STAGED_EPILOGUE: ConvParams::direct_epilogue
-bool g_no_quad_epilogue = false;        // QD_NO_QUAD_EPILOGUE: ConvParams::no_quad_epilogue
-bool g_no_small_acc = false;            // QD_NO_SMALL_ACC: ConvParams::small_acc off
-bool g_no_lean = false;                 // QD_NO_LEAN_EPILOGUE: the full kernels, never their copies
-bool g_no_halo_s2 = false;              // QD_NO_HALO_S2: conv_warp_halo_s2_kernel fits nothing (A/B runs)
-bool g_no_warp_pw = false;              // QD_NO_WARP_PW: nor conv_warp_pw_kernel
+bool g_tma = false;                     // the TMA configurations can run: wgmma and the encoders
 
 // Whether this binary's code for the device has wgmma (sm_90a): written by the code the device runs.
 __global__ void wgmma_probe_kernel(int* out) { *out = QD_WGMMA_DEVICE; }
@@ -227,23 +220,29 @@ bool conv_igemm_config_fits(int config, const ConvParams& p) {
                              !tile_stages(c.bm, c.bn, c.stages, c.row))) {
     return false;  // a cluster of at most 8 blocks (sm_90), whose tile fits the shared memory
   }
-  if (g_only_config && !std::strstr(c.name, g_only_config)) return false;
   if (c.tma) return g_tma && tma_fits(p, c.row);
-  if (c.warp_kind == kWarpHaloS2) return !g_no_halo_s2 && warp_halo_s2_fits(p);
-  if (c.warp_kind == kWarpPw) return !g_no_warp_pw && warp_pw_fits(p, c.warp_c, c.bn);
+  if (c.warp_kind == kWarpHaloS2) return warp_halo_s2_fits(p);
+  if (c.warp_kind == kWarpPw) return warp_pw_fits(p, c.warp_c, c.bn);
   if (c.warp_halo) return c.in == InFormat::kNhwc ? warp_halo_fits(p, c.int8) : stem_image_fits(p);
   return !c.halo || stem_halo_fits(p);
+}
+bool conv_igemm_config_allowed(int config, const ConvParams& p, const qdeploy::KernelPolicy& policy) {
+  if (config < 0 || config >= num_configs()) return false;
+  const Config& c = all_configs()[config];
+  if (!policy.wgmma && (c.wg || c.tma || p.split_in_cluster)) return false;
+  if (!policy.tma && c.tma) return false;
+  if (!policy.warp_halo_s2 && c.warp_kind == kWarpHaloS2) return false;
+  if (!policy.warp_pw && c.warp_kind == kWarpPw) return false;
+  return policy.only_config.empty() || std::strstr(c.name, policy.only_config.c_str());
 }
 std::string conv_igemm_config_name(int config) {
   return config >= 0 && config < num_configs() ? all_configs()[config].name : "?";
 }
 
-// ConvParams as launch_conv_igemm passes them to configuration c's kernel: the process-wide switches applied.
+// ConvParams as launch_conv_igemm passes them to configuration c's kernel.
 ConvParams launch_params(const ConvParams& p, const Config& c) {
   ConvParams q = p;
-  q.direct_epilogue = g_direct_epilogue;
-  q.no_quad_epilogue = p.no_quad_epilogue || g_no_quad_epilogue;
-  q.small_acc = p.small_acc && c.int8 && !g_no_small_acc;
+  q.small_acc = p.small_acc && c.int8;
   fast_divisor(int64_t{q.OH} * q.OW, &q.hw_magic, &q.hw_shift);
   fast_divisor(q.OW, &q.ow_magic, &q.ow_shift);
   return q;
@@ -251,7 +250,7 @@ ConvParams launch_params(const ConvParams& p, const Config& c) {
 // Which of configuration c's kernels runs q (launch_params) and a: the full one, or a copy with one epilogue alone.
 enum class Copy { kFull, kLean, kHead, kStaged };
 Copy kernel_copy(const Config& c, const ConvParams& q, const ConvArgs& a) {
-  if (g_no_lean) return Copy::kFull;
+  if (q.no_lean) return Copy::kFull;
   if (c.warp_kind != kWarpHalo) {  // their lean copies' 8-byte stores and residual loads: staging's alignment
     return c.lean && lean_fits(q, a) && staging(q, a) == Staging::kNhwc ? Copy::kLean : Copy::kFull;
   }
@@ -366,13 +365,7 @@ Status conv_igemm_init() {
   const cudaError_t err = cudaMemcpy(&has, flag, sizeof(int), cudaMemcpyDeviceToHost);
   cudaFree(flag);
   QD_CUDA_TRY(err);
-  g_wgmma = has != 0 && std::getenv("QD_NO_WGMMA") == nullptr;
-  g_direct_epilogue = std::getenv("QD_NO_STAGED_EPILOGUE") != nullptr;
-  g_no_quad_epilogue = std::getenv("QD_NO_QUAD_EPILOGUE") != nullptr;
-  g_no_small_acc = std::getenv("QD_NO_SMALL_ACC") != nullptr;
-  g_no_lean = std::getenv("QD_NO_LEAN_EPILOGUE") != nullptr;
-  g_no_halo_s2 = std::getenv("QD_NO_HALO_S2") != nullptr;
-  g_no_warp_pw = std::getenv("QD_NO_WARP_PW") != nullptr;
+  g_wgmma = has != 0;
   void* im2col = nullptr;
   void* tiled = nullptr;
   cudaDriverEntryPointQueryResult found1 = cudaDriverEntryPointSymbolNotFound, found2 = found1;
@@ -385,8 +378,7 @@ Status conv_igemm_init() {
     g_encode_tiled = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(tiled);
   }
   (void)cudaGetLastError();  // a missing entry point is not an error of the next launch
-  g_tma = g_wgmma && g_encode_im2col && g_encode_tiled && std::getenv("QD_NO_TMA") == nullptr;
-  g_only_config = std::getenv("QD_ONLY_CONFIG");
+  g_tma = g_wgmma && g_encode_im2col && g_encode_tiled;
   int dev = 0, sms = 0;
   QD_CUDA_TRY(cudaGetDevice(&dev));
   QD_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));

@@ -386,7 +386,7 @@ __device__ __forceinline__ void igemm_epilogue_act(const ConvParams& p, const Co
 // at a time (two shuffles), so that each lane stores 8 consecutive channels with one 8-byte store; no shared memory,
 // no barrier. The staged epilogue's second pass (each value reloaded as fp32, requantized and packed 8 at a time,
 // with its runtime checks) took 10 of the 35 instructions per output value of a 1x1 64 -> 64 conv at batch 32
-// (Nsight Compute, session 20). QD_NO_QUAD_EPILOGUE turns it off (A/B runs).
+// (Nsight Compute, session 20). KernelPolicy::quad_epilogue off turns it off (A/B runs).
 // Whether ptr is a multiple of `bytes` (null is): what the epilogues' vector accesses need.
 __host__ __device__ __forceinline__ bool aligned(const void* ptr, int bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;

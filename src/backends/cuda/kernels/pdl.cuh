@@ -2,11 +2,13 @@
 // stream finishes (its blocks take free SMs and do what needs no input, e.g. load weights), instead of after it and
 // the launch latency. Such a kernel must call pdl_wait() before its first read of anything an earlier kernel wrote
 // and before its first write: it blocks until that kernel has completed and its writes are visible. pdl_trigger()
-// lets the next such kernel be scheduled once every block of this one has triggered or exited. On older GPUs, or with
-// QD_NO_PDL set (A/B runs), kernels launch as usual and the two calls do nothing.
+// lets the next such kernel be scheduled once every block of this one has triggered or exited. On older GPUs, or for an
+// engine whose KernelPolicy has pdl off (A/B runs), kernels launch as usual and the two calls do nothing.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include "backends/cuda/kernels/pdl_policy.h"
 
 #include <cstdlib>
 #include <utility>
@@ -24,15 +26,15 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
-// Whether launch_pdl sets the attribute: compute capability 9.0 or later, QD_NO_PDL unset (asked once per process).
+// Whether launch_pdl sets the attribute: compute capability 9.0 or later (asked once per process), not under PdlOff.
 inline bool pdl_enabled() {
   static const bool on = [] {
     int dev = 0, major = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) return false;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
-    return major >= 9 && std::getenv("QD_NO_PDL") == nullptr;
+    return major >= 9;
   }();
-  return on;
+  return on && !t_pdl_off;
 }
 
 // kernel<<<grid, block, smem, s>>>(args...) with programmatic stream serialization allowed; the kernel calls pdl_wait.
