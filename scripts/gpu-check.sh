@@ -69,7 +69,7 @@ for step in $STEPS; do
       ;;
     tests)
       # QD_TEST_SHARDS=N runs each binary as N gtest shards at once (the GPU machine's cores share the suites' host-side
-      # reference loops: the ConvInt8 suite alone took over 400 s in one process, session 37), logs concatenated.
+      # reference loops: the ConvInt8 suite alone took over 400 s in one process), logs concatenated.
       shards=${QD_TEST_SHARDS:-1}
       for t in "$B"/tests/test_*; do
         [ -f "$t" ] && [ -x "$t" ] || continue  # (a local build folder also has CTest's .cmake files here)

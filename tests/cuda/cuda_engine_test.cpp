@@ -1168,8 +1168,8 @@ TEST(CudaEngine, Int8ClassifiersMatchReferenceInt8) {
 // reference's to the bit except SiLU, whose approximate tanh in the epilogue is up to 8e-6 |x| / 2 off: a value that
 // lands within that of a rounding tie gets the other code, and each such code changes what later layers read, more
 // with every layer. The first stages (/model.0 to /model.3) agree within 1 LSB on >= 99.9% of the elements (99.999%
-// measured), the whole model on >= 97% (97.96%; 99.54% with session 25's SiLU from exp2 and a reciprocal, whose
-// error is relative, yet the detector's val mAP is the same with either, docs/benchmarks.md, session 26). With
+// measured), the whole model on >= 97% (97.96%; 99.54% with the SiLU from exp2 and a reciprocal, whose
+// error is relative, yet the detector's val mAP is the same with either). With
 // --int8-mode bitexact the epilogues give the values near a tie the reference's SiLU: every tensor identical. (Each
 // conv alone: conv_int8_test.)
 TEST(CudaEngine, Int8TensorsWithinOneLsbOfTheReference) {
