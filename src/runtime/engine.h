@@ -81,6 +81,9 @@ class Engine {
   // GPU engines: the layer table and planned memory at these input shapes; kUnsupported by default.
   virtual Expected<std::vector<qdeploy::LayerInfo>> layer_info(const std::map<std::string, Shape>& shapes) const;
   virtual Expected<qdeploy::MemoryReport> memory_report(const std::map<std::string, Shape>& shapes) const;
+  // GPU INT8 engines: the int8 tensors one run of `inputs` computes, by name (values q of the plan's scales), as the
+  // plan runs them (its fused layers): what `qdeploy compare` reads. kUnsupported by default.
+  virtual Expected<std::map<std::string, Tensor>> read_int8_tensors(const std::map<std::string, Tensor>& inputs);
 };
 
 // Imports and compiles MODEL (ONNX) for opt.device / opt.precision. Defined with the backend table in src/frontend/

@@ -110,4 +110,8 @@ Expected<qdeploy::MemoryReport> Engine::memory_report(const std::map<std::string
   return unsupported("a memory report needs a CUDA engine (--device cuda)");
 }
 
+Expected<std::map<std::string, Tensor>> Engine::read_int8_tensors(const std::map<std::string, Tensor>&) {
+  return unsupported("this engine keeps no int8 tensors to read (a CUDA INT8 plan does)");
+}
+
 }  // namespace qd

@@ -23,11 +23,8 @@
 #include "plan/graph_codec.h"
 #include "plan/plan_file.h"
 #include "quant/compare.h"
-#include "runtime/plan_sections.h"
-#ifdef QD_HAVE_CUDA
-#include "backends/cuda/cuda_engine.h"
 #include "ops/quantize.h"
-#endif
+#include "runtime/plan_sections.h"
 
 namespace qd::cli {
 
@@ -85,17 +82,13 @@ std::string fmt(double v, const char* f) {
   return buf;
 }
 
-#ifdef QD_HAVE_CUDA
-// A CUDA INT8 plan's quantized tensors against the oracle: the engine's int8 values dequantized with their scale.
-Expected<std::vector<TensorCompare>> compare_cuda(Engine& engine, const Graph& prepared, const Subject& s,
-                                                  const ImageBatches& data, bool reference_int8) {
-  auto* cuda_engine = dynamic_cast<cuda::CudaEngine*>(&engine);
-  if (!cuda_engine) return internal("compare: not a CUDA engine");
-  auto ctx = cuda_engine->create_context();
+// A GPU INT8 plan's quantized tensors against the oracle: the engine's int8 values dequantized with their scale.
+Expected<std::vector<TensorCompare>> compare_int8_tensors(Engine& engine, const Graph& prepared, const Subject& s,
+                                                          const ImageBatches& data, bool reference_int8) {
   TensorComparison cmp;
   for (int b = 0; b < data.num_batches(); ++b) {
     const std::map<std::string, Tensor> feeds = QD_TRY(data.feeds(b));
-    const std::map<std::string, Tensor> q = QD_TRY(ctx->read_int8_tensors(feeds));
+    const std::map<std::string, Tensor> q = QD_TRY(engine.read_int8_tensors(feeds));
     std::map<std::string, Tensor> ref;
     QD_RETURN_IF_ERROR(run_oracle(prepared, s.int8, reference_int8, feeds, [&](const std::string& n, const Tensor& t) {
       if (q.count(n)) ref[n] = t;
@@ -124,7 +117,6 @@ Expected<std::vector<TensorCompare>> compare_cuda(Engine& engine, const Graph& p
   }
   return cmp.results();
 }
-#endif
 
 int run_compare(const CompareArgs& a) {
   if (a.data.empty() == a.fmnist.empty()) return report(invalid("give the inputs to compare on: --data DIR|FILES or --fmnist DIR"));
@@ -169,11 +161,7 @@ int run_compare(const CompareArgs& a) {
   };
   Expected<std::vector<TensorCompare>> layers = internal("unreachable");
   if (cuda) {
-#ifdef QD_HAVE_CUDA
-    layers = compare_cuda(**engine, prepared, *subject, data, a.reference == "int8");
-#else
-    layers = unsupported("this qdeploy has no CUDA backend");
-#endif
+    layers = compare_int8_tensors(**engine, prepared, *subject, data, a.reference == "int8");
   } else {
     CompareOptions co;
     co.reference_int8 = a.reference == "int8";

@@ -729,6 +729,10 @@ Expected<std::vector<LayerTime>> CudaContext::profile(int iterations, cudaStream
   return out;
 }
 
+Expected<std::map<std::string, Tensor>> CudaEngine::read_int8_tensors(const std::map<std::string, Tensor>& inputs) {
+  return create_context()->read_int8_tensors(inputs);
+}
+
 Expected<std::map<std::string, Tensor>> CudaContext::read_int8_tensors(const std::map<std::string, Tensor>& inputs) {
   const PdlOff pdl(!engine_.options().kernel_policy.pdl);
   const std::map<std::string, Shape> shapes = engine_.input_shapes(inputs);

@@ -70,6 +70,8 @@ class CudaEngine final : public Engine {
   // The input shapes the build lowered and timed first (--shapes, --opt, else the declared ones).
   const std::map<std::string, Shape>& build_shapes() const override { return build_shapes_; }
   const std::string& device_name() const override { return device_name_; }
+  // Through a context of its own (CudaContext::read_int8_tensors).
+  Expected<std::map<std::string, Tensor>> read_int8_tensors(const std::map<std::string, Tensor>& inputs) override;
 
   // Internal: the lowered model for one set of input shapes (cached; thread-safe). tune: time the kernels of conv
   // shapes without a choice (the build does); else, inside a shape profile, an untimed batch size takes the nearest
