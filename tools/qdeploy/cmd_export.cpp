@@ -54,8 +54,8 @@ std::string common_flags(const TrtModel& m, const BuildFlags& f, bool layer_prec
 }
 
 std::string script(const std::string& what, const std::string& cmd) {
-  return "#!/bin/sh\n# " + what + "\n# Run on the board from this folder (written by qdeploy export; docs/dla.md).\n"
-         "cd \"$(dirname \"$0\")\" || exit 1\n" + cmd + "\n";
+  return "#!/bin/sh\n# " + what + "\n# Run on the board (written by qdeploy export; docs/dla.md); arguments go to trtexec, e.g. --verbose.\n"
+         "cd \"$(dirname \"$0\")\" || exit 1\n" + cmd + " \"$@\"\n";
 }
 
 int run_export(const ExportArgs& a) {
