@@ -169,6 +169,10 @@ TEST(DlaPlacement, DetectorOnDlaUpToTheHeadConvs) {
     if (n.device == Device::kGpu) EXPECT_EQ(n.node.rfind("/model.24/", 0), 0u) << n.node;
   }
   EXPECT_EQ(convs, 60);
+  // The entropy cache gives each Concat/MaxPool tensor its own scale: noted, since DLA wants one per such node.
+  int differ = 0;
+  for (const auto& n : p.nodes) differ += n.reason.find("INT8 scales differ") != std::string::npos;
+  EXPECT_EQ(differ, 15);
   std::set<std::string> dla_head;
   for (int i : p.segments[0].nodes) {
     if (p.nodes[i].node.rfind("/model.24/m.", 0) == 0) dla_head.insert(p.nodes[i].node);

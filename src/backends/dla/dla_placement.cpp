@@ -71,6 +71,23 @@ DlaPlacement place_on_dla(const Graph& g, const DlaTarget& target, const DlaPlac
     np.precision = unscaled.empty() ? "int8" : "fp16";
     np.reason = s.reason;
     np.source = s.source;
+    // INT8 pooling and concatenation on DLA want one scale for their inputs and output (the reference requantizes).
+    if (s.yes && unscaled.empty() && opt.int8 &&
+        (n.op == OpType::MaxPool || n.op == OpType::AveragePool || n.op == OpType::Concat)) {
+      const float out = opt.act_scales.at(g.values[n.outputs[0]].name);
+      for (int v : n.inputs) {
+        if (!data_input(g, v)) continue;
+        const float in = opt.act_scales.at(g.values[v].name);
+        if (in != out) {
+          char buf[256];
+          std::snprintf(buf, sizeof buf, "INT8 scales differ (input %.6g, output %.6g): DLA wants one scale for %s "
+                        "inputs and output (qdeploy qat2ptq gives them one)", in, out,
+                        n.op == OpType::Concat ? "a concatenation's" : "a pooling's");
+          np.reason = np.reason.empty() ? buf : np.reason + "; " + buf;
+          break;
+        }
+      }
+    }
     if (opt.int8 && !unscaled.empty() && s.yes) {
       const std::string why = float_node ? "fp16: kept in float (asked)"
                                          : "fp16: tensor '" + unscaled + "' has no INT8 scale (DLA needs one on "
