@@ -5,7 +5,9 @@
 //               which is written too);
 //   trt11:      a Q/DQ ONNX (explicit quantization, quant/qdq_export.h) and its strongly typed trtexec line.
 // Everything is serialized before the first file is written, and each file is written atomically.
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "commands.h"
@@ -34,12 +36,23 @@ std::string layer_precisions(const TrtModel& m) {
   return out;
 }
 
+// One shell word: as it is when it holds only characters the shell leaves alone, else in single quotes.
+std::string sh_word(const std::string& w) {
+  bool plain = !w.empty();
+  for (char c : w) plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_./:,=+-@%", c));
+  if (plain) return w;
+  std::string q = "'";
+  for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 // --layerPrecisions for the layers kept in float (the rest follow --int8), and --shapes where an input is dynamic.
 std::string common_flags(const TrtModel& m, const BuildFlags& f, bool layer_precisions) {
   std::string s;
   if (layer_precisions && m.int8 && !m.float_nodes.empty()) {
-    s += " \\\n  --precisionConstraints=obey --layerPrecisions=";
-    for (size_t i = 0; i < m.float_nodes.size(); ++i) s += (i ? "," : "") + m.float_nodes[i] + ":fp16";
+    std::string lp = "--layerPrecisions=";
+    for (size_t i = 0; i < m.float_nodes.size(); ++i) lp += (i ? "," : "") + m.float_nodes[i] + ":fp16";
+    s += " \\\n  --precisionConstraints=obey " + sh_word(lp);
   }
   std::string shapes;
   for (int v : m.model.inputs) {
@@ -49,7 +62,7 @@ std::string common_flags(const TrtModel& m, const BuildFlags& f, bool layer_prec
     const Value& p = m.prepared.values[m.prepared.find_value(m.model.values[v].name)];
     shapes += (shapes.empty() ? "" : ",") + p.name + ":" + shape_str(p.shape);
   }
-  if (!shapes.empty()) s += " \\\n  --shapes=" + shapes;
+  if (!shapes.empty()) s += " \\\n  " + sh_word("--shapes=" + shapes);
   return s;
 }
 
@@ -68,6 +81,7 @@ int run_export(const ExportArgs& a) {
   if (a.target == "trt11" && a.build.precision != "int8") {
     return report(invalid("--target trt11 writes a Q/DQ model: add --precision int8 with its scales"));
   }
+  if (a.dla_core < 0) return report(invalid("--dla-core must be >= 0 (Orin has DLA cores 0 and 1)"));
   auto m = load_trt_model(a.model, a.build);
   if (!m) return report(m.status());
   const std::string prec_flags = m->int8 ? "--int8 --fp16" : "--fp16";
