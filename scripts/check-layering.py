@@ -28,6 +28,9 @@ RULES = [
      "quantization decides on graphs; engines call it (runtime/int8_sources.h maps their options onto it)"),
     ("eval/", "runtime/ backends/", "metrics work on detections and files, not on engines"),
     ("tasks/", "backends/", "CPU task code builds without CUDA; GPU task code lives in src/tasks/cuda/"),
+    ("backends/dla/", "runtime/ quant/ passes/ backends/cuda/",
+     "the DLA rules answer from a prepared graph and the formats they are given (plan/target.h): no engine, "
+     "quantizer or CUDA code"),
 ]
 # Exceptions to a rule, as (including module, included module): the GPU task code builds on the CUDA backend.
 RULE_EXCEPTIONS = [("tasks/cuda/", "backends/cuda/")]

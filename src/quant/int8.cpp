@@ -138,7 +138,29 @@ Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt) {
     qz.zero_point = rw.constant(name + "_zero_point", std::move(zp));
     qz.q = rw.value(name + "_int8");
     qz.dq = rw.value(name + "_dequantized");
-    rw.node("quantize/" + name, OpType::QuantizeLinear, {x, scale, qz.zero_point}, {qz.q});
+    if (opt.mode == Int8Mode::kExactDla) {
+      // round(t) = sign(t) * (floor(|t|) + (|t| - floor(|t|) >= 0.5)), t = x / s in float32 as QuantizeLinear
+      // computes it; every step is exact, and QuantizeLinear with scale 1 then adds the zero point and saturates.
+      auto v = [&](const char* what) { return rw.value(name + what); };
+      const int t = v("_div"), a = v("_abs"), f = v("_floor"), frac = v("_frac"), up = v("_up"), upf = v("_upf"),
+                r = v("_rounded"), sg = v("_sign"), rs = v("_away");
+      const int half = rw.constant(name + "_half", Tensor::scalar_f32(0.5f));
+      const int one = rw.constant(name + "_one", Tensor::scalar_f32(1.f));
+      AttrMap to_float;
+      to_float.set("to", static_cast<int64_t>(DType::kFloat32));
+      rw.node("dla_round/" + name + "/div", OpType::Div, {x, scale}, {t});
+      rw.node("dla_round/" + name + "/abs", OpType::Abs, {t}, {a});
+      rw.node("dla_round/" + name + "/floor", OpType::Floor, {a}, {f});
+      rw.node("dla_round/" + name + "/frac", OpType::Sub, {a, f}, {frac});
+      rw.node("dla_round/" + name + "/ge", OpType::GreaterOrEqual, {frac, half}, {up});
+      rw.node("dla_round/" + name + "/cast", OpType::Cast, {up}, {upf}, to_float);
+      rw.node("dla_round/" + name + "/add", OpType::Add, {f, upf}, {r});
+      rw.node("dla_round/" + name + "/sign", OpType::Sign, {t}, {sg});
+      rw.node("dla_round/" + name + "/mul", OpType::Mul, {r, sg}, {rs});
+      rw.node("quantize/" + name, OpType::QuantizeLinear, {rs, one, qz.zero_point}, {qz.q});
+    } else {
+      rw.node("quantize/" + name, OpType::QuantizeLinear, {x, scale, qz.zero_point}, {qz.q});
+    }
     rw.node("dequantize/" + name, OpType::DequantizeLinear, {qz.q, scale, qz.zero_point}, {qz.dq});
     return quantized.emplace(x, qz).first->second;
   };
@@ -259,7 +281,7 @@ Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt) {
     }
   }
   for (Node& n : rw.added()) {
-    if (n.op != OpType::QuantizeLinear) {
+    if (n.op != OpType::QuantizeLinear && n.name.rfind("dla_round/", 0) != 0) {
       for (int& in : n.inputs) {
         auto it = quantized.find(in);
         if (it != quantized.end()) in = it->second.dq;

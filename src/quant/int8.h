@@ -23,7 +23,9 @@
 
 namespace qd {
 
-enum class Int8Mode { kExact, kFake };
+// kExactDla: exact, with every activation quantized rounding ties away from zero (2.5 -> 3, -2.5 -> -3), as Orin's
+// DLA rounds, instead of half to even; weights are quantized as in kExact (TensorRT does that on the host).
+enum class Int8Mode { kExact, kFake, kExactDla };
 
 struct WeightQuant {
   Tensor q;                   // int8, same shape as the weight; values in [-127, 127]

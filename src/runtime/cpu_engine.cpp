@@ -225,8 +225,9 @@ Status check_cpu_options(const BuildOptions& opt) {
   if (opt.precision == "fp16") {
     return unsupported("--precision fp16 on the CPU is not implemented; use fp32 or int8 (fp16 runs on --device cuda)");
   }
-  if (opt.int8_mode != "exact" && opt.int8_mode != "fake" && opt.int8_mode != "bitexact") {
-    return invalid("--int8-mode must be exact, bitexact or fake, got '" + opt.int8_mode + "'");
+  if (opt.int8_mode != "exact" && opt.int8_mode != "fake" && opt.int8_mode != "bitexact" &&
+      opt.int8_mode != "dla") {
+    return invalid("--int8-mode must be exact, bitexact, fake or dla, got '" + opt.int8_mode + "'");
   }
   return Status::ok();
 }

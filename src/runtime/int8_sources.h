@@ -9,7 +9,7 @@ namespace qd {
 
 inline Int8Sources int8_sources(const BuildOptions& opt) {
   Int8Sources s;
-  s.mode = opt.int8_mode == "fake" ? Int8Mode::kFake : Int8Mode::kExact;
+  s.mode = opt.int8_mode == "fake" ? Int8Mode::kFake : opt.int8_mode == "dla" ? Int8Mode::kExactDla : Int8Mode::kExact;
   s.calib_cache = opt.calib_cache;
   s.precision_config = opt.precision_config;
   s.float_layers = opt.fp32_layers;

@@ -66,7 +66,8 @@ Expected<BuildOptions> decode_build_options(const std::string& data) {
     if (!n) return Status(n.status()).prefix("plan section 'build_options': shape of '" + name + "'");
   }
   Status st = check_build_options(opt);
-  if (st.is_ok() && opt.int8_mode != "exact" && opt.int8_mode != "fake" && opt.int8_mode != "bitexact") {
+  if (st.is_ok() && opt.int8_mode != "exact" && opt.int8_mode != "fake" && opt.int8_mode != "bitexact" &&
+      opt.int8_mode != "dla") {
     st = invalid("unknown int8 mode '" + opt.int8_mode + "'");
   }
   if (st.is_ok()) st = check_shape_profile(opt.min_shapes, opt.opt_shapes, opt.max_shapes);
@@ -76,7 +77,7 @@ Expected<BuildOptions> decode_build_options(const std::string& data) {
 
 std::string encode_int8_options(const Int8Options& opt) {
   ByteWriter w;
-  w.u8(opt.mode == Int8Mode::kFake ? 1 : 0);
+  w.u8(opt.mode == Int8Mode::kFake ? 1 : opt.mode == Int8Mode::kExactDla ? 2 : 0);
   w.u32(static_cast<uint32_t>(opt.act_scales.size()));
   for (const auto& [name, s] : opt.act_scales) {
     w.str(name);
@@ -110,8 +111,8 @@ Expected<Int8Options> decode_int8_options(const std::string& data) {
   };
   Int8Options opt;
   const uint8_t mode = r.u8();
-  if (r.ok() && mode > 1) r.fail("unknown int8 mode " + std::to_string(mode));
-  opt.mode = mode == 1 ? Int8Mode::kFake : Int8Mode::kExact;
+  if (r.ok() && mode > 2) r.fail("unknown int8 mode " + std::to_string(mode));
+  opt.mode = mode == 1 ? Int8Mode::kFake : mode == 2 ? Int8Mode::kExactDla : Int8Mode::kExact;
   const uint32_t na = r.count("activation scales", 8);
   for (uint32_t i = 0; i < na && r.ok(); ++i) {
     std::string name = r.str("tensor name");

@@ -34,6 +34,7 @@ def clean_tree(root):
     write(root, "backends/cuda/lower.cpp", lines(1200))      # the listed exception
     write(root, "frontend/frontend.cpp", '#include "onnx/importer.h"\n#include "backends/cuda/engine.h"\n')
     write(root, "passes/ok.cpp", lines(1100))
+    write(root, "backends/dla/rules.cpp", '#include "plan/target.h"\n#include "ir/graph.h"\n')
 
 
 def main():
@@ -56,6 +57,7 @@ def main():
             "quant/calib.cpp": ('#  include "backends/cpu/reference.h"\n', "src/quant/calib.cpp:1:"),
             "runtime/table.cpp": ('#include "frontend/frontend.h"\n', "src/runtime/table.cpp:1:"),
             "tasks/nms.cpp": ('#include "backends/cuda/device.h"\n', "src/tasks/nms.cpp:1:"),
+            "backends/dla/place.cpp": ('#include "quant/int8.h"\n', "src/backends/dla/place.cpp:1:"),
             "core/tensor.h": ('#include "ir/graph.h"\n', "src/core/tensor.h:1:"),
             "passes/huge.cpp": (lines(1101), "src/passes/huge.cpp:1101:"),
         }

@@ -318,6 +318,11 @@ TEST(PlanSections, Int8OptionsAndBuildOptions) {
   EXPECT_EQ(back->float_node_names, o.float_node_names);
   EXPECT_TRUE(back->float_nodes.empty());
   EXPECT_TRUE(back->act_zero_points.empty());
+  o.mode = Int8Mode::kExactDla;  // DLA rounding survives the plan
+  back = decode_int8_options(encode_int8_options(o));
+  ASSERT_TRUE(back) << back.status().to_string();
+  EXPECT_EQ(back->mode, Int8Mode::kExactDla);
+  o.mode = Int8Mode::kFake;
   o.act_zero_points = {{"y", 37}};  // asymmetric activations keep their zero points
   back = decode_int8_options(encode_int8_options(o));
   ASSERT_TRUE(back) << back.status().to_string();

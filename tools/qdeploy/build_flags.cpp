@@ -31,8 +31,9 @@ void add_build_flags(CLI::App* sub, BuildFlags& f) {
       ->capture_default_str();
   add_preprocess_option(sub, f.preprocess);
   sub->add_option("--int8-mode", f.int8_mode,
-                  "INT8: exact (integer arithmetic), fake (CPU: float quantize-dequantize) or bitexact (CUDA: INT8 "
-                  "tensors identical to the CPU reference's, slower SiLU epilogues)")
+                  "INT8: exact (integer arithmetic), fake (CPU: float quantize-dequantize), bitexact (CUDA: INT8 "
+                  "tensors identical to the CPU reference's, slower SiLU epilogues) or dla (CPU: exact, activations "
+                  "rounded ties away from zero as Orin's DLA does)")
       ->capture_default_str();
   sub->add_option("--fp16-layers", f.fp16_layers,
                   "INT8 builds: layers kept in float (names or regexes, comma separated): fp16 on CUDA, fp32 on the CPU")

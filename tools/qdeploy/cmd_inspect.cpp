@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "inspect_dla.h"
 #include "inspect_plan.h"
 #include "precision_table.h"
 #include "ir/cost.h"
@@ -22,6 +23,8 @@ struct InspectArgs {
   BuildFlags build;  // --shapes, and --precision int8 with its scales for the precision table
   bool layers = false;
   bool json = false;
+  std::string target;  // dla[:VERSION]: placement on Orin's DLA (inspect_dla.h); cpu/cuda: the summary below
+  std::string svg;     // with --target dla: the segment strip
 };
 
 std::string human(double v) {
@@ -44,6 +47,15 @@ std::string io_line(const Value& v) {
 }
 
 int run_inspect(const InspectArgs& a) {
+  std::string dla_version;
+  if (parse_dla_target(a.target, &dla_version)) {
+    if (is_plan_file(a.model)) return report(invalid("--target dla reads an ONNX model, not a plan"));
+    return inspect_dla(a.model, dla_version, a.build, a.json, a.layers, a.svg);
+  }
+  if (!a.target.empty() && a.target != "cpu" && a.target != "cuda") {
+    return report(invalid("--target " + a.target + ": use dla, dla:8.6, dla:10 (or cpu, cuda)"));
+  }
+  if (!a.svg.empty()) return report(invalid("--svg draws the DLA segments: add --target dla"));
   if (is_plan_file(a.model)) return inspect_plan(a.model, a.build, a.json);
   auto shapes = parse_shape_flags(a.build.shapes);
   if (!shapes) return report(shapes.status());
@@ -135,7 +147,11 @@ RunFn add_inspect(CLI::App& app) {
   auto* sub = app.add_subcommand("inspect", "Summarize a model (I/O, ops, parameters, MACs per layer, unsupported ops) or a plan");
   sub->add_option("model", a->model, "ONNX model or plan")->required();
   add_build_flags(sub, a->build);
-  sub->add_flag("--layers", a->layers, "List MACs for every layer");
+  sub->add_flag("--layers", a->layers, "List MACs for every layer (with --target dla: every node's placement)");
+  sub->add_option("--target", a->target,
+                  "dla[:8.6|10]: which nodes TensorRT puts on Orin's DLA and which fall back to the GPU, and why; "
+                  "segments, DLA subgraphs, I/O formats (needs --precision fp16 or int8; docs/dla.md)");
+  sub->add_option("--svg", a->svg, "With --target dla: write the DLA/GPU segment strip as SVG");
   sub->add_flag("--json", a->json, "Machine-readable output");
   return [a] { return run_inspect(*a); };
 }

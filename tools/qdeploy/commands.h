@@ -27,6 +27,7 @@ RunFn add_qat2ptq(CLI::App& app);
 RunFn add_sensitivity(CLI::App& app);
 RunFn add_chart(CLI::App& app);
 RunFn add_compare(CLI::App& app);
+RunFn add_export(CLI::App& app);
 // Hidden: prints docs/cli.md from the subcommands declared on `app` before it runs.
 RunFn add_help_markdown(CLI::App& app);
 

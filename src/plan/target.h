@@ -1,0 +1,52 @@
+// The question a build target answers about one node, without a device: can it run this node with these tensor
+// formats, and if not, why. The builder (placement, fallback, reformats) asks it; `qdeploy inspect --target` prints
+// its answers. Rules-only targets (backends/dla/) implement nothing else; targets with kernels add layer
+// construction and tactics behind the same question.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace qd {
+
+// The precision of one tensor at a node's boundary, as the build would store it.
+enum class TensorPrecision { kFp32, kFp16, kInt8 };
+const char* precision_name(TensorPrecision p);
+
+// The formats of a node's data tensors (constant inputs such as weights are not listed): one entry per non-constant
+// input, in input order, and one per output.
+struct NodeFormats {
+  std::vector<TensorPrecision> inputs, outputs;
+};
+
+// A target's answer: yes or no, why (for a no: what breaks the rule; for a yes: notes worth showing, e.g. a fusion),
+// and where the rule comes from (document, version, section), so that a user can check it.
+struct Support {
+  bool yes = false;
+  std::string reason;
+  std::string source;
+
+  static Support ok(std::string note = {}, std::string source = {}) { return {true, std::move(note), std::move(source)}; }
+  static Support no(std::string reason, std::string source) { return {false, std::move(reason), std::move(source)}; }
+};
+
+class Target {
+ public:
+  virtual ~Target() = default;
+  virtual std::string name() const = 0;
+  // `g` is prepared (shapes inferred); `n` is one of its nodes.
+  virtual Support supports(const Graph& g, const Node& n, const NodeFormats& formats) const = 0;
+};
+
+inline const char* precision_name(TensorPrecision p) {
+  switch (p) {
+    case TensorPrecision::kFp32: return "fp32";
+    case TensorPrecision::kFp16: return "fp16";
+    case TensorPrecision::kInt8: return "int8";
+  }
+  return "?";
+}
+
+}  // namespace qd

@@ -1,0 +1,115 @@
+// The Q/DQ export (quant/qdq_export.h) against the build from scales, and the DLA rounding mode of the INT8 rewrite.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "onnx/exporter.h"
+#include "onnx/importer.h"
+#include "ops/interpret.h"
+#include "passes/passes.h"
+#include "quant/int8.h"
+#include "quant/qdq.h"
+#include "quant/qdq_export.h"
+#include "test_util.h"
+
+namespace qd {
+namespace {
+
+Tensor run_int8(Graph g, const Int8Options& opt, const std::string& input, const Tensor& x) {
+  PrepareOptions p;
+  p.input_shapes[input] = x.shape();
+  EXPECT_TRUE(prepare_graph(g, p).is_ok());
+  auto r = lower_int8(g, opt);
+  EXPECT_TRUE(r) << r.status().to_string();
+  auto out = run_reference(g, {{input, x}});
+  EXPECT_TRUE(out) << out.status().to_string();
+  return out ? (*out)[0] : Tensor();
+}
+
+// ModelBN with a scale on every Conv/Gemm input (max |x| / 127 of one batch), one layer kept in float.
+TEST(QdqExport, BuildOfTheQdqModelEqualsTheBuildFromScales) {
+  const std::string model = test::source_dir() + "/models/model_bn.onnx";
+  auto g = import_onnx_file(model);
+  ASSERT_TRUE(g) << g.status().to_string();
+  const Tensor x = test::random_f32({1, 3, 32, 32}, 5, 0.f, 1.f);
+  Int8Options opt;
+  {
+    Graph p = *g;
+    PrepareOptions po;
+    po.input_shapes["input"] = x.shape();
+    ASSERT_TRUE(prepare_graph(p, po).is_ok());
+    for (const Node& n : p.nodes) {
+      if (n.op == OpType::Conv || n.op == OpType::Gemm) p.outputs.push_back(n.inputs[0]);
+    }
+    auto outs = run_reference(p, {{"input", x}});
+    ASSERT_TRUE(outs) << outs.status().to_string();
+    for (size_t i = 1; i < p.outputs.size(); ++i) {
+      float amax = 0;
+      for (int64_t k = 0; k < (*outs)[i].numel(); ++k) amax = std::max(amax, std::fabs((*outs)[i].data<float>()[k]));
+      opt.act_scales[p.values[p.outputs[i]].name] = amax / 127.f;
+    }
+  }
+  ASSERT_EQ(opt.act_scales.size(), 5u);
+  opt.float_nodes = {"/cnn/cnn.6/Conv"};
+  opt = resolve_float_nodes(*g, opt);
+  QdqExportReport rep;
+  auto qdq = insert_qdq(*g, opt, &rep);
+  ASSERT_TRUE(qdq) << qdq.status().to_string();
+  EXPECT_EQ(rep.int8_nodes.size(), 4u);
+  EXPECT_EQ(rep.weight_quantizers, 4);
+  EXPECT_EQ(rep.activation_quantizers, 4);
+  // Through ONNX bytes and back, as a user's file would go.
+  auto bytes = export_onnx_bytes(*qdq);
+  ASSERT_TRUE(bytes) << bytes.status().to_string();
+  auto back = import_onnx_bytes(*bytes, "", "model_qdq.onnx");
+  ASSERT_TRUE(back) << back.status().to_string();
+  ASSERT_TRUE(has_qdq(*back));
+  auto scales = strip_qdq(*back);
+  ASSERT_TRUE(scales) << scales.status().to_string();
+  EXPECT_EQ(scales->act_scales.size(), 4u);
+  EXPECT_EQ(scales->weight_scales.size(), 4u);
+  Int8Options from_qdq;
+  from_qdq.act_scales = scales->act_scales;
+  from_qdq.weight_scales = scales->weight_scales;
+  const Tensor a = run_int8(*g, opt, "input", x);
+  const Tensor b = run_int8(*back, from_qdq, "input", x);
+  ASSERT_EQ(a.numel(), b.numel());
+  EXPECT_EQ(std::memcmp(a.data<float>(), b.data<float>(), a.nbytes()), 0) << test::max_abs_diff(a, b);
+}
+
+TEST(QdqExport, RefusesOldOpsets) {
+  Graph g;
+  g.opset = 11;
+  EXPECT_FALSE(insert_qdq(g, Int8Options{}));
+}
+
+// x (two values on a tie, x / s = +-2.5, and two off it) -> Conv 1x1 with weight 1 (q_w = 127, s_w = 1/127): the
+// output is the quantized input, q_x.
+TEST(Int8DlaRounding, TiesRoundAwayFromZeroOnlyInDlaMode) {
+  Graph g;
+  g.opset = 13;
+  const int x = g.add_value("x"), w = g.add_value("w"), y = g.add_value("y");
+  g.inputs = {x};
+  g.values[x].dtype = DType::kFloat32;
+  g.values[x].shape = {1, 1, 1, 4};
+  g.values[x].has_shape = true;
+  g.constants[w] = Tensor::from_f32({1, 1, 1, 1}, {1.f});
+  g.nodes.push_back(Node{"conv", OpType::Conv, 13, {}, {x, w}, {y}});
+  g.outputs = {y};
+  g.relink();
+  const Tensor in = Tensor::from_f32({1, 1, 1, 4}, {2.5f, -2.5f, 3.5f, 1.25f});
+  Int8Options opt;
+  opt.act_scales["x"] = 1.f;
+  const Tensor even = run_int8(g, opt, "x", in);
+  opt.mode = Int8Mode::kExactDla;
+  const Tensor away = run_int8(g, opt, "x", in);
+  const std::vector<float> want_even = {2, -2, 4, 1}, want_away = {3, -3, 4, 1};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_FLOAT_EQ(even.data<float>()[i], want_even[i]) << i;
+    EXPECT_FLOAT_EQ(away.data<float>()[i], want_away[i]) << i;
+  }
+}
+
+}  // namespace
+}  // namespace qd
