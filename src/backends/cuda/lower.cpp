@@ -2186,8 +2186,8 @@ class Lowerer {
   // A layer's key among the kernel choices: its shape, output and residual, and a second output (ConvArgs::y2), which
   // the register epilogues write with code of their own: YOLOv5s' /model.6/cv3 (a second int8 output into /model.12's
   // concatenation at its scale) took the TMA kernel timed for /model.6/cv1 of the same shape, which quantizes the
-  // second output by exact division, and ran 0.158 ms against cv1's 0.028 (batch 32, H100). Plans written before the
-  // second output was part of the key find their choice under the key without it (legacy_signature).
+  // second output by exact division, several times slower than cv1. Plans written before the second output was part
+  // of the key find their choice under the key without it (legacy_signature).
   static std::string signature(const ConvLayer& c) {
     const std::string s = legacy_signature(c);
     return c.out2 < 0 ? s : s + (c.p.out2_format == Out2Format::kI8 ? ":y2i8" : ":y2f16");
@@ -2458,11 +2458,10 @@ class Lowerer {
   // checked in the network as it runs: where other configurations of a layer timed within 10% of the pick (up to
   // two), the whole network runs as a CUDA graph with each in turn, launched alternately with the graph of the picks
   // so far (clock drift stays out of the difference), and the faster kept by at least 0.5% of the medians. Alone,
-  // tile configurations often time within a few percent of each other while in the network one is 5-20% slower:
-  // builds of the same code picked differently, YOLOv5s INT8 at batch 1 0.300 to 0.338 ms (H100). At batch 1 the
-  // net is wider (15%, three others, kept by 0.2%): such a network runs alone, as timed here, and the wider net made
-  // YOLOv5s INT8 3% faster (H200); a larger batch may run as two lanes sharing the GPU, which one graph
-  // alone does not show (the same net made batch 32 1% slower). Not where a cuDNN kernel was picked (its handles must
+  // tile configurations often time within a few percent of each other while in the network one is 5-20% slower, so
+  // builds of the same code picked differently and ran up to 13% apart. At batch 1 the net is wider (15%, three
+  // others, kept by 0.2%): such a network runs alone, as timed here; a larger batch may run as two lanes sharing the
+  // GPU, which one graph alone does not show (there the wider net was slower). Not where a cuDNN kernel was picked (its handles must
   // exist before a capture) nor with KernelPolicy::graph_refine off (A/B runs).
   Status refine_in_graph(const std::map<std::string, std::vector<Candidate>>& close, const Pointers& ptrs,
                          DeviceBuffer* workspace, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1) {
