@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "qdeploy/device.h"
 #include "qdeploy/kernel_policy.h"
 #include "qdeploy/status.h"
 #include "qdeploy/tensor.h"
@@ -111,6 +112,10 @@ class ExecutionContext {
   virtual Status upload(const std::map<std::string, HostTensor>& inputs, void* stream) = 0;
   // Enqueues one run on `stream` after the work already there; returns without waiting for it.
   virtual Status enqueue(void* stream) = 0;
+  // The same, chained to work outside qdeploy without the host waiting: `stream` first waits for sync's events and
+  // semaphores, then runs the engine, then records and signals sync's (CUDA engines; docs/python.md and
+  // docs/cpp-api.md show a producer in another process).
+  virtual Status enqueue(void* stream, const ExternalSync& sync);
   // The outputs as host tensors in their bindings' memory (fp32 NCHW unless BuildOptions::output_formats says
   // otherwise); synchronises `stream`.
   virtual Expected<std::vector<HostTensor>> download(void* stream) = 0;
