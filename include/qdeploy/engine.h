@@ -164,6 +164,8 @@ class Engine {
 Expected<Engine> build(const std::string& model_path, const BuildOptions& options);
 // Loads a plan file written by Engine::save; refuses plans for another GPU or another plan format version.
 Expected<Engine> load(const std::string& plan_path);
+// The same on GPU `device_index` rather than the one the plan was built on (a server's engine per GPU).
+Expected<Engine> load(const std::string& plan_path, int device_index);
 // True when the file starts like a plan (so that a MODEL|PLAN argument can tell the two apart).
 bool is_plan(const std::string& path);
 // The library's version ("0.1.0") and whether it has the CUDA backend.
