@@ -31,8 +31,16 @@ def fmnist_test(n):
 
 
 @pytest.fixture(scope="module")
-def fp32():
-    return qdeploy.build(MODEL_BN, device="cpu", precision="fp32")
+def model(tmp_path_factory):
+    """ModelBN with a dynamic batch (the shipped export has batch 1)."""
+    import synth
+
+    return synth.dynamic_batch_copy(MODEL_BN, tmp_path_factory.mktemp("bn") / "model_bn_dynamic.onnx")
+
+
+@pytest.fixture(scope="module")
+def fp32(model):
+    return qdeploy.build(model, device="cpu", precision="fp32")
 
 
 def test_engine_describes_its_bindings(fp32):
@@ -46,12 +54,12 @@ def test_engine_describes_its_bindings(fp32):
 
 
 def test_run_classifies_fashion_mnist(fp32):
-    x, labels = fmnist_test(64)
+    x, labels = fmnist_test(48)
     out = fp32.run({"input": x})
-    assert list(out) == ["output"] and out["output"].shape == (64, 10)
+    assert list(out) == ["output"] and out["output"].shape == (48, 10)
     assert (out["output"].argmax(1) == labels).mean() >= 0.85  # the model's top-1 is 93.9% on the whole split
     k = qdeploy.top_k(out["output"], labels.tolist())
-    assert k.count == 64 and k.correct1 == int((out["output"].argmax(1) == labels).sum())
+    assert k.count == 48 and k.correct1 == int((out["output"].argmax(1) == labels).sum())
 
 
 def test_context_matches_engine_run_and_plan_round_trip(fp32, tmp_path):
@@ -63,11 +71,19 @@ def test_context_matches_engine_run_and_plan_round_trip(fp32, tmp_path):
     ctx.upload({"input": x})
     ctx.enqueue()
     np.testing.assert_array_equal(ctx.download()["output"], ref)
-    np.testing.assert_array_equal(ctx.run({"input": x[:3]})["output"], ref[:3])  # new shapes set by run
+    # New shapes set by run (another batch may sum in another order: equal within rounding).
+    np.testing.assert_allclose(ctx.run({"input": x[:3]})["output"], ref[:3], rtol=1e-5, atol=1e-5)
     plan = str(tmp_path / "bn.plan")
     fp32.save(plan)
     assert qdeploy.is_plan(plan) and not qdeploy.is_plan(MODEL_BN)
     np.testing.assert_array_equal(qdeploy.load(plan).run({"input": x})["output"], ref)
+
+
+def test_fixed_batch_models_say_so():
+    shipped = qdeploy.build(MODEL_BN)
+    assert shipped.inputs[0].shape == [1, 3, 32, 32]
+    with pytest.raises(qdeploy.InvalidArgumentError, match="only dims shown as"):
+        shipped.create_context().set_input_shapes({"input": [2, 3, 32, 32]})
 
 
 def test_errors_raise_with_the_message(fp32, tmp_path):
@@ -76,38 +92,46 @@ def test_errors_raise_with_the_message(fp32, tmp_path):
     assert "missing.plan" in str(e.value)
     with pytest.raises(qdeploy.InvalidArgumentError, match="precision must be one of"):
         qdeploy.build(MODEL_BN, precision="int4")
+    with pytest.raises(qdeploy.InvalidArgumentError, match="GPU plans only"):
+        plan = str(tmp_path / "cpu.plan")
+        fp32.save(plan)
+        qdeploy.load(plan, device_index=0)
     with pytest.raises(qdeploy.Error, match="nosuch"):
         fp32.run({"nosuch": np.zeros((1, 3, 32, 32), np.float32)})
-    with pytest.raises(ValueError):  # InvalidArgumentError is a ValueError too
+    with pytest.raises(FileNotFoundError, match="none.cache"):  # NotFoundError is a FileNotFoundError too
         qdeploy.build(MODEL_BN, precision="int8", calib_cache=str(tmp_path / "none.cache"))
+    with pytest.raises(ValueError, match="logits must be"):  # and InvalidArgumentError a ValueError
+        qdeploy.top_k(np.zeros((2, 3, 4), np.float32), [0, 1])
     with pytest.raises(qdeploy.InvalidArgumentError, match="no qdeploy tensor type"):
         fp32.run({"input": np.zeros((1, 3, 32, 32), np.complex64)})
 
 
-def test_calibrate_from_python_data_and_build_int8(fp32, tmp_path):
-    x, labels = fmnist_test(64)
-    batches = [x[i:i + 8] for i in range(0, 64, 8)]
+def test_calibrate_from_python_data_and_build_int8(model, fp32, tmp_path):
+    x, labels = fmnist_test(32)
+    batches = [x[i:i + 8] for i in range(0, 32, 8)]
     cache = tmp_path / "bn.cache"
-    cal = qdeploy.calibrate(MODEL_BN, batches, algo="mse", cache=str(cache))
+    cal = qdeploy.calibrate(model, batches, algo="minmax", cache=str(cache))
     text = cache.read_text()
     assert text.startswith("TRT-") and text == cal.to_string()
     assert "input" in cal.scales and all(s > 0 for s in cal.scales.values())
     # A generator (read once, kept for the second pass) and a dataset-backed calibrator give the same scales.
-    again = qdeploy.calibrate(MODEL_BN, (b for b in batches), algo="mse")
+    again = qdeploy.calibrate(model, (b for b in batches), algo="minmax")
     assert again.scales == cal.scales
-    dataset = [(x[i], int(labels[i])) for i in range(64)]
-    assert qdeploy.calibrate(MODEL_BN, qdeploy.DatasetCalibrator(dataset, batch_size=8)).scales == cal.scales
+    dataset = [(x[i], int(labels[i])) for i in range(32)]
+    calibrator = qdeploy.DatasetCalibrator(dataset, batch_size=8)
+    assert len(calibrator) == 4 and calibrator[1].shape == (8, 3, 32, 32)
+    assert qdeploy.calibrate(model, calibrator, algo="minmax").scales == cal.scales
 
-    int8 = qdeploy.build(MODEL_BN, precision="int8", calibration_data=batches)
+    int8 = qdeploy.build(model, precision="int8", calibration_data=batches, calib_algo="mse")
     assert "int8" in int8.describe().lower()
     pred = int8.run({"input": x})["output"].argmax(1)
     ref = fp32.run({"input": x})["output"].argmax(1)
     assert (pred == ref).mean() >= 0.9
-    totals = qdeploy.evaluate_classifier(int8, [(x[i:i + 16], labels[i:i + 16]) for i in range(0, 64, 16)])
-    assert totals.count == 64 and totals.top1 >= 0.85
+    totals = qdeploy.evaluate_classifier(int8, [(x[i:i + 16], labels[i:i + 16]) for i in range(0, 32, 16)])
+    assert totals.count == 32 and totals.top1 >= 0.8
 
 
-def test_calibration_source_errors_reach_python():
+def test_calibration_source_errors_reach_python(model):
     class Boom(Exception):
         pass
 
@@ -119,18 +143,18 @@ def test_calibration_source_errors_reach_python():
             raise Boom(f"batch {k} is broken")
 
     with pytest.raises(Boom, match="batch 0 is broken"):
-        qdeploy.calibrate(MODEL_BN, Source())
+        qdeploy.calibrate(model, Source())
     with pytest.raises(qdeploy.InvalidArgumentError, match="shape"):
-        qdeploy.calibrate(MODEL_BN, [np.zeros((2, 3, 32, 32), np.float32), np.zeros((3, 3, 32, 32), np.float32)],
+        qdeploy.calibrate(model, [np.zeros((2, 3, 32, 32), np.float32), np.zeros((3, 3, 32, 32), np.float32)],
                           algo="minmax")
 
 
-def test_sensitivity_ranks_every_layer(tmp_path):
-    x, _ = fmnist_test(16)
-    batches = [x[:8], x[8:]]
+def test_sensitivity_ranks_every_layer(model, tmp_path):
+    x, _ = fmnist_test(8)
+    batches = [x[:4], x[4:]]
     cache = str(tmp_path / "bn.cache")
-    qdeploy.calibrate(MODEL_BN, batches, algo="minmax", cache=cache)
-    r = qdeploy.sensitivity(MODEL_BN, batches, calib_cache=cache)
+    qdeploy.calibrate(model, batches, algo="minmax", cache=cache)
+    r = qdeploy.sensitivity(model, batches, calib_cache=cache)
     assert len(r.layers) == 5  # four convs and the linear layer
     assert sorted(r.ranking) == list(range(5))
     assert np.isfinite(r.all_int8_snr) and r.all_int8_snr > 10

@@ -63,7 +63,10 @@ def stand_in_pb_utils():
 
 @pytest.fixture
 def repository(tmp_path):
-    engine = qdeploy.build(MODEL_BN, max_shapes={"input": [16, 3, 32, 32]}, min_shapes={"input": [1, 3, 32, 32]},
+    import synth
+
+    model = synth.dynamic_batch_copy(MODEL_BN, tmp_path / "model_bn_dynamic.onnx")
+    engine = qdeploy.build(model, max_shapes={"input": [16, 3, 32, 32]}, min_shapes={"input": [1, 3, 32, 32]},
                            opt_shapes={"input": [8, 3, 32, 32]})
     plan = str(tmp_path / "bn.plan")
     engine.save(plan)
