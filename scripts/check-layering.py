@@ -29,8 +29,9 @@ RULES = [
     ("eval/", "runtime/ backends/", "metrics work on detections and files, not on engines"),
     ("tasks/", "backends/", "CPU task code builds without CUDA; GPU task code lives in src/tasks/cuda/"),
 ]
-# Exceptions to a rule, as (including module, included module): the GPU task code builds on the CUDA backend.
-RULE_EXCEPTIONS = [("tasks/cuda/", "backends/cuda/")]
+# Exceptions to a rule, as (including module, included module): the GPU task code builds on the CUDA backend; the
+# public API's implementation (src/api/) is part of the top library with the front end.
+RULE_EXCEPTIONS = [("tasks/cuda/", "backends/cuda/"), ("api/", "frontend/")]
 # Nothing below the front end includes it (it is the top library, qdeploy_frontend).
 TOP = "frontend/"
 
