@@ -4,7 +4,10 @@ Fashion-MNIST) in FP32 and in INT8 calibrated on the training images through a d
 evaluate both on the test split.
 
     PYTHONPATH=build/python:python /usr/bin/python3 examples/python/fmnist_int8.py --model models/model_bn.onnx
-    ... --model models/model_gn.onnx --device cuda --batch 32 --plan model_gn_int8.plan
+    ... --model models/model_gn.onnx --device cuda --plan model_gn_int8.plan
+
+The shipped exports take batch 1 (a model exported with a dynamic batch, `python3 -m qdeploy.export ... --dynamic`
+as the tutorial's export.py does, takes --batch 32).
 
 The tutorial's TensorRT pieces and what stands for them here: ``trt.Builder`` + ``OnnxParser`` + ``BuilderConfig``
 -> ``qdeploy.build(model, device, precision, ...)``; ``IInt8EntropyCalibrator2`` over a dataset ->
@@ -54,9 +57,10 @@ def main():
     p.add_argument("--model", default="models/model_bn.onnx", help="ModelBN or ModelGN exported to ONNX")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist", help="the Fashion-MNIST IDX files")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--batch", type=int, default=32, help="batch size for calibration and evaluation")
-    p.add_argument("--calib-batches", type=int, default=16, help="calibration batches from the train split")
-    p.add_argument("--algo", default="entropy", help="minmax, entropy (the tutorial's), percentile, mse or auto")
+    p.add_argument("--batch", type=int, default=1, help="batch size for calibration and evaluation")
+    p.add_argument("--calib-images", type=int, default=512, help="calibration images from the train split")
+    p.add_argument("--algo", default="mse",
+                   help="mse (qdeploy's default), entropy (the tutorial's), minmax, percentile or auto")
     p.add_argument("--limit", type=int, default=2000, help="test images to evaluate (0: all 10,000)")
     p.add_argument("--cache", default="", help="write the calibration cache here (TensorRT's format)")
     p.add_argument("--plan", default="", help="save the INT8 engine as a plan here")
@@ -66,7 +70,7 @@ def main():
     shapes = {"input": [a.batch, 3, 32, 32]}
     t0 = time.time()
     fp32 = qdeploy.build(a.model, device=a.device, precision="fp32", shapes=shapes)
-    calibrator = qdeploy.DatasetCalibrator(train, batch_size=a.batch, num_batches=a.calib_batches)
+    calibrator = qdeploy.DatasetCalibrator(train, batch_size=a.batch, num_batches=max(1, a.calib_images // a.batch))
     int8 = qdeploy.build(a.model, device=a.device, precision="int8", shapes=shapes, calibration_data=calibrator,
                          calib_algo=a.algo, calib_cache=a.cache)
     print(f"built in {time.time() - t0:.1f} s: {int8.describe()}")
