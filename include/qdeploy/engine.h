@@ -115,7 +115,7 @@ class ExecutionContext {
   // The same, chained to work outside qdeploy without the host waiting: `stream` first waits for sync's events and
   // semaphores, then runs the engine, then records and signals sync's (CUDA engines; docs/python.md and
   // docs/cpp-api.md show a producer in another process).
-  virtual Status enqueue(void* stream, const ExternalSync& sync);
+  virtual Status enqueue(void* stream, const ExternalSync& sync) = 0;
   // The outputs as host tensors in their bindings' memory (fp32 NCHW unless BuildOptions::output_formats says
   // otherwise); synchronises `stream`.
   virtual Expected<std::vector<HostTensor>> download(void* stream) = 0;

@@ -47,13 +47,7 @@ class OwningContext final : public ExecutionContext {
     return c_->upload(inputs, stream);
   }
   Status enqueue(void* stream) override { return c_->enqueue(stream); }
-  Status enqueue(void* stream, const ExternalSync& sync) override {
-    if (!sync.empty() && e_->options().device != "cuda") {
-      return {StatusCode::kUnsupported,
-              "external events and semaphores need a CUDA engine: the CPU engine runs synchronously on the host"};
-    }
-    return c_->enqueue(stream, sync);
-  }
+  Status enqueue(void* stream, const ExternalSync& sync) override { return c_->enqueue(stream, sync); }
   Expected<std::vector<HostTensor>> download(void* stream) override { return c_->download(stream); }
   Expected<std::vector<LayerTime>> profile(int iterations, void* stream) override {
     return c_->profile(iterations, stream);
@@ -67,13 +61,6 @@ class OwningContext final : public ExecutionContext {
 };
 
 }  // namespace
-
-Status ExecutionContext::enqueue(void* stream, const ExternalSync& sync) {
-  if (sync.empty()) return enqueue(stream);
-  if (Status s = enqueue_waits(sync, stream); !s) return s;
-  if (Status s = enqueue(stream); !s) return s;
-  return enqueue_signals(sync, stream);
-}
 
 Expected<std::unique_ptr<ExecutionContext>> Engine::create_context() const {
   auto c = qd::to_public(impl_->new_context());
