@@ -414,8 +414,16 @@ TEST(ExternalSync, ConsumerProcess) {
   sync.wait_semaphores.push_back({sem->handle(), 1});
   sync.signal_semaphores.push_back({sem->handle(), 2});
   if (st) st = (*ctx)->enqueue(stream->handle(), sync);
-  if (st) st = stream->synchronize();  // the producer signals 1 on its own: this returns once the run is done
   if (!st) return fail(st.message());
+  // The producer signals 1 on its own; a producer that failed before that never will, so poll with a deadline
+  // rather than block in a synchronize forever.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  cudaError_t q = cudaErrorNotReady;
+  while ((q = cudaStreamQuery(static_cast<cudaStream_t>(stream->handle()))) == cudaErrorNotReady &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (q != cudaSuccess) return fail(std::string("the run did not finish: ") + cudaGetErrorString(q));
   cudaIpcCloseMemHandle(d_in);
   cudaIpcCloseMemHandle(d_out);
   report.ok = 1;

@@ -249,3 +249,12 @@ def test_external_sync_needs_a_cuda_engine(fp32):
             qdeploy.ExternalSemaphore.import_fd(0, qdeploy.SemaphoreType.TIMELINE_FD)
         with pytest.raises(qdeploy.UnsupportedError):
             qdeploy.Stream.create()
+
+
+def test_stubs_and_package_list_every_native_name():
+    stub = (ROOT / "python" / "qdeploy" / "_native.pyi").read_text()
+    names = [k for k in dir(native) if not k.startswith("_")]
+    assert [k for k in names if f" {k}" not in stub and f"{k}(" not in stub] == []
+    internal = {"build_engine", "calibrate_batches", "sensitivity_batches"}  # wrapped by qdeploy.deploy
+    assert [k for k in names if k not in qdeploy._DEPLOY_NAMES and k not in internal] == []
+    assert all(hasattr(qdeploy, k) for k in qdeploy._DEPLOY_NAMES)
