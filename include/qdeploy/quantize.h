@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "qdeploy/detector.h"
 #include "qdeploy/status.h"
 #include "qdeploy/tensor.h"
 
@@ -102,5 +103,11 @@ struct CocoStats {
   size_t images = 0, detections = 0;
 };
 Expected<CocoStats> coco_eval(const std::string& annotations_path, const std::vector<CocoBox>& detections);
+// The same for a detector's output (Detector::detect or decode: one list per image, boxes in the image's pixels),
+// with the images' ids in the annotations and the model's class indices mapped to category ids as `qdeploy eval
+// --class-map` maps them: "sorted" (the annotations' ids in increasing order), "coco80" (COCO's 80 of 91), "identity".
+Expected<CocoStats> coco_eval(const std::string& annotations_path, const std::vector<int64_t>& image_ids,
+                              const std::vector<std::vector<Detection>>& detections, int num_classes,
+                              const std::string& class_map = "sorted");
 
 }  // namespace qdeploy

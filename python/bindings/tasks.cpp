@@ -279,6 +279,37 @@ void bind_tasks(py::module_& m) {
       py::arg("annotations"), py::arg("detections"),
       "COCO box AP/AR (pycocotools' twelve numbers) of detections [n, 7] against an instances JSON file.");
 
+  m.def(
+      "coco_eval_detections",
+      [](const std::string& annotations, const std::vector<int64_t>& image_ids, const py::list& detections,
+         int num_classes, const std::string& class_map) {
+        std::vector<std::vector<qdeploy::Detection>> dets;
+        for (auto item : detections) {
+          py::array_t<float, py::array::c_style | py::array::forcecast> a = py::array_t<float>::ensure(item);
+          if (!a || (a.size() && (a.ndim() != 2 || a.shape(1) != 6))) {
+            throw StatusError({qdeploy::StatusCode::kInvalidArgument,
+                               "each image's detections are an array [n, 6]: x1, y1, x2, y2, score, class"});
+          }
+          std::vector<qdeploy::Detection> d;
+          for (py::ssize_t i = 0; a.size() && i < a.shape(0); ++i) {
+            d.push_back({a.at(i, 0), a.at(i, 1), a.at(i, 2), a.at(i, 3), a.at(i, 4), static_cast<int>(a.at(i, 5))});
+          }
+          dets.push_back(std::move(d));
+        }
+        qdeploy::CocoStats s;
+        {
+          py::gil_scoped_release nogil;
+          s = take(qdeploy::coco_eval(annotations, image_ids, dets, num_classes, class_map));
+        }
+        py::dict out;
+        for (size_t i = 0; i < s.names.size(); ++i) out[py::str(s.names[i])] = s.values[i];
+        return out;
+      },
+      py::arg("annotations"), py::arg("image_ids"), py::arg("detections"), py::arg("num_classes"),
+      py::arg("class_map") = "sorted",
+      "COCO box AP/AR of a detector's per-image arrays [n, 6] (Detector.detect's), the model's classes mapped to "
+      "category ids as `qdeploy eval --class-map` does: sorted, coco80 or identity.");
+
   // ---- CUDA helpers ----
   py::class_<qdeploy::Stream>(m, "Stream")
       .def_static("create", [] { return take(qdeploy::Stream::create()); })

@@ -22,10 +22,11 @@ _DEPLOY_NAMES = (
     "DeviceTensor", "Engine", "Error", "Event", "ExecutionContext", "ExternalSemaphore", "InvalidArgumentError",
     "Int8Mode", "IoFormat", "LayerInfo", "LayerSensitivity", "LayerTime", "Layout", "Letterboxed", "MemoryReport",
     "NotFoundError", "Precision", "SemaphoreType", "SensitivityOptions", "SensitivityReport", "Stream",
-    "TensorInfo", "TopK", "UnsupportedError", "class_name", "coco_eval", "has_cuda", "is_plan", "load",
-    "memory_view", "read_image", "top_k", "version",
+    "TensorInfo", "TopK", "UnsupportedError", "class_name", "coco_eval", "coco_eval_detections", "has_cuda",
+    "is_plan", "load", "memory_view", "read_image", "top_k", "version",
     # qdeploy.deploy
-    "DatasetCalibrator", "TopKTotals", "build", "calibrate", "evaluate_classifier", "sensitivity",
+    "DatasetCalibrator", "TopKTotals", "build", "calibrate", "evaluate_classifier", "evaluate_detector",
+    "sensitivity",
 )
 
 

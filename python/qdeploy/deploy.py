@@ -190,6 +190,24 @@ def evaluate_classifier(engine: _native.Engine, data: Iterable[Any],
     return TopKTotals(count, c1, c5)
 
 
+def evaluate_detector(detector: _native.Detector, images: str, annotations: str, class_map: str = "sorted",
+                      limit: int = 0, batch: int = 1) -> Dict[str, float]:
+    """COCO box AP/AR of ``detector`` on the images an instances JSON lists (``images``: their folder), as
+    ``qdeploy eval --images --annotations`` computes them; ``limit`` images at most (0: all)."""
+    import json
+
+    with open(annotations) as f:
+        listed = json.load(f).get("images", [])
+    if limit > 0:
+        listed = listed[:limit]
+    ids, dets = [], []
+    for start in range(0, len(listed), batch):
+        group = listed[start:start + batch]
+        dets += detector.detect([_native.read_image(os.path.join(images, im["file_name"])) for im in group])
+        ids += [int(im["id"]) for im in group]
+    return _native.coco_eval_detections(annotations, ids, dets, detector.num_classes, class_map)
+
+
 class TopKTotals:
     """Top-k counts over a whole evaluation."""
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <utility>
 
+#include "eval/coco_categories.h"
 #include "eval/coco_eval.h"
 #include "eval/coco_json.h"
 #include "eval/topk.h"
@@ -127,6 +128,23 @@ Expected<TopK> top_k(const HostTensor& logits, const std::vector<int>& labels) {
   return TopK{k.count, k.correct1, k.correct5};
 }
 
+namespace {
+
+Expected<CocoStats> score(const qd::CocoDataset& gt, const std::vector<qd::CocoDetection>& dets) {
+  auto r = qd::evaluate_coco_bbox(gt, dets);
+  if (!r) return qd::to_public(r.status());
+  CocoStats s;
+  for (int i = 0; i < qd::kCocoNumStats; ++i) {
+    s.names.push_back(qd::kCocoStatNames[i]);
+    s.values.push_back(r->stats[i]);
+  }
+  s.images = r->params.img_ids.size();
+  s.detections = r->num_detections;
+  return s;
+}
+
+}  // namespace
+
 Expected<CocoStats> coco_eval(const std::string& annotations_path, const std::vector<CocoBox>& detections) {
   auto gt = qd::load_coco_instances(annotations_path);
   if (!gt) return qd::to_public(gt.status());
@@ -143,16 +161,32 @@ Expected<CocoStats> coco_eval(const std::string& annotations_path, const std::ve
     d.score = b.score;
     dets.push_back(d);
   }
-  auto r = qd::evaluate_coco_bbox(*gt, dets);
-  if (!r) return qd::to_public(r.status());
-  CocoStats s;
-  for (int i = 0; i < qd::kCocoNumStats; ++i) {
-    s.names.push_back(qd::kCocoStatNames[i]);
-    s.values.push_back(r->stats[i]);
+  return score(*gt, dets);
+}
+
+Expected<CocoStats> coco_eval(const std::string& annotations_path, const std::vector<int64_t>& image_ids,
+                              const std::vector<std::vector<Detection>>& detections, int num_classes,
+                              const std::string& class_map) {
+  if (image_ids.size() != detections.size()) {
+    return Status(StatusCode::kInvalidArgument, "coco_eval: " + std::to_string(detections.size()) +
+                                                    " detection lists for " + std::to_string(image_ids.size()) +
+                                                    " image ids (one list per image)");
   }
-  s.images = r->params.img_ids.size();
-  s.detections = r->num_detections;
-  return s;
+  auto gt = qd::load_coco_instances(annotations_path);
+  if (!gt) return qd::to_public(gt.status());
+  auto mapping = qd::parse_class_mapping(class_map);
+  if (!mapping) return qd::to_public(mapping.status());
+  auto cats = qd::class_to_category_ids(*mapping, *gt, num_classes);
+  if (!cats) return qd::to_public(cats.status());
+  std::vector<qd::Detection> flat;
+  for (size_t i = 0; i < detections.size(); ++i) {
+    for (const Detection& d : detections[i]) {
+      flat.push_back({d.x1, d.y1, d.x2, d.y2, d.score, d.class_id, static_cast<int64_t>(i)});
+    }
+  }
+  auto dets = qd::to_coco_detections(flat, image_ids, *cats);
+  if (!dets) return qd::to_public(dets.status());
+  return score(*gt, *dets);
 }
 
 }  // namespace qdeploy

@@ -196,6 +196,30 @@ def test_detector_letterbox_decode_and_detect():
         det.detect([np.zeros((4, 4), np.uint8)])
 
 
+def test_evaluate_detector_maps_classes_to_categories(tmp_path):
+    """Annotations made from the detector's own boxes score AP 1 once classes map to the right category ids."""
+    det = qdeploy.Detector(qdeploy.build(DETECTOR, precision="fp32"))
+    files = ["000001.jpg", "000002.jpg"]
+    images = [qdeploy.read_image(str(ROOT / "models" / "samples" / f)) for f in files]
+    boxes = [det.detect([im])[0] for im in images]  # the shipped export takes batch 1
+    ann = {"images": [], "annotations": [], "categories": [{"id": 101 + k, "name": f"c{k}"} for k in range(10)]}
+    for i, (f, im, b) in enumerate(zip(files, images, boxes)):
+        ann["images"].append({"id": 7 + i, "file_name": f, "width": im.shape[1], "height": im.shape[0]})
+        for x1, y1, x2, y2, _, c in b:
+            ann["annotations"].append({"id": len(ann["annotations"]) + 1, "image_id": 7 + i,
+                                       "category_id": 101 + int(c), "bbox": [float(x1), float(y1),
+                                       float(x2 - x1), float(y2 - y1)], "area": float((x2 - x1) * (y2 - y1)),
+                                       "iscrowd": 0})
+    path = tmp_path / "ann.json"
+    path.write_text(json.dumps(ann))
+    stats = qdeploy.evaluate_detector(det, str(ROOT / "models" / "samples"), str(path))  # sorted: class k -> 101 + k
+    assert stats["AP50"] == pytest.approx(1.0) and stats["AP"] > 0.99
+    # identity: classes 0..9 are no category of these annotations, so nothing matches
+    assert qdeploy.coco_eval_detections(str(path), [7, 8], boxes, 10, "identity")["AP"] == 0
+    with pytest.raises(qdeploy.InvalidArgumentError, match="one list per image"):
+        qdeploy.coco_eval_detections(str(path), [7], boxes, 10)
+
+
 def test_dlpack_views_share_memory():
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     view = qdeploy.memory_view(a.ctypes.data, [3, 4], np.float32, cuda=False, owner=a)
