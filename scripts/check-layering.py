@@ -32,8 +32,9 @@ RULES = [
      "the DLA rules answer from a prepared graph and the formats they are given (plan/target.h): no engine, "
      "quantizer or CUDA code"),
 ]
-# Exceptions to a rule, as (including module, included module): the GPU task code builds on the CUDA backend.
-RULE_EXCEPTIONS = [("tasks/cuda/", "backends/cuda/")]
+# Exceptions to a rule, as (including module, included module): the GPU task code builds on the CUDA backend; the
+# public API's implementation (src/api/) is part of the top library with the front end.
+RULE_EXCEPTIONS = [("tasks/cuda/", "backends/cuda/"), ("api/", "frontend/")]
 # Nothing below the front end includes it (it is the top library, qdeploy_frontend).
 TOP = "frontend/"
 

@@ -9,8 +9,9 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
   libopenblas-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
   dataset-fashion-mnist
-  python3 python3-numpy python3-torch python3-onnx python3-pytest python3-pil
+  python3 python3-numpy python3-torch python3-onnx python3-pytest python3-pil python3-dev python3-pybind11
   clang libclang-rt-14-dev
+  libvulkan-dev
 )
 
 SUDO=""

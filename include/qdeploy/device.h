@@ -53,6 +53,45 @@ class PinnedBuffer {
   size_t size_ = 0;
 };
 
+// Synchronisation with work outside qdeploy without the host waiting: CUDA events and external semaphores that
+// another API (Vulkan, a camera or encoder driver, another process) exported as a file descriptor.
+enum class SemaphoreType {
+  kOpaqueFd,    // a binary semaphore (VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT)
+  kTimelineFd,  // a timeline semaphore (VkSemaphoreTypeCreateInfo timeline, exported as an opaque fd)
+};
+
+// A semaphore imported into CUDA (cudaImportExternalSemaphore) on the current device; destroyed with the last copy.
+class ExternalSemaphore {
+ public:
+  // Imports `fd`; on success CUDA owns the descriptor (do not close it), on failure the caller still does.
+  static Expected<ExternalSemaphore> import_fd(int fd, SemaphoreType type);
+  void* handle() const { return handle_.get(); }  // a cudaExternalSemaphore_t
+  SemaphoreType type() const { return type_; }
+
+ private:
+  std::shared_ptr<void> handle_;
+  SemaphoreType type_ = SemaphoreType::kOpaqueFd;
+};
+
+// What a stream waits for before some work and signals after it. Handles are raw so that events and semaphores
+// made by other libraries (PyTorch's, CuPy's, cuda-python's) take part: a cudaExternalSemaphore_t with the timeline
+// value to wait for or to set (binary semaphores ignore it), a cudaEvent_t.
+struct ExternalSync {
+  struct Semaphore {
+    void* handle = nullptr;
+    uint64_t value = 0;
+  };
+  std::vector<Semaphore> wait_semaphores, signal_semaphores;
+  std::vector<void*> wait_events;    // the stream waits for the work recorded before each
+  std::vector<void*> signal_events;  // recorded on the stream after the work
+  bool empty() const {
+    return wait_semaphores.empty() && signal_semaphores.empty() && wait_events.empty() && signal_events.empty();
+  }
+};
+// Enqueue the waits (before the caller's next work on `stream`) or the signals (after the work already there).
+Status enqueue_waits(const ExternalSync& sync, void* stream);
+Status enqueue_signals(const ExternalSync& sync, void* stream);
+
 enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 Status copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, void* stream);
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "qdeploy/device.h"
 #include "qdeploy/kernel_policy.h"
 #include "qdeploy/status.h"
 #include "qdeploy/tensor.h"
@@ -111,6 +112,10 @@ class ExecutionContext {
   virtual Status upload(const std::map<std::string, HostTensor>& inputs, void* stream) = 0;
   // Enqueues one run on `stream` after the work already there; returns without waiting for it.
   virtual Status enqueue(void* stream) = 0;
+  // The same, chained to work outside qdeploy without the host waiting: `stream` first waits for sync's events and
+  // semaphores, then runs the engine, then records and signals sync's (CUDA engines; docs/python.md and
+  // docs/cpp-api.md show a producer in another process).
+  virtual Status enqueue(void* stream, const ExternalSync& sync) = 0;
   // The outputs as host tensors in their bindings' memory (fp32 NCHW unless BuildOptions::output_formats says
   // otherwise); synchronises `stream`.
   virtual Expected<std::vector<HostTensor>> download(void* stream) = 0;
@@ -159,6 +164,8 @@ class Engine {
 Expected<Engine> build(const std::string& model_path, const BuildOptions& options);
 // Loads a plan file written by Engine::save; refuses plans for another GPU or another plan format version.
 Expected<Engine> load(const std::string& plan_path);
+// The same on GPU `device_index` rather than the one the plan was built on (a server's engine per GPU).
+Expected<Engine> load(const std::string& plan_path, int device_index);
 // True when the file starts like a plan (so that a MODEL|PLAN argument can tell the two apart).
 bool is_plan(const std::string& path);
 // The library's version ("0.1.0") and whether it has the CUDA backend.

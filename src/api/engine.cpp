@@ -3,6 +3,7 @@
 
 #include <mutex>
 
+#include "frontend/frontend.h"
 #include "runtime/engine.h"
 #include "runtime/public_types.h"
 
@@ -46,6 +47,7 @@ class OwningContext final : public ExecutionContext {
     return c_->upload(inputs, stream);
   }
   Status enqueue(void* stream) override { return c_->enqueue(stream); }
+  Status enqueue(void* stream, const ExternalSync& sync) override { return c_->enqueue(stream, sync); }
   Expected<std::vector<HostTensor>> download(void* stream) override { return c_->download(stream); }
   Expected<std::vector<LayerTime>> profile(int iterations, void* stream) override {
     return c_->profile(iterations, stream);
@@ -92,6 +94,12 @@ Expected<Engine> build(const std::string& model_path, const BuildOptions& option
 
 Expected<Engine> load(const std::string& plan_path) {
   auto e = qd::load_engine(plan_path);
+  if (!e) return qd::to_public(e.status());
+  return Engine(std::shared_ptr<qd::Engine>(std::move(*e)));
+}
+
+Expected<Engine> load(const std::string& plan_path, int device_index) {
+  auto e = qd::load_engine_on_device(plan_path, device_index);
   if (!e) return qd::to_public(e.status());
   return Engine(std::shared_ptr<qd::Engine>(std::move(*e)));
 }

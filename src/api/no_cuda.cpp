@@ -36,6 +36,9 @@ Status copy_async(void*, const void*, size_t, CopyKind, void*) { return no_cuda(
 Expected<std::vector<std::vector<KernelSpan>>> kernel_timeline(const std::function<Status(int)>&, int) {
   return no_cuda();
 }
+Expected<ExternalSemaphore> ExternalSemaphore::import_fd(int, SemaphoreType) { return no_cuda(); }
+Status enqueue_waits(const ExternalSync& sync, void*) { return sync.empty() ? Status() : no_cuda(); }
+Status enqueue_signals(const ExternalSync& sync, void*) { return sync.empty() ? Status() : no_cuda(); }
 bool has_cuda() { return false; }
 
 }  // namespace qdeploy

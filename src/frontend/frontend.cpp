@@ -7,6 +7,7 @@
 #include "passes/passes.h"
 #include "plan/plan_file.h"
 #include "runtime/backend.h"
+#include "runtime/plan_sections.h"
 
 namespace qd {
 
@@ -35,7 +36,9 @@ Expected<std::unique_ptr<Engine>> build_engine(const std::string& model_path, co
   return backend->build(std::move(g), opt, model_path);
 }
 
-Expected<std::unique_ptr<Engine>> load_engine(const std::string& plan_path) {
+namespace {
+
+Expected<std::unique_ptr<Engine>> load_plan(const std::string& plan_path, int device_index) {
   auto plan = read_plan(plan_path);
   if (!plan) return plan.status();
   const Backend* backend = find_backend(plan->header.target);
@@ -45,9 +48,28 @@ Expected<std::unique_ptr<Engine>> load_engine(const std::string& plan_path) {
                               "qdeploy, or build a CPU plan with `qdeploy build MODEL -o PLAN --device cpu`")
         .prefix(plan_path);
   }
+  if (device_index >= 0) {
+    // The plan's recorded device replaced: the backend still refuses a GPU of another model.
+    for (PlanSection& s : plan->sections) {
+      if (s.name != "build_options") continue;
+      BuildOptions opt = QD_TRY(decode_build_options(s.data));
+      if (opt.device != "cuda") return invalid("a device index applies to GPU plans only").prefix(plan_path);
+      opt.device_index = device_index;
+      s.data = encode_build_options(opt);
+    }
+  }
   auto engine = backend->load(*plan);
   if (!engine) return Status(engine.status()).prefix(plan_path);
   return engine;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Engine>> load_engine(const std::string& plan_path) { return load_plan(plan_path, -1); }
+
+Expected<std::unique_ptr<Engine>> load_engine_on_device(const std::string& plan_path, int device_index) {
+  if (device_index < 0) return invalid("device index " + std::to_string(device_index) + " is negative");
+  return load_plan(plan_path, device_index);
 }
 
 Expected<Graph> load_prepared(const std::string& path, const std::map<std::string, Shape>& shapes) {

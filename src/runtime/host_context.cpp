@@ -71,6 +71,13 @@ class HostContext final : public qdeploy::ExecutionContext {
     outputs_ = std::move(*out);
     return {};
   }
+  qdeploy::Status enqueue(void* stream, const qdeploy::ExternalSync& sync) override {
+    if (!sync.empty()) {
+      return {qdeploy::StatusCode::kUnsupported,
+              "external events and semaphores need a CUDA engine: the CPU engine runs synchronously on the host"};
+    }
+    return enqueue(stream);
+  }
   qdeploy::Expected<std::vector<qdeploy::HostTensor>> download(void* stream) override {
     if (stream) return gpu_only("a stream");
     if (outputs_.empty()) return qdeploy::Status(qdeploy::StatusCode::kInvalidArgument, "download before enqueue");

@@ -8,7 +8,11 @@ import pytest
 
 sys.dont_write_bytecode = True
 ROOT = Path(__file__).resolve().parents[2]
-for p in (ROOT / "python", Path(__file__).resolve().parent):
+# BUILD/python holds the native module (qdeploy._native) of a CMake build; QDEPLOY_BUILD_DIR names another build.
+import os  # noqa: E402
+
+BUILD = Path(os.environ.get("QDEPLOY_BUILD_DIR", ROOT / "build"))
+for p in (BUILD / "python", ROOT / "python", Path(__file__).resolve().parent):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 

@@ -35,3 +35,15 @@ def write_dataset(root, n_images=4, size=128, seed=0, boxes_per_image=3):
     with open(root / "instances.json", "w") as f:
         json.dump({"images": images, "annotations": annotations, "categories": categories}, f)
     return root
+
+
+def dynamic_batch_copy(src, dst):
+    """A copy of an ONNX model whose first input and output dims are symbolic ("N"): the shipped classifiers are
+    exported with batch 1, and batch-agnostic inside (Conv, GlobalAveragePool, Flatten, Gemm)."""
+    import onnx
+
+    m = onnx.load(str(src))
+    for v in list(m.graph.input[:1]) + list(m.graph.output[:1]):
+        v.type.tensor_type.shape.dim[0].dim_param = "N"
+    onnx.save(m, str(dst))
+    return str(dst)

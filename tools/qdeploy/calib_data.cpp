@@ -8,6 +8,7 @@
 #include "core/npy.h"
 #include "core/npz.h"
 #include "core/progress.h"
+#include "frontend/calibrate.h"
 #include "frontend/frontend.h"
 #include "onnx/importer.h"
 #include "runtime/io_format.h"
@@ -302,23 +303,19 @@ Expected<std::map<std::string, Tensor>> ImageBatches::feeds(int k) const {
 
 Expected<CalibCache> calibrate_model(const std::string& model, const ImageBatches& data, const CalibOptions& opt,
                                      const std::string& algo_name, bool quiet, CalibReport* report) {
-  std::map<std::string, Tensor> first = QD_TRY(data.feeds(0));
-  std::map<std::string, Shape> shapes;
-  for (const auto& [name, t] : first) shapes[name] = t.shape();
-  Graph g = QD_TRY(load_prepared(model, shapes));
-  Calibrator cal(g, opt);
-  const int passes = cal.needs_histograms() ? 2 : 1;
-  Progress progress("calibrate (" + algo_name + ", " + std::to_string(passes) + " passes)",
-                    static_cast<int64_t>(passes) * data.num_batches());
-  for (int pass = 0; pass < passes; ++pass) {
-    for (int k = 0; k < data.num_batches(); ++k) {
-      std::map<std::string, Tensor> x = k == 0 ? first : QD_TRY(data.feeds(k));
-      QD_RETURN_IF_ERROR(pass == 0 ? cal.observe_range(x) : cal.observe_histogram(x));
-      if (!quiet) progress.update(static_cast<int64_t>(pass) * data.num_batches() + k + 1, "batches");
-    }
+  std::unique_ptr<Progress> progress;
+  CalibProgressFn on_batch;
+  if (!quiet) {
+    on_batch = [&](int64_t done, int64_t total, int passes) {
+      if (!progress) {
+        progress = std::make_unique<Progress>("calibrate (" + algo_name + ", " + std::to_string(passes) + " passes)",
+                                              total);
+      }
+      progress->update(done, "batches");
+    };
   }
-  if (report) *report = cal.report();
-  return cal.result();
+  return calibrate_batches(
+      model, data.num_batches(), [&](int k) { return data.feeds(k); }, opt, on_batch, report);
 }
 
 }  // namespace qd::cli

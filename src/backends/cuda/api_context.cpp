@@ -41,6 +41,12 @@ class CudaApiContext final : public qdeploy::ExecutionContext {
     return to_public(ctx_->upload(staged_, as_stream(stream)));
   }
   qdeploy::Status enqueue(void* stream) override { return to_public(ctx_->enqueue(as_stream(stream))); }
+  // The waits and signals are stream-ordered around the run (or its graph launch): no host synchronisation.
+  qdeploy::Status enqueue(void* stream, const qdeploy::ExternalSync& sync) override {
+    if (qdeploy::Status s = qdeploy::enqueue_waits(sync, stream); !s) return s;
+    if (qdeploy::Status s = enqueue(stream); !s) return s;
+    return qdeploy::enqueue_signals(sync, stream);
+  }
   qdeploy::Expected<std::vector<qdeploy::HostTensor>> download(void* stream) override {
     auto out = ctx_->download(as_stream(stream));
     if (!out) return to_public(out.status());
