@@ -96,6 +96,8 @@ struct PlanLayer {
   int64_t macs = 0;
   std::string precision;
 };
+// True when the layer's words say it runs in INT8 (the plan file's text read back at the edge, for counting).
+bool plan_layer_int8(const PlanLayer& l);
 std::string encode_plan_layers(const std::vector<PlanLayer>& layers);
 Expected<std::vector<PlanLayer>> decode_plan_layers(const std::string& data);
 
