@@ -164,11 +164,10 @@ Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt, const Precisio
   std::map<int, Quantized> quantized;  // float tensor -> its quantized forms
   std::vector<char> remove(g.nodes.size(), 0);
 
-  auto quantize_tensor = [&](int x) -> Quantized& {
+  auto quantize_tensor = [&](int x, const TensorQuant& tq) -> Quantized& {
     auto it = quantized.find(x);
     if (it != quantized.end()) return it->second;
     Quantized qz;
-    const TensorQuant& tq = plan.tensors.at(x);
     const std::string name = g.values[x].name;  // a copy: adding values below may reallocate g.values
     const int scale = rw.constant(name + "_scale", Tensor::scalar_f32(tq.scale));
     Tensor zp(tq.asymmetric ? DType::kUInt8 : DType::kInt8, {});
@@ -188,14 +187,18 @@ Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt, const Precisio
     const int x = n.inputs[0];
     const int w = n.inputs[1];
     const Tensor* wt = g.constant(w);
-    const float s_x = plan.tensors.at(x).scale;
+    auto tq = plan.tensors.find(x);
+    if (!wt || tq == plan.tensors.end()) {
+      return internal("lower_int8: the precision plan is not this graph's (INT8 node '" + n.name + "')");
+    }
+    const float s_x = tq->second.scale;
     const bool trans_b = n.op == OpType::Gemm && *n.attrs.get_int("transB", 0) != 0;
     const int axis = int8_weight_axis(n);
     // compute_precision checked that given scales count the weight's channels.
     auto wsit = opt.weight_scales.find(g.values[w].name);
     WeightQuant wq = wsit != opt.weight_scales.end() ? quantize_weights_with(*wt, axis, wsit->second)
                                                      : quantize_weights(*wt, axis);
-    Quantized& qx = quantize_tensor(x);
+    Quantized& qx = quantize_tensor(x, tq->second);
     const int y = n.outputs[0];
     const int64_t m = wt->shape()[axis];
     const int bias = n.inputs.size() > 2 ? n.inputs[2] : -1;
