@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/file_io.h"
+#include "core/precision.h"
 #include "plan/byte_io.h"
 
 namespace qd {
@@ -22,7 +23,7 @@ constexpr uint32_t kMaxProfile = 4096;
 const char* const kRebuild = "rebuild the plan with `qdeploy build`";
 
 bool known_target(const std::string& t) { return t == "cpu" || t == "cuda"; }
-bool known_precision(const std::string& p) { return p == "fp32" || p == "fp16" || p == "int8"; }
+bool known_precision(const std::string& p) { return static_cast<bool>(parse_precision(p)); }
 
 Status check_profile_entry(const ShapeProfile& p) {
   auto shapes = [&] {
@@ -292,6 +293,8 @@ std::string plan_tensor_line(const PlanTensor& t) {
   }
   return s;
 }
+
+bool plan_layer_int8(const PlanLayer& l) { return l.precision == precision_name(Precision::kInt8); }
 
 std::string encode_plan_layers(const std::vector<PlanLayer>& layers) {
   ByteWriter w;

@@ -89,13 +89,16 @@ Expected<PlanIo> decode_plan_io(const std::string& data);
 // "images  int8[1x3x640x640]  nhwc  scale 0.0078721" (`qdeploy build` and `inspect`).
 std::string plan_tensor_line(const PlanTensor& t);
 
-// Section "layers": the precision each layer with MACs runs in, for `qdeploy inspect` (the same words as
-// quant/int8.h's Int8Report: "int8", "float (asked)", "float (no scale)", ...; "fp32" / "fp16" in float plans).
+// Section "layers": the precision each layer with MACs runs in, for `qdeploy inspect` (the precision plan's words,
+// quant/precision_plan.h's precision_words: "int8", "float (asked)", "float (no scale)", ...; "fp32" / "fp16" in
+// float plans; a CUDA plan's layers give their kernels' precisions).
 struct PlanLayer {
   std::string name, op;
   int64_t macs = 0;
   std::string precision;
 };
+// True when the layer's words say it runs in INT8 (the plan file's text read back at the edge, for counting).
+bool plan_layer_int8(const PlanLayer& l);
 std::string encode_plan_layers(const std::vector<PlanLayer>& layers);
 Expected<std::vector<PlanLayer>> decode_plan_layers(const std::string& data);
 

@@ -120,21 +120,58 @@ Tensor channel_vector(const std::vector<float>& v, size_t rank) {
 
 }  // namespace
 
-Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt) {
+int int8_weight_axis(const Node& n) {
+  const bool trans_b = n.op == OpType::Gemm && *n.attrs.get_int("transB", 0) != 0;
+  return n.op == OpType::Conv || trans_b ? 0 : 1;
+}
+
+Int8Report int8_report(const Graph& g, const PrecisionPlan& plan) {
   Int8Report rep;
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const Node& n = g.nodes[ni];
+    const int64_t macs = node_macs(g, n);
+    rep.total_macs += macs;
+    if (n.op != OpType::Conv && n.op != OpType::Gemm) continue;
+    const NodePrecision& p = plan.nodes[ni];
+    rep.layers.push_back({n.name, op_name(n.op), macs, p});
+    switch (p.reason) {
+      case PrecisionReason::kQuantized:
+        rep.int8_nodes.push_back(n.name);
+        rep.int8_macs += macs;
+        break;
+      case PrecisionReason::kAsked: rep.float_nodes.push_back(n.name); break;
+      case PrecisionReason::kNoScale:
+      case PrecisionReason::kNoWeightScale: rep.no_scale_nodes.push_back(n.name); break;
+      case PrecisionReason::kNotQuantizable:
+      case PrecisionReason::kNotConvGemm: break;
+    }
+  }
+  return rep;
+}
+
+Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt) {
+  const PrecisionPlan plan = QD_TRY(compute_precision(g, opt));
+  return lower_int8(g, opt, plan);
+}
+
+Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt, const PrecisionPlan& plan) {
+  if (plan.nodes.size() != g.nodes.size()) {
+    return internal("lower_int8: the precision plan has " + std::to_string(plan.nodes.size()) +
+                    " nodes, the graph " + std::to_string(g.nodes.size()));
+  }
+  Int8Report rep = int8_report(g, plan);
   Rewriter rw(g);
   std::map<int, Quantized> quantized;  // float tensor -> its quantized forms
   std::vector<char> remove(g.nodes.size(), 0);
 
-  auto quantize_tensor = [&](int x, float s) -> Quantized& {
+  auto quantize_tensor = [&](int x, const TensorQuant& tq) -> Quantized& {
     auto it = quantized.find(x);
     if (it != quantized.end()) return it->second;
     Quantized qz;
     const std::string name = g.values[x].name;  // a copy: adding values below may reallocate g.values
-    const int scale = rw.constant(name + "_scale", Tensor::scalar_f32(s));
-    auto zit = opt.act_zero_points.find(name);
-    Tensor zp(zit == opt.act_zero_points.end() ? DType::kInt8 : DType::kUInt8, {});
-    if (zit != opt.act_zero_points.end()) zp.set_f64(0, zit->second);
+    const int scale = rw.constant(name + "_scale", Tensor::scalar_f32(tq.scale));
+    Tensor zp(tq.asymmetric ? DType::kUInt8 : DType::kInt8, {});
+    if (tq.asymmetric) zp.set_f64(0, tq.zero_point);
     qz.zero_point = rw.constant(name + "_zero_point", std::move(zp));
     qz.q = rw.value(name + "_int8");
     qz.dq = rw.value(name + "_dequantized");
@@ -166,53 +203,24 @@ Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt) {
   };
 
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    if (!plan.is_int8(ni)) continue;
     Node& n = g.nodes[ni];
-    const int64_t macs = node_macs(g, n);
-    rep.total_macs += macs;
     const bool conv = n.op == OpType::Conv;
-    const bool gemm = n.op == OpType::Gemm;
-    if (!conv && !gemm) continue;
-    rep.layers.push_back({n.name, op_name(n.op), macs, "float (not quantizable)"});
     const int x = n.inputs[0];
     const int w = n.inputs[1];
     const Tensor* wt = g.constant(w);
-    if (!wt || wt->dtype() != DType::kFloat32 || g.values[x].dtype != DType::kFloat32) continue;
-    if (gemm && (n.attrs.get_int("transA", 0).has_value() && *n.attrs.get_int("transA", 0) != 0)) continue;
-    if (gemm && (*n.attrs.get_float("alpha", 1.f) != 1.f || *n.attrs.get_float("beta", 1.f) != 1.f)) continue;
-    if (opt.float_node_names.count(n.name) || matches_any(n.name, opt.float_nodes)) {
-      rep.float_nodes.push_back(n.name);
-      rep.layers.back().precision = "float (asked)";
-      continue;
+    auto tq = plan.tensors.find(x);
+    if (!wt || tq == plan.tensors.end()) {
+      return internal("lower_int8: the precision plan is not this graph's (INT8 node '" + n.name + "')");
     }
-    auto sit = opt.act_scales.find(g.values[x].name);
-    if (sit == opt.act_scales.end()) {
-      rep.no_scale_nodes.push_back(n.name);
-      rep.layers.back().precision = "float (no scale)";
-      continue;
-    }
-    if (weights_left_float(opt.weight_scales, g.values[w].name)) {
-      rep.no_scale_nodes.push_back(n.name);
-      rep.layers.back().precision = "float (no weight scale)";
-      continue;
-    }
-    if (!(sit->second > 0) || !std::isfinite(sit->second)) {
-      return invalid("tensor '" + g.values[x].name + "' has an invalid scale " + std::to_string(sit->second));
-    }
-    // Weight layout: Conv [M, C/g, k...] channels on axis 0; Gemm B [K, N] (axis 1) or transposed [N, K] (axis 0).
-    const bool trans_b = gemm && *n.attrs.get_int("transB", 0) != 0;
-    const int axis = conv || trans_b ? 0 : 1;
+    const float s_x = tq->second.scale;
+    const bool trans_b = n.op == OpType::Gemm && *n.attrs.get_int("transB", 0) != 0;
+    const int axis = int8_weight_axis(n);
+    // compute_precision checked that given scales count the weight's channels.
     auto wsit = opt.weight_scales.find(g.values[w].name);
-    // Checked before quantizing: quantize_weights_with indexes the scales by channel.
-    if (wsit != opt.weight_scales.end() && static_cast<int64_t>(wsit->second.size()) != wt->shape()[axis]) {
-      return invalid("weight '" + g.values[w].name + "' has " + std::to_string(wt->shape()[axis]) +
-                     " channels but " + std::to_string(wsit->second.size()) + " scales");
-    }
     WeightQuant wq = wsit != opt.weight_scales.end() ? quantize_weights_with(*wt, axis, wsit->second)
                                                      : quantize_weights(*wt, axis);
-    Quantized& qx = quantize_tensor(x, sit->second);
-    rep.int8_nodes.push_back(n.name);
-    rep.int8_macs += macs;
-    rep.layers.back().precision = "int8";
+    Quantized& qx = quantize_tensor(x, tq->second);
     const int y = n.outputs[0];
     const int64_t m = wt->shape()[axis];
     const int bias = n.inputs.size() > 2 ? n.inputs[2] : -1;
@@ -228,7 +236,7 @@ Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt) {
     }
     // exact: integer product, then the fp32 epilogue  y = acc * (s_x * s_w[c]) + bias[c]
     std::vector<float> combined(static_cast<size_t>(m));
-    for (int64_t c = 0; c < m; ++c) combined[c] = sit->second * wq.scales[c];
+    for (int64_t c = 0; c < m; ++c) combined[c] = s_x * wq.scales[c];
     const int qw = rw.constant(g.values[w].name + "_int8", conv || !trans_b ? std::move(wq.q) : Tensor());
     const int acc = rw.value(n.name + "_acc");
     if (conv) {

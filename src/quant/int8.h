@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "quant/precision_plan.h"
 
 namespace qd {
 
@@ -51,14 +52,6 @@ struct Int8Options {
   std::set<std::string> float_node_names;
 };
 
-// The precision lower_int8 chose for one Conv or Gemm.
-struct LayerPrecision {
-  std::string node, op;
-  int64_t macs = 0;
-  std::string precision;  // "int8", or "float" with why: "(asked)", "(no scale)", "(no weight scale)",
-                          // "(not quantizable)"
-};
-
 struct Int8Report {
   std::vector<std::string> int8_nodes;
   std::vector<std::string> float_nodes;       // asked for by the user
@@ -68,6 +61,13 @@ struct Int8Report {
   int64_t int8_macs = 0, total_macs = 0;
   std::vector<LayerPrecision> layers;         // every Conv and Gemm, in graph order
 };
+
+// The report of a precision plan over the graph it was computed on.
+Int8Report int8_report(const Graph& g, const PrecisionPlan& plan);
+
+// The axis of an INT8 Conv's or Gemm's weight that holds its output channels (one weight scale each): 0 for a Conv's
+// [M, C/g, k...] and a transposed Gemm B [N, K], 1 for a Gemm B [K, N].
+int int8_weight_axis(const Node& n);
 
 // Explicit weight quantization (a QAT model's weight Q/DQ pairs, or a precision config's weight scales): a Conv/Gemm
 // whose weights have no scales while others have was left in float by the model, as TensorRT runs such a layer, even
@@ -81,7 +81,10 @@ bool matches_any(const std::string& name, const std::vector<std::string>& patter
 // plan stores them.
 Int8Options resolve_float_nodes(const Graph& g, const Int8Options& opt);
 
-// Rewrites a prepared graph (shapes inferred) for INT8 and re-infers its shapes.
+// Rewrites a prepared graph (shapes inferred) for INT8 as `plan` (computed on this graph with these options) says,
+// and re-infers its shapes.
+Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt, const PrecisionPlan& plan);
+// The same with the plan compute_precision(g, opt) gives.
 Expected<Int8Report> lower_int8(Graph& g, const Int8Options& opt);
 
 }  // namespace qd

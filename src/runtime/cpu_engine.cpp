@@ -41,8 +41,8 @@ class CpuEngine final : public Engine {
   const std::vector<TensorDesc>& inputs() const override { return inputs_; }
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
   std::string describe() const override {
-    std::string d = "cpu (reference, " + opt_.precision;
-    if (opt_.precision == "int8") {
+    std::string d = std::string("cpu (reference, ") + precision_name(opt_.precision);
+    if (opt_.precision == Precision::kInt8) {
       char buf[160];
       std::snprintf(buf, sizeof buf, " %s: %zu layers int8, %zu float, %.1f%% of MACs in int8", opt_.int8_mode.c_str(),
                     int8_report_.int8_nodes.size(),
@@ -55,12 +55,12 @@ class CpuEngine final : public Engine {
     }
     return d + ")";
   }
-  const Int8Report* int8_report() const override { return opt_.precision == "int8" ? &int8_report_ : nullptr; }
+  const Int8Report* int8_report() const override { return opt_.precision == Precision::kInt8 ? &int8_report_ : nullptr; }
   const BuildOptions& options() const override { return opt_; }
   const std::map<std::string, Shape>& build_shapes() const override { return init_shapes_; }
 
   Status load_scales() {
-    if (opt_.precision != "int8") return Status::ok();
+    if (opt_.precision != Precision::kInt8) return Status::ok();
     int8_ = QD_TRY(load_int8_options(graph_, opt_));
     return Status::ok();
   }
@@ -79,7 +79,7 @@ class CpuEngine final : public Engine {
     plan.add("layers", encode_plan_layers(QD_TRY(layer_table(&resolved))));
     plan.add("graph", QD_TRY(encode_graph(graph_)));
     plan.add("build_options", encode_build_options(opt_));
-    if (opt_.precision == "int8") plan.add("int8", encode_int8_options(resolved));
+    if (opt_.precision == Precision::kInt8) plan.add("int8", encode_int8_options(resolved));
     return write_plan(path, plan);
   }
   // For plans: the scales and float nodes that load_scales() found when the engine was built.
@@ -95,7 +95,7 @@ class CpuEngine final : public Engine {
     PrepareOptions p;
     p.input_shapes = shapes;
     QD_RETURN_IF_ERROR(prepare_graph(g, p));
-    if (opt_.precision == "int8") int8_report_ = QD_TRY(lower_int8(g, int8_));
+    if (opt_.precision == Precision::kInt8) int8_report_ = QD_TRY(lower_int8(g, int8_));
     return &cache_.emplace(shapes, std::move(g)).first->second;
   }
 
@@ -107,22 +107,25 @@ class CpuEngine final : public Engine {
     PrepareOptions p;
     p.input_shapes = init_shapes_;
     QD_RETURN_IF_ERROR(prepare_graph(g, p));
-    const bool int8 = opt_.precision == "int8";
+    const bool int8 = opt_.precision == Precision::kInt8;
     std::vector<PlanLayer> layers;
     std::map<std::string, size_t> index;
     for (const Node& n : g.nodes) {
       const int64_t macs = node_macs(g, n);
       if (macs == 0) continue;
       index[n.name] = layers.size();
-      layers.push_back({n.name, op_name(n.op), macs, int8 ? "float (not quantizable)" : opt_.precision});
+      // In an INT8 build, a layer with MACs that is no Conv or Gemm has no INT8 form.
+      layers.push_back({n.name, op_name(n.op), macs,
+                        int8 ? precision_words({Precision::kFp32, PrecisionReason::kNotQuantizable})
+                             : precision_name(opt_.precision)});
     }
     if (!int8) return layers;
-    const Int8Report rep = QD_TRY(lower_int8(g, int8_));
+    const Int8Report rep = qd::int8_report(g, QD_TRY(compute_precision(g, int8_)));
     resolved->float_nodes.clear();
     resolved->float_node_names.insert(rep.float_nodes.begin(), rep.float_nodes.end());
     for (const auto& l : rep.layers) {
       auto it = index.find(l.node);
-      if (it != index.end()) layers[it->second].precision = l.precision;
+      if (it != index.end()) layers[it->second].precision = precision_words(l.precision);
     }
     return layers;
   }
@@ -194,9 +197,6 @@ Status check_build_options(const BuildOptions& opt) {
   if (opt.device != "cpu" && opt.device != "cuda") {
     return invalid("--device must be cpu or cuda, got '" + opt.device + "'");
   }
-  if (opt.precision != "fp32" && opt.precision != "fp16" && opt.precision != "int8") {
-    return invalid("--precision must be fp32, fp16 or int8, got '" + opt.precision + "'");
-  }
   for (const auto& src : opt.tactic_sources) {
     if (src != "qdeploy" && src != "cudnn") {
       return invalid("--tactic-sources takes qdeploy and/or cudnn (comma separated), got '" + src + "'");
@@ -222,7 +222,7 @@ Status check_build_options(const BuildOptions& opt) {
 namespace {
 
 Status check_cpu_options(const BuildOptions& opt) {
-  if (opt.precision == "fp16") {
+  if (opt.precision == Precision::kFp16) {
     return unsupported("--precision fp16 on the CPU is not implemented; use fp32 or int8 (fp16 runs on --device cuda)");
   }
   if (opt.int8_mode != "exact" && opt.int8_mode != "fake" && opt.int8_mode != "bitexact" &&
@@ -248,10 +248,11 @@ Expected<std::unique_ptr<Engine>> load_cpu_engine(const PlanFile& plan) {
   const PlanSection* int8 = plan.find("int8");
   if (!graph || !options) return invalid("the CPU plan lacks its 'graph' or 'build_options' section; rebuild it");
   BuildOptions opt = QD_TRY(decode_build_options(options->data));
-  if (opt.device != "cpu" || opt.precision != plan.header.precision || opt.precision == "fp16" ||
-      (opt.precision == "int8") != (int8 != nullptr)) {
+  auto header_precision = parse_precision(plan.header.precision);
+  if (opt.device != "cpu" || !header_precision || opt.precision != *header_precision ||
+      opt.precision == Precision::kFp16 || (opt.precision == Precision::kInt8) != (int8 != nullptr)) {
     return invalid("the CPU plan's sections disagree with its header (device " + opt.device + ", precision " +
-                   opt.precision + " vs " + plan.header.precision + "); rebuild it");
+                   precision_name(opt.precision) + " vs " + plan.header.precision + "); rebuild it");
   }
   Graph g = QD_TRY(decode_graph(graph->data));
   auto engine = std::make_unique<CpuEngine>(std::move(g), std::move(opt));

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/precision.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
 #include "qdeploy/engine.h"
@@ -18,7 +19,7 @@ struct Int8Report;  // quant/int8.h
 
 struct BuildOptions {
   std::string device = "cpu";      // cpu | cuda
-  std::string precision = "fp32";  // fp32 | fp16 | int8
+  Precision precision = Precision::kFp32;  // --precision fp32 | fp16 | int8 (core/precision.h reads the words)
   // Binds symbolic input dims (e.g. images:1x3x640x640). The batch dim may still change at run time.
   std::map<std::string, Shape> shapes;
   // INT8: activation scales from a calibration cache (TensorRT text format); exact integer arithmetic or fake quant.

@@ -17,7 +17,7 @@ namespace qd {
 std::string encode_build_options(const BuildOptions& opt) {
   ByteWriter w;
   w.str(opt.device);
-  w.str(opt.precision);
+  w.str(precision_name(opt.precision));  // the word, as plans have always stored it
   w.shape_map(opt.shapes);
   w.str(opt.calib_cache);  // where the scales came from (information only: the "int8" section holds them)
   w.str(opt.int8_mode);
@@ -40,7 +40,7 @@ Expected<BuildOptions> decode_build_options(const std::string& data) {
   ByteReader r(data, "plan section 'build_options'");
   BuildOptions opt;
   opt.device = r.str("device");
-  opt.precision = r.str("precision");
+  const std::string precision = r.str("precision");
   opt.shapes = r.shape_map("shapes");
   opt.calib_cache = r.str("calibration cache path");
   opt.int8_mode = r.str("int8 mode");
@@ -58,6 +58,9 @@ Expected<BuildOptions> decode_build_options(const std::string& data) {
   const std::string policy = r.str("kernel policy");
   r.expect_end();
   if (!r.ok()) return r.status();
+  auto p = parse_precision(precision);
+  if (!p) return invalid("plan section 'build_options': unknown precision '" + precision + "'; rebuild the plan");
+  opt.precision = *p;
   auto kp = qdeploy::KernelPolicy::parse(policy);
   if (!kp) return invalid("plan section 'build_options': " + kp.status().message());
   opt.kernel_policy = std::move(*kp);
@@ -219,7 +222,7 @@ Expected<CudaPlanParts> decode_cuda_plan(const PlanFile& plan) {
   parts.options = QD_TRY(decode_build_options(options->data));
   parts.options.timing_cache.clear();  // a plan never writes files where it was built
   parts.kernels = QD_TRY(decode_cuda_kernels(kernels->data));
-  if (parts.options.precision == "int8") {
+  if (parts.options.precision == Precision::kInt8) {
     const PlanSection* sec = plan.find("int8");
     if (!sec) return invalid("INT8 CUDA plan without its int8 section");
     parts.int8 = QD_TRY(decode_int8_options(sec->data));
@@ -232,7 +235,7 @@ PlanFile new_plan(const std::string& target, const BuildOptions& opt, const std:
   PlanFile plan;
   plan.header.qdeploy_version = QD_VERSION;
   plan.header.target = target;
-  plan.header.precision = opt.precision;
+  plan.header.precision = precision_name(opt.precision);
   for (const auto& d : inputs) {
     auto lo = opt.min_shapes.find(d.name);
     if (lo != opt.min_shapes.end()) {

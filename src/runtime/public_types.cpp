@@ -68,8 +68,9 @@ std::string format_word(const qdeploy::IoFormat& f) {
 BuildOptions from_public(const qdeploy::BuildOptions& o) {
   BuildOptions b;
   b.device = o.device == qdeploy::Device::kCuda ? "cuda" : "cpu";
-  b.precision = o.precision == qdeploy::Precision::kInt8 ? "int8" : o.precision == qdeploy::Precision::kFp16 ? "fp16"
-                                                                                                           : "fp32";
+  b.precision = o.precision == qdeploy::Precision::kInt8   ? Precision::kInt8
+                : o.precision == qdeploy::Precision::kFp16 ? Precision::kFp16
+                                                           : Precision::kFp32;
   b.shapes = o.shapes;
   b.min_shapes = o.min_shapes;
   b.opt_shapes = o.opt_shapes;
@@ -93,9 +94,9 @@ BuildOptions from_public(const qdeploy::BuildOptions& o) {
 Expected<qdeploy::BuildOptions> to_public(const BuildOptions& b) {
   qdeploy::BuildOptions o;
   o.device = b.device == "cuda" ? qdeploy::Device::kCuda : qdeploy::Device::kCpu;
-  o.precision = b.precision == "int8"   ? qdeploy::Precision::kInt8
-                : b.precision == "fp16" ? qdeploy::Precision::kFp16
-                                        : qdeploy::Precision::kFp32;
+  o.precision = b.precision == Precision::kInt8   ? qdeploy::Precision::kInt8
+                : b.precision == Precision::kFp16 ? qdeploy::Precision::kFp16
+                                                  : qdeploy::Precision::kFp32;
   o.shapes = b.shapes;
   o.min_shapes = b.min_shapes;
   o.opt_shapes = b.opt_shapes;

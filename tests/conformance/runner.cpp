@@ -187,7 +187,7 @@ Result run_test_once(const fs::path& dir) {
       if (!engine) {
         BuildOptions bo;
         bo.device = g_mode.device;
-        bo.precision = g_mode.precision;
+        bo.precision = *parse_precision(g_mode.precision);  // checked in main()
         bo.shapes = shapes;
         auto e = build_engine((dir / "model.onnx").string(), bo);
         if (!e) return classify(e.status(), "build");
@@ -242,12 +242,17 @@ int main(int argc, char** argv) {
   if (!g_mode.device.empty()) {
     BuildOptions bo;
     bo.device = g_mode.device;
-    bo.precision = g_mode.precision;
+    auto precision = parse_precision(g_mode.precision);
+    if (!precision) {
+      std::fprintf(stderr, "error: %s\n", precision.status().to_string().c_str());
+      return 2;
+    }
+    bo.precision = *precision;
     if (Status s = check_build_options(bo); !s.is_ok()) {
       std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
       return 2;
     }
-    if (g_mode.precision != "fp32") {
+    if (*precision != Precision::kFp32) {
       std::fprintf(stderr, "error: --precision %s: the node tests are checked with fp32 tolerances; use --precision fp32\n",
                    g_mode.precision.c_str());
       return 2;

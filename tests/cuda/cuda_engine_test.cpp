@@ -178,7 +178,7 @@ std::unique_ptr<cuda::CudaEngine> make_engine(Graph g, const std::string& precis
                                               const std::string& calib_cache = "") {
   BuildOptions opt;
   opt.device = "cuda";
-  opt.precision = precision;
+  opt.precision = *parse_precision(precision);
   opt.calib_cache = calib_cache;
   opt.tactic_sources = std::move(tactic_sources);
   opt.output_formats = std::move(output_formats);
@@ -567,7 +567,7 @@ TEST(CudaEngine, C3SiblingConvsRunAsOneInInt8) {
     cache->set("cv1_silu_out", *cv1 * 1.7f);
     ASSERT_TRUE(write_calib_cache(cache_path, *cache).is_ok());
     BuildOptions opt;
-    opt.precision = "int8";
+    opt.precision = Precision::kInt8;
     opt.calib_cache = cache_path;
     auto cpu = build_engine(model, opt);
     ASSERT_TRUE(cpu) << cpu.status().to_string();
@@ -608,7 +608,7 @@ TEST(CudaEngine, TimingCacheIsReadBack) {
   auto build = [&](const std::string& path) {
     BuildOptions opt;
     opt.device = "cuda";
-    opt.precision = "fp16";
+    opt.precision = Precision::kFp16;
     opt.tactic_sources = {"qdeploy"};
     opt.timing_cache = path;
     auto e = cuda::CudaEngine::create(g, opt);
@@ -663,7 +663,7 @@ TEST(CudaEngine, TimingCacheKeepsBatchesTimedAtRunTime) {
   const std::map<std::string, Shape> later = {{"x", {4, 64, 12, 10}}};  // the build times another batch
   BuildOptions opt;
   opt.device = "cuda";
-  opt.precision = "fp16";
+  opt.precision = Precision::kFp16;
   opt.tactic_sources = {"qdeploy"};
   opt.timing_cache = cache;
   const auto at_batch = [](const std::string& sig, const std::string& n) {  // a conv signature of batch n
@@ -716,7 +716,7 @@ TEST(CudaEngine, LoadedPlanNeverTimesOrWritesTheTimingCache) {
   Graph g = test::with_dynamic_batch(c3_graph(1, true, false));
   BuildOptions opt;
   opt.device = "cuda";
-  opt.precision = "fp16";
+  opt.precision = Precision::kFp16;
   opt.tactic_sources = {"qdeploy"};
   opt.timing_cache = cache;
   {
@@ -760,7 +760,7 @@ TEST(CudaEngine, TimingCacheKeysSecondOutputsApart) {
   const std::map<std::string, Shape> shapes = {{"images", {1, 3, 640, 640}}};
   BuildOptions opt;
   opt.device = "cuda";
-  opt.precision = "int8";
+  opt.precision = Precision::kInt8;
   opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
   opt.tactic_sources = {"qdeploy"};
   opt.timing_cache = cache;
@@ -973,7 +973,7 @@ TEST(CudaEngine, HeadBranchesRunOnASideStream) {
     SCOPED_TRACE(precision);
     BuildOptions opt;
     opt.device = "cuda";
-    opt.precision = precision;
+    opt.precision = *parse_precision(precision);
     if (precision == "int8") opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
     opt.timing_cache = dir + "/timing-" + precision + ".json";
     std::filesystem::remove(opt.timing_cache);
@@ -1055,7 +1055,7 @@ TEST(CudaEngine, Int8MatchesReferenceInt8) {
   SKIP_WITHOUT_GPU();
   const std::string model = test::source_dir() + "/models/yolov5n_fmnist_det.onnx";
   BuildOptions opt;
-  opt.precision = "int8";
+  opt.precision = Precision::kInt8;
   opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
   auto cpu = build_engine(model, opt);
   ASSERT_TRUE(cpu) << cpu.status().to_string();
@@ -1140,7 +1140,7 @@ TEST(CudaEngine, Int8ClassifiersMatchReferenceInt8) {
     const std::string model = test::source_dir() + "/models/" + name + ".onnx";
     std::map<std::string, Tensor> in{{"input", test::random_f32({1, 3, 32, 32}, 5, 0.f, 1.f)}};
     BuildOptions opt;
-    opt.precision = "int8";
+    opt.precision = Precision::kInt8;
     opt.calib_cache = test::temp_dir("int8_cls") + "/" + name + ".cache";
     ASSERT_TRUE(test::write_minmax_cache(model, "input", in.at("input"), opt.calib_cache).is_ok());
     auto cpu = build_engine(model, opt);
@@ -1178,7 +1178,7 @@ TEST(CudaEngine, Int8TensorsWithinOneLsbOfTheReference) {
   const std::string cache_path = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
   BuildOptions opt;
   opt.device = "cuda";
-  opt.precision = "int8";
+  opt.precision = Precision::kInt8;
   opt.calib_cache = cache_path;
   std::map<std::string, Tensor> in{{"images", test::random_f32({1, 3, 640, 640}, 33, 0.f, 1.f)}};
   std::map<std::string, std::map<std::string, Tensor>> q;  // per int8 mode: the plan's int8 tensors
@@ -1263,7 +1263,7 @@ TEST(CudaEngine, ProfileBatchesBetweenTheTimedOnesTakeTheNearestKernels) {
   Graph g = test::with_dynamic_batch(conv_graph({1, 64, 20, 20, 64, 3, 3, 1, 1, 1, "silu", false, true}, 6));
   BuildOptions opt;
   opt.device = "cuda";
-  opt.precision = "fp16";
+  opt.precision = Precision::kFp16;
   opt.min_shapes = {{"x", {1, 64, 20, 20}}};
   opt.opt_shapes = {{"x", {16, 64, 20, 20}}};
   opt.max_shapes = {{"x", {16, 64, 20, 20}}};
@@ -1411,7 +1411,7 @@ TEST(CudaContext, BatchSplitLanesMatchTheWholeBatch) {
     SCOPED_TRACE(precision);
     BuildOptions opt;
     opt.device = "cuda";
-    opt.precision = precision;
+    opt.precision = *parse_precision(precision);
     if (precision == "int8") opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
     opt.min_shapes = opt.opt_shapes = opt.max_shapes = shapes;
     auto built = build_engine(model, opt);
@@ -1592,7 +1592,7 @@ TEST(CudaEngine, GroupedInt8ConvsMatchTheReferenceExactly) {
   cache.set("grouped_out", 0.017f);
   ASSERT_TRUE(write_calib_cache(dir + "/g.cache", cache).is_ok());
   BuildOptions opt;
-  opt.precision = "int8";
+  opt.precision = Precision::kInt8;
   opt.calib_cache = dir + "/g.cache";
   auto cpu = build_engine(dir + "/g.onnx", opt);
   ASSERT_TRUE(cpu) << cpu.status().to_string();
@@ -1621,7 +1621,7 @@ void run_formatted(const std::string& precision, const std::string& input_format
   const std::string model = test::source_dir() + "/models/yolov5n_fmnist_det.onnx";
   BuildOptions opt;
   opt.device = "cuda";
-  opt.precision = precision;
+  opt.precision = *parse_precision(precision);
   if (precision == "int8") {
     opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
     // The two plans time their kernels separately and may pick different ones: only bit-exact epilogues give the
@@ -1740,7 +1740,7 @@ TEST(CudaEngine, IoFormatsFp16Nhwc) {
     SCOPED_TRACE(in_fmt);
     BuildOptions opt;
     opt.device = "cuda";
-    opt.precision = "fp16";
+    opt.precision = Precision::kFp16;
     opt.tactic_sources = {"qdeploy"};
     opt.input_formats = {in_fmt};
     opt.output_formats = {"fp16:nhwc"};
@@ -1757,7 +1757,7 @@ TEST(CudaEngine, IoFormatsFp16Nhwc) {
   }
   BuildOptions bad;
   bad.device = "cuda";
-  bad.precision = "fp16";
+  bad.precision = Precision::kFp16;
   bad.input_formats = {"int8:nhwc"};
   auto e = cuda::CudaEngine::create(g, bad);
   ASSERT_FALSE(e);

@@ -43,7 +43,7 @@ std::unique_ptr<cuda::CudaEngine> yolo_engine(bool dynamic_batch, const std::str
   }
   BuildOptions opt;
   opt.device = "cuda";
-  opt.precision = precision;
+  opt.precision = *parse_precision(precision);
   opt.input_formats = std::move(input_formats);
   opt.output_formats = std::move(output_formats);
   if (precision == "int8") opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";

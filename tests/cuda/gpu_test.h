@@ -47,7 +47,7 @@ namespace qd::test {
 // build_engine loads them for a model file; null, with the test failed, where that or the build fails.
 inline std::unique_ptr<cuda::CudaEngine> cuda_engine_of(Graph g, const BuildOptions& opt) {
   Int8Options int8;
-  if (opt.precision == "int8") {
+  if (opt.precision == Precision::kInt8) {
     auto o = load_int8_options(g, opt);
     EXPECT_TRUE(o) << o.status().to_string();
     if (!o) return nullptr;

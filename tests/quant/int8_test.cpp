@@ -151,7 +151,8 @@ TEST(Int8, MissingScalesAndFloatLayersStayFloat) {
   EXPECT_EQ(rep.int8_nodes, std::vector<std::string>{"conv1"});
   EXPECT_EQ(rep.no_scale_nodes, std::vector<std::string>{"conv2"});
   ASSERT_EQ(rep.layers.size(), 2u);
-  EXPECT_EQ(rep.layers[1].precision, "float (no weight scale)");
+  EXPECT_EQ(rep.layers[1].precision.reason, PrecisionReason::kNoWeightScale);
+  EXPECT_EQ(precision_words(rep.layers[1].precision), "float (no weight scale)");
   opt.weight_scales.clear();
   run(conv_graph(), &opt, x, &rep);
   EXPECT_EQ(rep.int8_nodes, (std::vector<std::string>{"conv1", "conv2"}));

@@ -395,7 +395,7 @@ TEST(Qat2Ptq, ShippedQatModelGivesTheSameDetections) {
   }
 
   BuildOptions opt;
-  opt.precision = "int8";
+  opt.precision = Precision::kInt8;
   opt.int8_mode = "fake";
   auto direct = build_engine(qat, opt);
   ASSERT_TRUE(direct) << direct.status().to_string();

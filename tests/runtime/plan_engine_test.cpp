@@ -131,7 +131,7 @@ TEST_F(PlanEngine, Int8ExactAndFakeWithoutTheCacheFile) {
   for (const char* mode : {"exact", "fake", "bitexact"}) {  // bitexact: on the CPU the same as exact
     SCOPED_TRACE(mode);
     BuildOptions opt;
-    opt.precision = "int8";
+    opt.precision = Precision::kInt8;
     opt.int8_mode = mode;
     opt.calib_cache = cache;
     opt.fp32_layers = {"/linear/.*"};  // a regex: the plan stores the names it matched
@@ -164,7 +164,7 @@ TEST_F(PlanEngine, Int8ExactAndFakeWithoutTheCacheFile) {
 
 TEST_F(PlanEngine, DetectorInt8FakeWithShippedCache) {
   BuildOptions opt;
-  opt.precision = "int8";
+  opt.precision = Precision::kInt8;
   opt.int8_mode = "fake";
   opt.calib_cache = model_path("yolov5n_fmnist_det.cache");
   check_same(model_path("yolov5n_fmnist_det.onnx"), opt, {{1, 3, 640, 640}});
@@ -173,7 +173,7 @@ TEST_F(PlanEngine, DetectorInt8FakeWithShippedCache) {
 
 TEST_F(PlanEngine, QatModel) {
   BuildOptions opt;
-  opt.precision = "int8";
+  opt.precision = Precision::kInt8;
   opt.int8_mode = "fake";
   check_same(model_path("yolov5n_fmnist_det_qat.onnx"), opt, {{1, 3, 640, 640}});
 }
@@ -215,7 +215,7 @@ TEST_F(PlanEngine, AsymmetricQatModel) {
   for (const char* mode : {"exact", "fake"}) {
     SCOPED_TRACE(mode);
     BuildOptions opt;
-    opt.precision = "int8";
+    opt.precision = Precision::kInt8;
     opt.int8_mode = mode;
     auto e = check_same(model, opt, {{1, 3, 8, 8}});
     ASSERT_TRUE(e);
@@ -340,7 +340,7 @@ TEST(PlanSections, Int8OptionsAndBuildOptions) {
   }
 
   BuildOptions opt;
-  opt.precision = "int8";
+  opt.precision = Precision::kInt8;
   opt.int8_mode = "fake";
   opt.shapes["x"] = {1, 3, 8, 8};
   opt.fp32_layers = {"a.*"};

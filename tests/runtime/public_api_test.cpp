@@ -42,7 +42,7 @@ TEST(KernelPolicy, DefaultsAreEmptyAndWordsRoundTrip) {
 TEST(KernelPolicy, RecordedInTheBuildOptionsSection) {
   BuildOptions opt;
   opt.device = "cuda";
-  opt.precision = "fp16";
+  opt.precision = Precision::kFp16;
   opt.kernel_policy.graph_refine = false;
   opt.kernel_policy.batch_split = qdeploy::BatchSplit::kWhole;
   auto back = decode_build_options(encode_build_options(opt));
@@ -160,7 +160,7 @@ TEST(PublicTypes, OptionsConvertBothWays) {
   o.kernel_policy.tma = false;
   const BuildOptions b = from_public(o);
   EXPECT_EQ(b.device, "cuda");
-  EXPECT_EQ(b.precision, "fp16");
+  EXPECT_EQ(b.precision, Precision::kFp16);
   EXPECT_EQ(b.tactic_sources, std::vector<std::string>{"cudnn"});
   EXPECT_EQ(b.input_formats, std::vector<std::string>{"int8:nhwc"});
   EXPECT_EQ(b.output_formats, std::vector<std::string>{"fp16:nchw"});

@@ -165,7 +165,9 @@ Status check_flags_for_plan(const std::string& plan_path, const BuildFlags& f) {
                    " was given; build a plan for " + f.device + " with `qdeploy build MODEL -o PLAN --device " +
                    f.device + "`");
   }
-  if (f.precision != defaults.precision && f.precision != h.precision) {
+  const Precision asked = QD_TRY(parse_precision(f.precision));
+  auto built = parse_precision(h.precision);  // read_plan accepts only the three words
+  if (asked != Precision::kFp32 && (!built || asked != *built)) {
     return invalid("'" + plan_path + "' is a " + h.precision + " plan, but --precision " + f.precision +
                    " was given; rebuild it with `qdeploy build MODEL -o PLAN --precision " + f.precision + "`");
   }
@@ -179,7 +181,9 @@ Status check_flags_for_plan(const std::string& plan_path, const BuildFlags& f) {
 
 // --calib: the calibration `qdeploy calibrate MODEL --data DATA --algo ALGO` runs, its cache written to `path`.
 static Status calibrate_for_build(const std::string& model, const BuildFlags& f, const std::string& path) {
-  if (f.precision != "int8") return invalid("--calib calibrates for INT8: add --precision int8");
+  if (QD_TRY(parse_precision(f.precision)) != Precision::kInt8) {
+    return invalid("--calib calibrates for INT8: add --precision int8");
+  }
   CalibOptions opt;
   opt.algo = QD_TRY(parse_calib_algo(f.calib_algo));
   opt.percentile = CalibDefaults::kPercentile;
@@ -223,14 +227,16 @@ Expected<std::unique_ptr<Engine>> build_from_flags(const std::string& model, con
     fs::remove(g.calib_cache, ec);
     return engine;
   }
-  if ((!f.fp16_layers.empty() || !f.fp32_layers.empty() || !f.precision_config.empty()) && f.precision != "int8") {
+  const Precision precision = QD_TRY(parse_precision(f.precision));
+  if ((!f.fp16_layers.empty() || !f.fp32_layers.empty() || !f.precision_config.empty()) &&
+      precision != Precision::kInt8) {
     return invalid("--fp16-layers, --fp32-layers and --precision-config choose the layers an INT8 build keeps in float; "
                    "with --precision " + f.precision + " every layer runs in " + f.precision +
                    " already (add --precision int8, or drop them)");
   }
   BuildOptions opt;
   opt.device = f.device;
-  opt.precision = f.precision;
+  opt.precision = precision;
   opt.shapes = QD_TRY(parse_shape_flags(f.shapes));
   opt.calib_cache = f.calib_cache;
   opt.int8_mode = f.int8_mode;

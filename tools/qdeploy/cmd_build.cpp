@@ -53,7 +53,7 @@ int run_build(const BuildArgs& a) {
   if (const PlanSection* s = plan->find("layers")) {
     if (auto layers = decode_plan_layers(s->data)) {
       size_t int8 = 0;
-      for (const auto& l : *layers) int8 += l.precision == "int8";
+      for (const auto& l : *layers) int8 += plan_layer_int8(l);
       std::printf("layers with MACs: %zu (%zu int8, %zu float); `qdeploy inspect %s` lists them\n", layers->size(),
                   int8, layers->size() - int8, a.out.c_str());
     }

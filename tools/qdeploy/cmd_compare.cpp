@@ -70,7 +70,7 @@ Expected<Subject> read_subject(const std::string& plan_path) {
     s.options = QD_TRY(decode_build_options(options->data));
     if (const PlanSection* int8 = plan.find("int8")) s.int8 = QD_TRY(decode_int8_options(int8->data));
   }
-  s.int8_on = s.options.precision == "int8";
+  s.int8_on = s.options.precision == Precision::kInt8;
   return s;
 }
 

@@ -107,7 +107,7 @@ int run_inspect(const InspectArgs& a) {
       j["macs"] = nullptr;
       j["shape_error"] = prepared.to_string();
     }
-    if (*int8) j["int8"] = precision_json(**int8);
+    if (*int8) j["int8"] = precision_json(precision_table(**int8));
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -136,7 +136,7 @@ int run_inspect(const InspectArgs& a) {
   std::printf("MACs: %s (%.2f GMACs, %.2f GFLOPs) in %zu layers with matrix products\n",
               human(static_cast<double>(total_macs)).c_str(), total_macs / 1e9, 2.0 * total_macs / 1e9,
               layer_macs.size());
-  if (*int8) print_precision_table(**int8);
+  if (*int8) print_precision_table(precision_table(**int8));
   return 0;
 }
 

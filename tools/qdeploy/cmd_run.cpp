@@ -156,7 +156,8 @@ int run_run(const RunArgs& a) {
   BuildFlags engine_flags = a.build;
   engine_flags.shapes.clear();
   const std::string given_flags = build_flags_given(engine_flags);
-  const bool reference = a.build.device == "cpu" && a.build.precision == "fp32" && given_flags.empty();
+  auto precision = parse_precision(a.build.precision);
+  const bool reference = a.build.device == "cpu" && precision && *precision == Precision::kFp32 && given_flags.empty();
   if (!reference && !a.extra_outputs.empty()) {
     return report(invalid("--extra-output runs on the reference backend only (--device cpu --precision fp32, no " +
                           (given_flags.empty() ? std::string("other build flags") : given_flags) + ")"));

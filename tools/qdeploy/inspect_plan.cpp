@@ -14,18 +14,16 @@ namespace qd::cli {
 
 namespace {
 
-// The layers section as the Int8Report that `inspect MODEL --precision int8` prints, so both tables look alike.
-Int8Report as_report(const std::vector<PlanLayer>& layers) {
-  Int8Report r;
+// The layers section as the table that `inspect MODEL --precision int8` prints, so both tables look alike.
+PrecisionTable as_table(const std::vector<PlanLayer>& layers) {
+  PrecisionTable t;
   for (const auto& l : layers) {
-    r.layers.push_back({l.name, l.op, l.macs, l.precision});
-    r.total_macs += l.macs;
-    if (l.precision == "int8") {
-      r.int8_nodes.push_back(l.name);
-      r.int8_macs += l.macs;
-    }
+    const bool int8 = plan_layer_int8(l);
+    t.rows.push_back({l.name, l.op, l.macs, l.precision, int8});
+    t.total_macs += l.macs;
+    if (int8) t.int8_macs += l.macs;
   }
-  return r;
+  return t;
 }
 
 // 12020 -> "12.2"
@@ -50,7 +48,7 @@ int inspect_plan(const std::string& path, const BuildFlags& flags, bool json) {
     if (!decoded) return report(Status(decoded.status()).prefix(path));
     layers = std::move(*decoded);
   }
-  const Int8Report rep = as_report(layers);
+  const PrecisionTable rep = as_table(layers);
   // A CUDA plan's batch splits: how it runs each batch size it timed.
   std::vector<BatchSplit> splits;
   if (const PlanSection* s = plan->find("cuda.kernels")) {

@@ -66,7 +66,7 @@ Status write_timing_cache(const std::string& path, const std::string& device, co
 }
 
 Status check_cuda_options(const BuildOptions& opt) {
-  if (opt.precision == "int8" && opt.int8_mode != "exact" && opt.int8_mode != "bitexact") {
+  if (opt.precision == Precision::kInt8 && opt.int8_mode != "exact" && opt.int8_mode != "bitexact") {
     return unsupported("--int8-mode " + opt.int8_mode + " is a CPU analysis mode; the GPU runs exact INT8");
   }
   return Status::ok();
@@ -75,7 +75,7 @@ Status check_cuda_options(const BuildOptions& opt) {
 // `model_path` names the model in messages.
 Expected<std::unique_ptr<Engine>> build_cuda_engine(Graph g, const BuildOptions& opt, const std::string& model_path) {
   Int8Options int8;
-  if (opt.precision == "int8") {
+  if (opt.precision == Precision::kInt8) {
     auto o = load_int8_options(g, opt);
     if (!o) return std::move(o).take_status().prefix(model_path);
     int8 = std::move(*o);
@@ -305,7 +305,7 @@ Expected<std::string> CudaEngine::time_splits(const std::map<std::string, Shape>
 }
 
 std::string CudaEngine::describe() const {
-  return "cuda (" + device_name_ + ", " + opt_.precision + ")";
+  return "cuda (" + device_name_ + ", " + precision_name(opt_.precision) + ")";
 }
 
 std::unique_ptr<CudaContext> CudaEngine::create_context() const { return std::make_unique<CudaContext>(*this); }
@@ -344,7 +344,7 @@ Status CudaEngine::save(const std::string& path) const {
   plan.add("layers", encode_plan_layers(layers));
   plan.add("graph", QD_TRY(encode_graph(graph_)));
   plan.add("build_options", encode_build_options(opt_));
-  if (opt_.precision == "int8") plan.add("int8", encode_int8_options(resolve_float_nodes(graph_, int8_)));
+  if (opt_.precision == Precision::kInt8) plan.add("int8", encode_int8_options(resolve_float_nodes(graph_, int8_)));
   {
     std::lock_guard<std::mutex> lock(mu_);
     plan.add("cuda.kernels", nlohmann::json(kernel_choice_).dump(1));

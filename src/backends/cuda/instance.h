@@ -112,8 +112,8 @@ struct LowerInput {
   std::map<std::string, std::string>* choices;
   std::map<std::string, std::shared_ptr<PackedConv>>* weights;
   const Int8Options* int8 = nullptr;  // the scales and float nodes (empty unless an INT8 plan); never null
-  // INT8 plans: the convs that run in INT8, the same for every shape; filled by the first lowering (lower_int8 on a
-  // copy of the graph is too slow to redo for each new batch size).
+  // INT8 plans: the convs that run in INT8 (the precision plan's), the same for every shape; filled by the first
+  // lowering, so that every batch size's instance has the same INT8 layers.
   std::optional<std::set<std::string>>* int8_convs = nullptr;
   // Time every conv signature without a choice. When false (shapes met at run time inside a plan's profile), a batch
   // size that was not timed takes the nearest timed batch's choice instead.

@@ -377,7 +377,7 @@ Expected<std::shared_ptr<PackedConv>> pack_conv_int8(const Tensor& w, const Tens
 class Lowerer {
  public:
   Lowerer(Graph g, const LowerInput& in) : g_(std::move(g)), in_(in), inst_(std::make_shared<Instance>()) {
-    fast_ = in.opt->precision == "fp16" || in.opt->precision == "int8";
+    fast_ = in.opt->precision == Precision::kFp16 || in.opt->precision == Precision::kInt8;
   }
 
   Expected<std::shared_ptr<Instance>> run() {
@@ -393,7 +393,7 @@ class Lowerer {
     }
     is_output_.assign(nv, false);
     for (int o : g_.outputs) is_output_[o] = true;
-    if (in_.opt->precision == "int8") QD_RETURN_IF_ERROR(choose_int8());
+    if (in_.opt->precision == Precision::kInt8) QD_RETURN_IF_ERROR(choose_int8());
     QD_RETURN_IF_ERROR(plan_s2d());
     // I/O slots: inputs first, then outputs.
     io_in_.assign(nv, -1);
@@ -675,21 +675,16 @@ class Lowerer {
   }
 
   // ---- INT8 ----
-  // The convs the reference runs in INT8 (lower_int8 decides, on a copy) and the scale of each one's input.
+  // The convs the reference runs in INT8 (the precision plan of this graph says which; quant/precision_plan.h) and the
+  // scale of each one's input (the plan's scale of that tensor).
   Status choose_int8() {
+    const PrecisionPlan plan = QD_TRY(compute_precision(g_, *in_.int8, Precision::kFp16));
     if (in_.int8_convs && *in_.int8_convs) {
       int8_convs_ = **in_.int8_convs;
     } else {
-      Graph copy = g_;
-      Int8Options opt = *in_.int8;
-      opt.mode = Int8Mode::kFake;  // cheaper; the choice of layers is the same
-      const Int8Report rep = QD_TRY(lower_int8(copy, opt));
-      std::set<std::string> chosen;
-      for (const LayerPrecision& l : rep.layers) {
-        if (l.precision == "int8") chosen.insert(l.node);
-      }
-      for (const Node& n : g_.nodes) {
-        if (chosen.count(n.name) && (n.op == OpType::Conv || int8_gemm_operands(n))) int8_convs_.insert(n.name);
+      for (size_t i = 0; i < g_.nodes.size(); ++i) {
+        const Node& n = g_.nodes[i];
+        if (plan.is_int8(i) && (n.op == OpType::Conv || int8_gemm_operands(n))) int8_convs_.insert(n.name);
       }
       if (in_.int8_convs) *in_.int8_convs = int8_convs_;
     }
@@ -697,7 +692,9 @@ class Lowerer {
     q8_.assign(g_.values.size(), -1);
     for (const Node& n : g_.nodes) {
       if ((n.op != OpType::Conv && n.op != OpType::Gemm) || !int8_convs_.count(n.name)) continue;
-      qscale_[n.inputs[0]] = in_.int8->act_scales.at(g_.values[n.inputs[0]].name);
+      auto q = plan.tensors.find(n.inputs[0]);
+      if (q == plan.tensors.end()) return internal("INT8 node '" + n.name + "' has no input scale in the precision plan");
+      qscale_[n.inputs[0]] = q->second.scale;
     }
     return Status::ok();
   }
