@@ -81,6 +81,13 @@ class DCNv4Function(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, value, offset_mask, *args):  # noqa: D102 (the arguments of dcnv4, in its order)
+        if torch.onnx.is_in_onnx_export():
+            # symbolic() writes the node; a trace of the indexing inside dcnv4 only trips the TorchScript exporter's
+            # graph passes (torch 1.13's peephole pass fails on it), so trace a shape-only stand-in.
+            kh, kw, sh, sw, ph, pw, dh, dw = args[:8]
+            n, h, w, c = (int(s) for s in value.shape)
+            return torch.zeros(n, output_size(h, kh, sh, ph, dh), output_size(w, kw, sw, pw, dw), c,
+                               dtype=value.dtype)
         return dcnv4(value, offset_mask, *args)
 
     @staticmethod
