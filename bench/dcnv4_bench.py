@@ -53,8 +53,9 @@ def time_official(n, h, w, g, d, dtype):
         for _ in range(50):
             ext.dcnv4_forward(*args)
         torch.cuda.synchronize()
-    kernel = [e.device_time / 1000 if hasattr(e, "device_time") else e.cuda_time / 1000
-              for e in prof.events() if "forward_kernel_dcn" in e.name]
+    # The kernel launches themselves (device-side events): their durations.
+    kernel = [e.time_range.elapsed_us() / 1000 for e in prof.events()
+              if "forward_kernel_dcn" in e.name and str(e.device_type).endswith("CUDA")]
     graph = torch.cuda.CUDAGraph()
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
