@@ -6,5 +6,6 @@
 #include "qdeploy/device.h"
 #include "qdeploy/engine.h"
 #include "qdeploy/kernel_policy.h"
+#include "qdeploy/plugin.h"
 #include "qdeploy/status.h"
 #include "qdeploy/tensor.h"
