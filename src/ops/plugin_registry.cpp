@@ -20,6 +20,7 @@ struct Registry {
   std::mutex mu;  // writers only
   std::atomic<PluginOp*> ops[kMaxPluginOps] = {};
   std::atomic<int> count{0};
+  std::vector<PluginOp*> replaced;  // kept alive (and reachable): a reader may still hold one
 };
 
 Registry& registry() {
@@ -342,10 +343,10 @@ Expected<OpType> register_plugin_op(qdeploy::OpDef def, const std::string& sourc
       return invalid("plugin op " + entry->qualified + " is registered twice (by " + old->source + " and by " +
                      source + "); load one of them");
     }
-    // A library replaces the built-in op in place: same id, so graphs already holding it stay valid. The old entry
-    // is kept alive (a reader may hold it).
+    // A library replaces the built-in op in place: same id, so graphs already holding it stay valid.
     entry->id = old->id;
     fill_schema(*entry);
+    r.replaced.push_back(old);
     r.ops[i].store(entry.release());
     return r.ops[i].load()->id;
   }
