@@ -6,7 +6,7 @@
 // (row_stride > their last dim): the fused-linear case, where both are read in place from one GEMM output.
 //
 // Launch configurations (tactics, timed by the builder per shape): V in {16 bytes, 8 bytes, one element} x output
-// pixels per block in {1, 2, 4, 8, 16}; tactic = V * 100 + pixels.
+// pixels per block in {1, 2, ..., 64}; tactic = V * 100 + pixels.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -169,10 +169,10 @@ std::vector<int64_t> tactics(const Attrs& a, const std::vector<TensorView>& in, 
     const int v = bytes ? bytes / eb : 1;
     // Vector width v needs whole vectors per group and aligned rows (base pointers are checked at launch).
     if (p.d % v || p.v_ld % v || p.out_ld % v) continue;
-    for (int pix : {1, 2, 4, 8, 16}) {
+    for (int pix : {1, 2, 4, 8, 16, 32, 64}) {
       const int threads = p.g * (p.d / v) * pix;
       if (threads > 1024 || smem_bytes(p, pix) > 48 * 1024) continue;
-      if (threads < 32 && pix < 16 && p.pixels > pix) continue;  // under a warp: the next size is better
+      if (threads < 32 && pix < 64 && p.pixels > pix) continue;  // under a warp: a larger block is better
       t.push_back(int64_t{v} * 100 + pix);
     }
   }
