@@ -2,7 +2,7 @@
 # YOLOv5s at 640 through `qdeploy bench` in ROUNDS rounds with the carried build-gpu/qdeploy (round 0 fills its own
 # timing cache; the last exports a per-layer profile to OUTDIR/profile.json), run on the GPU machine. For an A/B of
 # two builds whose binaries do not fit one carry together (64 MiB with the repository; scripts/switch-ab.sh needs
-# both): two device calls back to back on the warm machine, one build each (docs/benchmarks.md, session 37).
+# both): two device calls back to back on the warm machine, one build each (docs/gpu-machine.md).
 # Usage: scripts/bench-rounds.sh OUTDIR [ROUNDS] [BATCHES] [PRECISION]
 # QD_AB_FLAGS adds `qdeploy bench` flags (default: PyTorch's bindings, --input-format fp16:nhwc --output-format fp16).
 set -uo pipefail

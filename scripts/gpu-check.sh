@@ -69,7 +69,7 @@ for step in $STEPS; do
       ;;
     tests)
       # QD_TEST_SHARDS=N runs each binary as N gtest shards at once (the GPU machine's cores share the suites' host-side
-      # reference loops: the ConvInt8 suite alone took over 400 s in one process, session 37), logs concatenated.
+      # reference loops: the ConvInt8 suite alone took over 400 s in one process), logs concatenated.
       shards=${QD_TEST_SHARDS:-1}
       for t in "$B"/tests/test_*; do
         [ -f "$t" ] && [ -x "$t" ] || continue  # (a local build folder also has CTest's .cmake files here)
@@ -184,7 +184,7 @@ for step in $STEPS; do
         # Fallback sets (share of the conv MACs: /model.0 8.5%, /model.1 5.7%, the Detect head /model.24 1.5%);
         # QD_QAT_FALLBACKS (space-separated, each a --fp16-layers list or `none`) replaces them. Layers that trained
         # in float (--float-layers, the default recipe's /model.1 and head) have no Q/DQ, so they are fp16 in every
-        # plan: `none` is then already 92.8% INT8 (docs/quantization.md, "The task loss back on").
+        # plan: `none` is then already 92.8% INT8 (docs/quantization.md, "Quantization-aware training (QAT)").
         fbs=(none /model.0/conv/Conv '/model.24/.*' '/model.1/conv/Conv,/model.24/.*' '/model.0/conv/Conv,/model.24/.*')
         [ -n "${QD_QAT_FALLBACKS:-}" ] && read -ra fbs <<< "$QD_QAT_FALLBACKS"
         # Asymmetric activations (uint8 zero points) have no GPU INT8 kernels: OUT/qat.onnx goes to the CPU reference.

@@ -706,6 +706,47 @@ TEST(CudaEngine, TimingCacheKeepsBatchesTimedAtRunTime) {
   }
 }
 
+// A loaded plan is immutable: a batch it never timed takes the nearest timed batch's kernels and the whole-batch
+// split, and nothing is timed or written, not even the timing cache its build options name.
+TEST(CudaEngine, LoadedPlanNeverTimesOrWritesTheTimingCache) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = test::temp_dir("loaded_plan_frozen"), cache = dir + "/timing.json",
+                    plan = dir + "/c3.plan";
+  std::filesystem::remove(cache);
+  Graph g = test::with_dynamic_batch(c3_graph(1, true, false));
+  BuildOptions opt;
+  opt.device = "cuda";
+  opt.precision = "fp16";
+  opt.tactic_sources = {"qdeploy"};
+  opt.timing_cache = cache;
+  {
+    auto e = cuda::CudaEngine::create(g, opt);
+    ASSERT_TRUE(e) << e.status().to_string();
+    ASSERT_TRUE((*e)->save(plan).is_ok());
+  }
+  ASSERT_TRUE(std::filesystem::remove(cache));
+  auto loaded = load_engine(plan);
+  ASSERT_TRUE(loaded) << loaded.status().to_string();
+  auto* e = dynamic_cast<cuda::CudaEngine*>(loaded->get());
+  ASSERT_NE(e, nullptr);
+  const std::map<std::string, Shape> later = {{"x", {4, 64, 12, 10}}};
+  auto at_build = e->layer_info(e->build_shapes());
+  auto at_later = e->layer_info(later);
+  ASSERT_TRUE(at_build && at_later);
+  ASSERT_EQ(at_build->size(), at_later->size());
+  for (size_t i = 0; i < at_build->size(); ++i) {
+    if ((*at_build)[i].kind == "conv") {
+      EXPECT_EQ((*at_later)[i].kernel, (*at_build)[i].kernel) << (*at_build)[i].name;
+    }
+  }
+  auto split = e->split_choice(later);
+  ASSERT_TRUE(split) << split.status().to_string();
+  EXPECT_EQ(*split, kSplitWhole);
+  auto ctx = e->create_context();
+  ASSERT_TRUE(ctx->set_input_shapes(later).is_ok());
+  EXPECT_FALSE(std::filesystem::exists(cache)) << "a loaded plan wrote the timing cache";
+}
+
 // A conv that writes a second output (an int8 copy into a Concat at the Concat's scale: yolov5n's /model.6/cv3 and
 // its kind) is keyed apart from the convs of its shape without one (":y2i8"), so it is timed with its own epilogue:
 // YOLOv5s' /model.6/cv3 had taken the kernel timed for /model.6/cv1 and ran four times slower. A cache without the
@@ -1127,8 +1168,8 @@ TEST(CudaEngine, Int8ClassifiersMatchReferenceInt8) {
 // reference's to the bit except SiLU, whose approximate tanh in the epilogue is up to 8e-6 |x| / 2 off: a value that
 // lands within that of a rounding tie gets the other code, and each such code changes what later layers read, more
 // with every layer. The first stages (/model.0 to /model.3) agree within 1 LSB on >= 99.9% of the elements (99.999%
-// measured), the whole model on >= 97% (97.96%; 99.54% with session 25's SiLU from exp2 and a reciprocal, whose
-// error is relative, yet the detector's val mAP is the same with either, docs/benchmarks.md, session 26). With
+// measured), the whole model on >= 97% (97.96%; 99.54% with the SiLU from exp2 and a reciprocal, whose
+// error is relative, yet the detector's val mAP is the same with either). With
 // --int8-mode bitexact the epilogues give the values near a tie the reference's SiLU: every tensor identical. (Each
 // conv alone: conv_int8_test.)
 TEST(CudaEngine, Int8TensorsWithinOneLsbOfTheReference) {

@@ -89,6 +89,21 @@ TEST_F(CliErrors, KernelLargerThanInput) {
   expect_usage_error(cli("run " + model(m)), "larger than the padded input");
 }
 
+// inspect summarizes what it can of a model whose dims are open (MACs unknown, exit 0), but a model whose nodes are
+// invalid is an error like in every other command.
+TEST_F(CliErrors, InspectRefusesInvalidNodes) {
+  onnx::ModelProto m = conv_relu_model();
+  m.mutable_graph()->mutable_node(1)->add_input("c");  // Relu with two inputs
+  expect_usage_error(cli("inspect " + model(m)), "Relu takes 1 to 1");
+  expect_usage_error(cli("inspect " + model(m) + " --json"), "Relu takes 1 to 1");
+  onnx::ModelProto open = conv_relu_model();
+  open.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)
+      ->set_dim_param("batch");
+  const CliResult r = cli("inspect " + model(open));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("MACs: unknown"), std::string::npos) << r.out;
+}
+
 TEST_F(CliErrors, BadShapesFlag) {
   expect_usage_error(cli("run " + model(conv_relu_model()) + " --shapes x:1xAx8x8"), "bad shape");
   expect_usage_error(cli("run " + model(conv_relu_model()) + " --shapes nope:1x3x8x8"), "no input named 'nope'");

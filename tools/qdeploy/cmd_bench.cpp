@@ -110,7 +110,7 @@ Expected<nlohmann::json> bench_host(Engine& e, const BenchArgs& a, int batch) {
 // A failed public-API status as the CLI's.
 #define QD_API(expr) QD_RETURN_IF_ERROR(from_public(expr))
 
-// A layer as --export-layer-info and --export-profile describe it (docs/benchmarks.md#per-layer-json).
+// A layer as --export-layer-info and --export-profile describe it (docs/runtime.md#per-layer-json).
 nlohmann::json layer_json(const qdeploy::LayerInfo& l) {
   return {{"name", l.name},          {"kind", l.kind},
           {"kernel", l.kernel},      {"precision", l.precision},

@@ -58,6 +58,15 @@ int run_inspect(const InspectArgs& a) {
   PrepareOptions opt;
   opt.input_shapes = *shapes;
   Status prepared = prepare_graph(g, opt);
+  // Without the dims a dynamic input leaves open, shapes and MACs stay unknown and the summary says so; any other
+  // failure means the model's nodes are invalid, which is an error (exit 2), not a summary.
+  bool open_dims = false;
+  for (const Value& v : declared_inputs) {
+    if (shapes->count(v.name)) continue;
+    open_dims = open_dims || !v.has_shape;
+    for (int64_t d : v.shape) open_dims = open_dims || d < 0;
+  }
+  if (!prepared.is_ok() && !open_dims) return report(Status(prepared).prefix(a.model));
 
   std::map<std::string, int> hist;
   for (const Node& n : g.nodes) ++hist[op_name(n.op)];

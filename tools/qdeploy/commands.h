@@ -27,6 +27,8 @@ RunFn add_qat2ptq(CLI::App& app);
 RunFn add_sensitivity(CLI::App& app);
 RunFn add_chart(CLI::App& app);
 RunFn add_compare(CLI::App& app);
+// Hidden: prints docs/cli.md from the subcommands declared on `app` before it runs.
+RunFn add_help_markdown(CLI::App& app);
 
 // Prints "error: ..." to stderr and returns the exit code for the status (2 bad input, 1 internal).
 int report(const Status& s);

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   // The order here is the order of `qdeploy --help`.
   std::vector<std::pair<CLI::App*, RunFn>> commands;
   for (auto add : {add_inspect, add_build, add_run, add_bench, add_ops, add_detect, add_eval, add_calibrate, add_qat2ptq,
-                   add_sensitivity, add_compare, add_dataset, add_chart}) {
+                   add_sensitivity, add_compare, add_dataset, add_chart, add_help_markdown}) {
     RunFn fn = add(app);
     commands.emplace_back(app.get_subcommands({}).back(), std::move(fn));
   }

@@ -109,7 +109,7 @@ Expected<std::unique_ptr<Engine>> load_cuda_engine(const PlanFile& plan) {
   QD_RETURN_IF_ERROR(check_plan_target(plan.header, d.sm_major * 10 + d.sm_minor));
   CudaPlanParts parts = QD_TRY(decode_cuda_plan(plan));
   auto e = cuda::CudaEngine::create(std::move(parts.graph), parts.options, std::move(parts.kernels),
-                                    std::move(parts.int8));
+                                    std::move(parts.int8), /*frozen=*/true);
   if (!e) return e.status();
   return std::unique_ptr<Engine>(std::move(*e));
 }
@@ -125,9 +125,10 @@ namespace cuda {
 
 Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(Graph graph, const BuildOptions& opt,
                                                          std::map<std::string, std::string> kernel_choices,
-                                                         Int8Options int8) {
+                                                         Int8Options int8, bool frozen) {
   std::unique_ptr<CudaEngine> e(new CudaEngine(std::move(graph), opt));
   e->kernel_choice_ = std::move(kernel_choices);
+  e->frozen_ = frozen;
   e->int8_ = std::move(int8);
   QD_RETURN_IF_ERROR(e->init());
   return e;
@@ -153,7 +154,7 @@ Status CudaEngine::init() {
   if (!src.empty() && std::find(src.begin(), src.end(), "qdeploy") == src.end() && !cuda::cudnn_available()) {
     return unsupported("--tactic-sources cudnn: " + cuda::cudnn_unavailable_reason());
   }
-  read_timing_cache(opt_.timing_cache, device_name_, opt_.kernel_policy.to_string(), &kernel_choice_);
+  if (!frozen_) read_timing_cache(opt_.timing_cache, device_name_, opt_.kernel_policy.to_string(), &kernel_choice_);
   // Lowering once at the build shapes times the kernels and learns the outputs.
   inputs_ = QD_TRY(engine_inputs(graph_, opt_, &build_shapes_));
   // The bindings' formats (--input-format / --output-format); int8 ones take the tensors' INT8 scales (int8_ has
@@ -178,14 +179,16 @@ Status CudaEngine::init() {
     outputs_.push_back(d);
   }
   for (const auto& shapes : timed) QD_RETURN_IF_ERROR(split_choice(shapes, true).status());
-  QD_RETURN_IF_ERROR(
-      write_timing_cache(opt_.timing_cache, device_name_, opt_.kernel_policy.to_string(), kernel_choice_));
+  if (!frozen_) {
+    QD_RETURN_IF_ERROR(
+        write_timing_cache(opt_.timing_cache, device_name_, opt_.kernel_policy.to_string(), kernel_choice_));
+  }
   built_ = true;
   return Status::ok();
 }
 
 void CudaEngine::keep_run_time_choices() const {
-  if (!built_) return;  // init() writes the build's at its end
+  if (!built_ || frozen_) return;  // init() writes the build's at its end; a loaded plan writes nothing
   const Status st = write_timing_cache(opt_.timing_cache, device_name_, opt_.kernel_policy.to_string(), kernel_choice_);
   if (!st.is_ok()) std::fprintf(stderr, "warning: kernels timed at run time not kept: %s\n", st.to_string().c_str());
 }
@@ -196,7 +199,8 @@ Expected<std::shared_ptr<const Instance>> CudaEngine::instance(const std::map<st
   auto it = instances_.find(shapes);
   if (it != instances_.end()) return it->second;
   if (instances_.size() >= 16) instances_.clear();  // bounded: a few batch sizes are typical
-  LowerInput in{&graph_, &opt_, shapes, &kernel_choice_, &weights_, &int8_, &int8_convs_, tune, &inputs_};
+  LowerInput in{&graph_, &opt_, shapes, &kernel_choice_, &weights_, &int8_, &int8_convs_, tune && !frozen_, frozen_,
+                &inputs_};
   const size_t known = kernel_choice_.size();
   std::shared_ptr<Instance> inst = QD_TRY(lower(in));
   instances_[shapes] = inst;
@@ -240,8 +244,8 @@ Expected<std::string> CudaEngine::split_choice(const std::map<std::string, Shape
                      kSplitLanes + ", " + kSplitLanesInStep + "); rebuild the plan or delete the timing cache");
     }
   }
-  // As for kernels: timed at build, and at run time only outside a shape profile.
-  if (!tune && !opt_.max_shapes.empty()) return std::string(kSplitWhole);
+  // As for kernels: timed at build, and at run time only outside a shape profile and never by a loaded plan.
+  if (frozen_ || (!tune && !opt_.max_shapes.empty())) return std::string(kSplitWhole);
   auto inst = QD_TRY(instance(shapes));
   std::string pick = kSplitWhole;
   const auto half = batch_part(shapes, 2);

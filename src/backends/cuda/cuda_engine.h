@@ -45,9 +45,11 @@ class CudaEngine final : public Engine {
  public:
   // graph: imported (not yet shape-bound); opt.device must be cuda. kernel_choices (from a plan) skip timing.
   // INT8 plans take their scales and float nodes in int8 (load_int8_options).
+  // frozen: a loaded plan, which never times kernels or writes the timing cache, whatever shapes come in (the
+  // kernel choices it recorded, else the nearest timed batch's; LowerInput::frozen).
   static Expected<std::unique_ptr<CudaEngine>> create(Graph graph, const BuildOptions& opt,
                                                       std::map<std::string, std::string> kernel_choices = {},
-                                                      Int8Options int8 = {});
+                                                      Int8Options int8 = {}, bool frozen = false);
   ~CudaEngine() override;
 
   const std::vector<TensorDesc>& inputs() const override { return inputs_; }
@@ -99,6 +101,7 @@ class CudaEngine final : public Engine {
   // Packed weights shared by all instances (keyed by conv node name), and the kernel chosen per conv signature.
   mutable std::map<std::string, std::shared_ptr<PackedConv>> weights_;
   mutable std::map<std::string, std::string> kernel_choice_;
+  bool frozen_ = false;  // loaded from a plan: see create()
   bool built_ = false;  // init() done: later timings go to the timing cache as they come (keep_run_time_choices)
   mutable std::optional<std::set<std::string>> int8_convs_;  // LowerInput::int8_convs (INT8 Conv and Gemm nodes)
   mutable std::unique_ptr<CudaContext> default_ctx_;

@@ -44,7 +44,7 @@ class CudnnConv {
   static std::vector<int> algorithms(const ConvParams& p);
   static std::string algorithm_name(int algo);
   // Descriptors for `p` with algorithm `algo`; `w_dense` is the weights as [K][R][S][C] fp16 (no row padding).
-  // `warm`: one call on scratch buffers, so that cuDNN's per-shape setup (about 8 ms per convolution on an H200)
+  // `warm`: one call on scratch buffers, so that cuDNN's per-shape setup (milliseconds per convolution)
   // happens here, where the engine prepares an instance, rather than in the first enqueue or a graph capture.
   static Expected<std::unique_ptr<CudnnConv>> create(const ConvParams& p, int algo, const void* w_dense,
                                                      bool warm = true);

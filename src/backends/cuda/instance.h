@@ -118,6 +118,9 @@ struct LowerInput {
   // Time every conv signature without a choice. When false (shapes met at run time inside a plan's profile), a batch
   // size that was not timed takes the nearest timed batch's choice instead.
   bool tune = true;
+  // A loaded plan: nothing is timed, whatever the shapes; a conv without a recorded choice takes the nearest timed
+  // batch's, else its first candidate (lowering stays deterministic and never stalls to time).
+  bool frozen = false;
   // The input bindings' formats (CudaEngine::inputs(): dtype, layout, int8 scale), in graph order; nullptr: the ONNX
   // form. The outputs' come from opt->output_formats, applied to the outputs' types once inferred.
   const std::vector<TensorDesc>* in_formats = nullptr;

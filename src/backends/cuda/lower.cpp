@@ -2451,12 +2451,19 @@ class Lowerer {
       auto it = in_.choices->find(sig);
       if (it == in_.choices->end() && c->out2 >= 0) it = in_.choices->find(legacy_signature(*c));
       if (it != in_.choices->end() && apply(c, it->second)) continue;
-      if (in_.tune || in_.opt->max_shapes.empty() || it != in_.choices->end()) {
+      if (!in_.frozen && (in_.tune || in_.opt->max_shapes.empty() || it != in_.choices->end())) {
         todo.push_back(li);
         continue;
       }
       const std::string* near = nearest_batch_choice(*in_.choices, sig);
-      if (!near || !apply(c, *near)) todo.push_back(li);
+      if (near && apply(c, *near)) continue;
+      if (!in_.frozen) {
+        todo.push_back(li);
+        continue;
+      }
+      const std::vector<Candidate> own = own_candidates(*c);
+      if (own.empty()) return internal("no kernel can run conv '" + c->info.name + "'");
+      QD_RETURN_IF_ERROR(use(c, own.front()));
     }
     if (!todo.empty()) QD_RETURN_IF_ERROR(time_kernels(todo));
     // A conv workspace per stream, after the planned activations (the layers of a stream run one at a time).
@@ -2574,7 +2581,7 @@ class Lowerer {
   // tile configurations often time within a few percent of each other while in the network one is 5-20% slower:
   // builds of the same code picked differently, YOLOv5s INT8 at batch 1 0.300 to 0.338 ms (H100). At batch 1 the
   // net is wider (15%, three others, kept by 0.2%): such a network runs alone, as timed here, and the wider net made
-  // YOLOv5s INT8 3% faster (H200, session 34); a larger batch may run as two lanes sharing the GPU, which one graph
+  // YOLOv5s INT8 3% faster (H200); a larger batch may run as two lanes sharing the GPU, which one graph
   // alone does not show (the same net made batch 32 1% slower). Not where a cuDNN kernel was picked (its handles must
   // exist before a capture) nor with KernelPolicy::graph_refine off (A/B runs).
   Status refine_in_graph(const std::map<std::string, std::vector<Candidate>>& close, const Pointers& ptrs,

@@ -20,7 +20,7 @@ __device__ __forceinline__ float sigmoid_fast(float v) {
 // hardware's approximate tanh. sigmoid_fast's SiLU issues two there (exp2 and reciprocal), which bounded the thin INT8
 // layers' epilogues. Its error is absolute (silu_tanh_error: under 8.1e-6 |x| / 2 as measured), a few ten-thousandths
 // of an int8 output's step: the epilogues' SiLU outside bit-exact plans (+-1 LSB by the contract; more values than
-// with silu_sigmoid land on the other side of a rounding tie, docs/benchmarks.md, session 26).
+// with silu_sigmoid land on the other side of a rounding tie, yet the detector's mAP is the same with either).
 // silu_tanh_half(h) is silu_tanh(2 h): for epilogues that compute h = v / 2 in the FMA that makes v (ChannelPair).
 __device__ __forceinline__ float silu_tanh_half(float h) {
   float t;
@@ -35,8 +35,7 @@ __device__ __forceinline__ float silu_sigmoid(float v) { return v * sigmoid_fast
 
 // kFast: SiLU from the approximate tanh (the fp16 and INT8 tensor-core convs' epilogues), else from exp2 and a
 // reciprocal, a relative error (fp32 convs, whose plans are the accurate ones). Sigmoid from exp2 and a reciprocal
-// either way: the detection heads' Sigmoid from the tanh (its error absolute, 4e-6) made YOLOv5s no faster
-// (docs/benchmarks.md, session 26).
+// either way: the detection heads' Sigmoid from the tanh (its error absolute, 4e-6) made YOLOv5s no faster.
 template <bool kFast = true>
 __device__ __forceinline__ float apply_act(float v, Act act, float a, float b) {
   switch (act) {

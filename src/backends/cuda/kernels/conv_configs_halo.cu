@@ -21,7 +21,7 @@ __device__ __forceinline__ void start_acc(Acc (&acc)[kMT][kNT][4]) {
 // (n-tile j of four, lane t of a quad, e = 0, 1) computes output channel quad_channel(8 j + 2 t + e) = 8 t + 2 j + e,
 // so that a lane's four n-tiles hold 8 consecutive channels of each of its pixels, which it stores with one 8-byte
 // store (direct8). The quad epilogue transposes the fragments across the quad's lanes instead (two shuffles and
-// their byte permutes, about 1.6 of its 11.6 instructions per value: session 36), and the stems and the C3 3x3
+// their byte permutes, about an eighth of its instructions per value), and the stems and the C3 3x3
 // stored 2-byte pairs, four stores where one does. The map swaps bits 1-2 and 3-4 of the index: its own inverse.
 __host__ __device__ constexpr int quad_channel(int n) {
   return (n & ~31) | (n >> 1 & 3) << 3 | (n >> 3 & 3) << 1 | (n & 1);
@@ -150,8 +150,8 @@ __device__ __forceinline__ void direct_epilogue(const ConvParams& p, const ConvA
 // 16 bytes against bank conflicts). Two sources:
 // - kActs: a thin layer's NHWC activations (32 channels, pixels 16-byte aligned), copied into the ring by cp.async;
 //   the implicit GEMM's im2col re-reads each input pixel 9 times through L2 and, for these layers (YOLOv5's C3
-//   bottleneck 3x3 at 160 x 160), had tiles of 32 outputs. Timing picks it for INT8 there (0.106 -> 0.079 ms at
-//   batch 32, H200); in fp16 the implicit GEMM stays faster.
+//   bottleneck 3x3 at 160 x 160), had tiles of 32 outputs. Timing picks it for INT8 there; in fp16 the implicit
+//   GEMM stays faster.
 // - the stem's image (3 channels), with the space-to-depth pass (and for INT8 the quantization) folded in: the conv
 //   is the 3x3 one over the space-to-depth input, whose pixel (i, j) holds the image's 2 x 2 pixels (2i + dy, 2j + dx)
 //   as channels (dy * 2 + dx) * 3 + c (12 of 16; lower.cpp's space_to_depth_weights orders the weights so). Each lane
@@ -371,8 +371,8 @@ __global__ void __launch_bounds__(128, kMinBlocks) conv_warp_halo_kernel(const C
       for (int c = 0; c < kHalves; ++c) a_off[s][i][c] = chunk_at(i * 16 + a_row + s, 2 * c + a_half);
   const Staging st = staging(p, a);
   const int M = p.N * p.OH * p.OW;
-  // The register epilogue's cases, its channels' constants loaded once (Nsight Compute, the fp16 stem at batch 32 on
-  // an fp32 NCHW image: 248 us with the staged epilogue, 217 us with this one). Only for an output in the kernel's
+  // The register epilogue's cases, its channels' constants loaded once (faster than the staged epilogue for the stem,
+  // which writes the largest activation of the network). Only for an output in the kernel's
   // own precision: at a mixed plan's precision boundary (an fp16 stem writing int8 for INT8 layers, or the reverse)
   // the staged epilogue converts (this one wrote half2 pairs into the int8 tensor, past its end).
   const OutFormat own = kI8 ? OutFormat::kNhwcI8 : OutFormat::kNhwcF16;
@@ -458,7 +458,7 @@ __global__ void __launch_bounds__(128, kMinBlocks) conv_warp_halo_kernel(const C
     // short branches, and the INT8 stem issued the residual loads and conversions it never used (a tenth of its
     // instructions). Addresses from this lane's first pixel's (a pointer per row) and the uniform distances of its
     // others (m tile i, row h: 16 i + 8 h pixels), n tile j's channels an immediate offset: each value's own 64-bit
-    // index arithmetic had taken a third of the INT8 stem's epilogue (SASS, session 33).
+    // index arithmetic had taken a third of the INT8 stem's epilogue (SASS).
     const auto store_row = [&](auto res, auto form) {
       constexpr int kRes = decltype(res)::value;
       constexpr int kForm = decltype(form)::value;  // the accumulators' (acc_float)
@@ -550,8 +550,8 @@ constexpr ConvKernel lean_halo_kernel() {
 // conflicts). An output row takes input rows 2 oh - 1 .. 2 oh + 1: row 2 oh + 2 is loaded as the row starts, 2 oh + 3
 // as soon as its first tap row is done (into that row's slot), each about a row ahead of its use. The implicit GEMM
 // (igemm_i8_128x64_w64x32_s4) issued 60 M warp instructions for this layer at batch 32, about 45% of them integer
-// work, most of it the im2col loads' address arithmetic and bounds checks (Nsight Compute, H200; this kernel's first
-// version 41 M; YOLOv5s' /model.1 106 -> 78 us). Epilogues: the lean copy's direct_epilogue over permuted weights
+// work, most of it the im2col loads' address arithmetic and bounds checks (Nsight Compute), which this kernel's
+// row ring avoids. Epilogues: the lean copy's direct_epilogue over permuted weights
 // (kLean, where lean_fits and staging's alignment hold), else igemm_epilogue, both from the registers (not a staged
 // configuration).
 template <bool kLean>
@@ -578,7 +578,7 @@ __global__ void __launch_bounds__(128, 4) conv_warp_halo_s2_kernel(const ConvPar
   // columns 2 c0 - 1 + l / 2 + 16 k (k = 0..3, and 4 for lanes 0 and 1: the 65th column): ring pixels 8 k apart, the
   // same swizzle, so that a row's addresses are the lane's first ones plus constants (the first version derived each
   // chunk's pixel, column and swizzle from its index, and with the taps' A addresses likewise recomputed, about 400
-  // of its 1,600 instructions per warp and output row went to addresses: Nsight Compute, 108.7 -> 96.8 us).
+  // of its 1,600 instructions per warp and output row went to addresses, Nsight Compute).
   const char* const img = static_cast<const char*>(a.x) + static_cast<int64_t>(n) * p.H * p.W * p.in_ld;
   const int lq = lane >> 1, lc = lane & 1, iw0 = 2 * c0 - 1 + lq;
   const int ring_off = chunk_at((lq & 1 ? kOdd : 0) + (lq >> 1), lc);

@@ -9,8 +9,7 @@ namespace {
 // ---- Warp-specialized INT8 implicit GEMM with the tensor memory accelerator (sm_90a) ----
 // The cp.async kernels issue each K tile's loads from every thread (address arithmetic and bounds checks for each
 // 16-byte copy, then a block barrier): in the deep 3x3 layers 79 of ~130 instructions per warp and K tile (Nsight
-// Compute, session 20), yet without them these layers ran only 0-20% faster (docs/benchmarks.md, session 21): those
-// instructions were not what bounds them. Here one thread of a producer warp issues a whole K tile as two TMA copies:
+// Compute), yet without them these layers run only 0-20% faster: those instructions are not what bounds them. Here one thread of a producer warp issues a whole K tile as two TMA copies:
 // the A tile through an im2col tensor map (BM consecutive output pixels, one filter tap, kRow channels each; the
 // hardware walks the pixels across rows and images, applies the stride, and fills the padding with zeros) and the B
 // tile through a tiled map of the weights, into kStages stages in the wgmma swizzle. mbarriers hand the stages over:
@@ -256,7 +255,7 @@ const Config kConfigs[] = {
     QD_TMA_IP_CONFIG(64, 4, 128, 2, "tma_ip_i8_128x64_k128_s4"),
     // Thin tiles capped for 3 blocks per SM (80 registers, no spills; at 4, 64 registers, the lean copy spills): more
     // warps to overlap one block's epilogue with the others' loads and MMAs (YOLOv5s's 64-channel 3x3 bottleneck
-    // convs at 80 x 80 take the first, session 34).
+    // convs at 80 x 80 take the first).
     QD_TMA_IP_CONFIG(64, 4, 64, 3, "tma_ip_i8_128x64_k64_s4_b3"),
     QD_TMA_IP_CONFIG(64, 3, 128, 3, "tma_ip_i8_128x64_k128_s3_b3"),
 };

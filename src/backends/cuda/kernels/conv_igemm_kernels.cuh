@@ -86,8 +86,8 @@ __device__ __forceinline__ uint32_t tile_offset(int r, int c) {
 
 // The INT8 contract's requantization: round half to even, saturate. The exact division here: requantize.cuh's
 // reciprocal with a tie check made the register epilogue 3% slower at batch 32 (more instructions and a branch per
-// element). The staged epilogue (pack_int8x8), which quantizes 8 values with one scale, takes the reciprocal: YOLOv5s
-// INT8 at batch 32 4.08 -> 4.01 ms (H200, one call; batch 8 1.38 -> 1.42 ms).
+// element). The staged epilogue (pack_int8x8), which quantizes 8 values with one scale, takes the reciprocal: there
+// one reciprocal serves 8 values, so it comes out ahead.
 __device__ __forceinline__ int requantize(float v, float scale) {
   return max(-128, min(127, __float2int_rn(__fdiv_rn(v, scale))));
 }
@@ -109,7 +109,7 @@ __device__ __forceinline__ float out_scale_at(const ConvParams& p, int k) {
 //   epilogue converts this way), so the accumulator is the magic float's bits already: the subtract alone, an
 //   instruction fewer per value. (Folding the subtract into SiLU's FMA as an addend b - M s saves another, but the
 //   addend's rounding, up to 0.375 s, moved x by most of an accumulator unit: lean copies then differed from the full
-//   kernels, and YOLOv5n INT8 end to end dropped from 98% to 96.7% of elements within 1 LSB. Session 34.)
+//   kernels, and fewer of YOLOv5n's INT8 elements stayed within 1 LSB of the reference end to end.)
 enum AccForm : int { kAccI2F = 0, kAccSmall, kAccBiased };
 constexpr int kAccBias = 0x4B400000;  // the bits of kRoundMagic
 template <int kForm>
@@ -386,7 +386,7 @@ __device__ __forceinline__ void igemm_epilogue_act(const ConvParams& p, const Co
 // at a time (two shuffles), so that each lane stores 8 consecutive channels with one 8-byte store; no shared memory,
 // no barrier. The staged epilogue's second pass (each value reloaded as fp32, requantized and packed 8 at a time,
 // with its runtime checks) took 10 of the 35 instructions per output value of a 1x1 64 -> 64 conv at batch 32
-// (Nsight Compute, session 20). KernelPolicy::quad_epilogue off turns it off (A/B runs).
+// (Nsight Compute). KernelPolicy::quad_epilogue off turns it off (A/B runs).
 // Whether ptr is a multiple of `bytes` (null is): what the epilogues' vector accesses need.
 __host__ __device__ __forceinline__ bool aligned(const void* ptr, int bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
@@ -800,8 +800,8 @@ __device__ __forceinline__ void staged_epilogue_nchw(const ConvParams& p, const 
 
 // Which epilogues a conv_igemm_kernel instantiation has: all of them (the layer's case picked at run time), or one
 // alone, in a copy that the launch picks where it fits: the usual INT8 layer's (kEpiLean, lean_fits), an INT8
-// detection head's, NCHW fp16 or fp32 through shared memory with Sigmoid (kEpiHead, head_fits: session 31 saw the
-// register-capped wgmma kernels the heads take spill 712 bytes with every epilogue compiled in), or the staged NHWC
+// detection head's, NCHW fp16 or fp32 through shared memory with Sigmoid (kEpiHead, head_fits: the register-capped
+// wgmma kernels the heads take spill with every epilogue compiled in), or the staged NHWC
 // SiLU epilogue of INT8 layers the quad one does not fit, those with a second output (kEpiStaged, staged_fits).
 enum Epi : int { kEpiAll = 0, kEpiLean, kEpiHead, kEpiStaged };
 __host__ __device__ __forceinline__ bool head_fits(const ConvParams& p, const ConvArgs& a) {

@@ -107,11 +107,10 @@ __global__ void slice_concat_rows_kernel(const float* x, TY* y, const SliceConca
 // neighbouring pixels; the rows then go out 16 bytes per thread. x and y are fp32 or fp16 (a head conv's fp16 result
 // for an fp16 output binding). A copied column costs one shared-memory load and two stores per two values (no
 // conversion from fp16 to fp16); only the columns with a program convert and compute. Issue slots bound the kernel
-// (ncu, H100, YOLOv5s' P3 level at batch 32: ~0.9 warp instructions issued per cycle and scheduler), so its loops are
+// (ncu, YOLOv5s' P3 level at batch 32: ~0.9 warp instructions issued per cycle and scheduler), so its loops are
 // kept short: the first version (a lane per column, per-value index arithmetic, values staged as floats) issued ~2.5
 // warp instructions per output value and ran at 1.3 TB/s; the box columns taken a warp per column, like the copies,
-// left the first two warps 4 programs per lane and the P3 level 15% slower (0.092 against 0.080 ms at batch 32,
-// H100).
+// left the first two warps 4 programs per lane and the P3 level 15% slower.
 constexpr int kTilePixels = 64;
 template <typename T>
 __host__ __device__ constexpr int tile_stride() {  // a tile row: kTilePixels values and a 16-byte pad

@@ -149,8 +149,8 @@ struct PoolChainOuts {
 // maxpool_chain_nhwc: block (n, channel group of 16 bytes: 8 fp16 or 16 int8 channels). Each pool is a row pass into
 // `t` and a column pass back into `a` (max-pooling is separable; taps past the border are skipped, -inf padding), whose
 // result is also stored. xld and y.ld in bytes. A thread per pixel (up to 1024): with 128 threads, the SPPF at batch
-// 1 (20 x 20 pixels, 16 blocks of INT8 channels) took 18 us under Nsight Compute, each warp issuing ~5,600
-// instructions one after another. (A thread per 4-byte word of a pixel, tried too, was slower at every batch size:
+// 1 (20 x 20 pixels, 16 blocks of INT8 channels) had each warp issue ~5,600 instructions one after another (Nsight
+// Compute). (A thread per 4-byte word of a pixel, tried too, was slower at every batch size:
 // four times the index arithmetic.)
 template <bool kI8>
 __global__ void maxpool_chain_nhwc_kernel(const char* x, int xld, PoolChainOuts y, int count, int groups, int H,

@@ -2,7 +2,7 @@
 // division but without a division per element: v * (1 / scale) lies within 5e-5 of the rounded quotient (relative
 // error about 2^-23, |quotient| < 256 where it matters), so it rounds to the same integer unless it is within 1e-4 of
 // a half-integer; there, and for large, infinite or NaN values, the exact division decides. Used by the quantize
-// passes (nhwc.cu; YOLOv5s's at batch 32 on an H200: 0.37 -> 0.24 ms).
+// passes (nhwc.cu), about a third faster than a division per element.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,8 +23,7 @@ __device__ __forceinline__ int quantize_int8(float v, float scale) {
 // the second scales it back and adds 1.5 * 2^23 - 128, which rounds the product to an integer in the low mantissa
 // bits. r255 = int8_rcp255(scale). The two roundings (r255, and u to 24 bits) move v / scale by under 5e-5, so this
 // differs from quantize_int8 only where v / scale lies that close to a half-integer (within +-1 LSB, not
-// bit-exact). It replaced an FMA and two min/max per value (of the quad epilogue's 11.6 instructions per value: SASS,
-// session 36).
+// bit-exact). Two instructions where an FMA and two min/max took three, of the quad epilogue's dozen per value.
 constexpr float kRoundMagic = 12582912.f;
 __device__ __forceinline__ float int8_rcp255(float scale) { return __frcp_rn(255.f * scale); }
 __device__ __forceinline__ float quantize_int8_biased(float v, float r255) {
