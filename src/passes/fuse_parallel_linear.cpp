@@ -50,6 +50,17 @@ Tensor concat2(const Tensor& a, const Tensor& b, const Shape& shape, bool last_a
 
 Tensor zeros(DType t, int64_t n) { return *Tensor::make(t, {n}); }
 
+// An attribute, or a value that disqualifies the node when it has the wrong type (the graph passed inference, so
+// this does not happen; the pass must not crash if it does).
+int64_t int_attr(const Node& n, const char* name, int64_t def) {
+  auto v = n.attrs.get_int(name, def);
+  return v ? *v : -999;
+}
+float float_attr(const Node& n, const char* name, float def) {
+  auto v = n.attrs.get_float(name, def);
+  return v ? *v : -999.f;
+}
+
 class Fuser {
  public:
   Fuser(Graph& g, const FuseParallelLinearOptions& opt) : g_(g), opt_(opt), uses_(g.use_counts()) {
@@ -124,13 +135,15 @@ class Fuser {
       return l;
     }
     if (n.op == OpType::Gemm) {
-      if (*n.attrs.get_int("transA", 0) != 0 || *n.attrs.get_float("alpha", 1.f) != 1.f ||
-          *n.attrs.get_float("beta", 1.f) != 1.f) {
+      if (int_attr(n, "transA", 0) != 0 || float_attr(n, "alpha", 1.f) != 1.f ||
+          float_attr(n, "beta", 1.f) != 1.f) {
         return std::nullopt;
       }
       l.w = n.inputs.size() > 1 ? g_.constant(n.inputs[1]) : nullptr;
       if (!l.w || l.w->shape().size() != 2 || !float_weights(l.w->dtype())) return std::nullopt;
-      const bool tb = *n.attrs.get_int("transB", 0) != 0;
+      const int64_t trans_b = int_attr(n, "transB", 0);
+      if (trans_b != 0 && trans_b != 1) return std::nullopt;
+      const bool tb = trans_b != 0;
       l.k = tb ? l.w->shape()[0] : l.w->shape()[1];
       if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
         l.b = g_.constant(n.inputs[2]);
@@ -142,16 +155,16 @@ class Fuser {
     if (n.op == OpType::Conv && opt_.convs) {
       l.w = n.inputs.size() > 1 ? g_.constant(n.inputs[1]) : nullptr;
       if (!l.w || l.w->shape().size() != 4 || l.w->shape()[2] != 1 || l.w->shape()[3] != 1) return std::nullopt;
-      if (*n.attrs.get_int("group", 1) != 1) return std::nullopt;
-      for (const char* a : {"strides", "dilations"}) {
-        for (int64_t v : *n.attrs.get_ints(a, std::vector<int64_t>{})) {
-          if (v != 1) return std::nullopt;
+      if (int_attr(n, "group", 1) != 1) return std::nullopt;
+      for (const char* a : {"strides", "dilations", "pads"}) {
+        const auto values = n.attrs.get_ints(a, std::vector<int64_t>{});
+        if (!values) return std::nullopt;
+        for (int64_t v : *values) {
+          if (v != (a[0] == 'p' ? 0 : 1)) return std::nullopt;
         }
       }
-      for (int64_t v : *n.attrs.get_ints("pads", std::vector<int64_t>{})) {
-        if (v != 0) return std::nullopt;
-      }
-      if (*n.attrs.get_string("auto_pad", std::string("NOTSET")) != "NOTSET") return std::nullopt;
+      const auto pad = n.attrs.get_string("auto_pad", std::string("NOTSET"));
+      if (!pad || *pad != "NOTSET") return std::nullopt;
       l.k = l.w->shape()[0];
       if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
         l.b = g_.constant(n.inputs[2]);
@@ -166,12 +179,11 @@ class Fuser {
   bool compatible(const Linear& a, const Linear& b) const {
     const Node &na = g_.nodes[a.node], &nb = g_.nodes[b.node];
     if (na.op != nb.op || a.w->dtype() != b.w->dtype()) return false;
-    if (na.op == OpType::Gemm && *na.attrs.get_int("transB", 0) != *nb.attrs.get_int("transB", 0)) return false;
+    if (na.op == OpType::Gemm && int_attr(na, "transB", 0) != int_attr(nb, "transB", 0)) return false;
     if (na.op == OpType::Conv && a.w->shape()[1] != b.w->shape()[1]) return false;
-    if (na.op != OpType::Conv && a.w->shape()[na.op == OpType::Gemm && *na.attrs.get_int("transB", 0) ? 1 : 0] !=
-                                     b.w->shape()[na.op == OpType::Gemm && *na.attrs.get_int("transB", 0) ? 1 : 0]) {
-      return false;
-    }
+    // The input-feature axis of the weights must agree.
+    const int in_axis = na.op == OpType::Gemm && int_attr(na, "transB", 0) ? 1 : 0;
+    if (na.op != OpType::Conv && a.w->shape()[in_axis] != b.w->shape()[in_axis]) return false;
     return float_weights(g_.values[a.out].dtype) && g_.values[a.out].dtype == g_.values[b.out].dtype;
   }
 
@@ -206,7 +218,7 @@ class Fuser {
     const Node na = g_.nodes[a.node];
     const Node nb = g_.nodes[b.node];
     const std::string name = na.name + "+" + nb.name;
-    const bool gemm_tb = na.op == OpType::Gemm && *na.attrs.get_int("transB", 0) != 0;
+    const bool gemm_tb = na.op == OpType::Gemm && int_attr(na, "transB", 0) != 0;
     // Weights joined along their output-feature axis: columns of MatMul's [C, K] and Gemm's [C, K], rows of a
     // transposed Gemm's [K, C] and of a conv's [K, C, 1, 1].
     const bool rows = gemm_tb || na.op == OpType::Conv;
