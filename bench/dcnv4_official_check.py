@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """qdeploy's DCNv4 against the official op (OpenGVLab/DCNv4's CUDA extension, built by bench/dcnv4_peer.sh) on the
 GPU machine: the same inputs through the official op, the pure-PyTorch op (python/qdeploy/dcnv4.py), qdeploy's CPU
-reference and qdeploy's CUDA kernels (`qdeploy run --device cpu|cuda` on an exported one-node model). fp32 must agree
+reference and qdeploy's CUDA kernels (`qdeploy run --device cpu|cuda` on a one-node model). fp32 must agree
 within 1e-5 of the output range; fp16 (official and qdeploy CUDA) is reported.
 
   PYTHONPATH=$(bench/dcnv4_peer.sh bench/peers/DCNv4_op) python3 bench/dcnv4_official_check.py \
@@ -21,7 +21,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
-from qdeploy.dcnv4 import ATTRS, DOMAIN, DCNv4Function, dcnv4  # noqa: E402
+from qdeploy.dcnv4 import ATTRS, DOMAIN, dcnv4  # noqa: E402
 
 # The official kernels take 3x3 kernels only (K = 9, or 8 with remove_center).
 CASES = [
@@ -60,20 +60,21 @@ def official(value, offset_mask, a):
 
 
 def qdeploy_run(binary, device, tmp, a, value, offset_mask):
-    class M(torch.nn.Module):
-        def forward(self, v, o):
-            return DCNv4Function.apply(v, o, *[a[k] for k in ATTRS])
-
-    model = tmp / "dcn.onnx"
+    # The one-node model written with onnx.helper (as the export in python/qdeploy/dcnv4.py writes it), so that the
+    # check does not depend on which exporters the installed torch has.
+    import onnx
+    from onnx import helper
     v, o = value.cpu(), offset_mask.cpu()
-    torch.onnx.export(M(), (v.float(), o.float()), str(model), input_names=["value", "offset_mask"],
-                      output_names=["y"], opset_version=17, custom_opsets={DOMAIN: 1})
-    if v.dtype == torch.float16:
-        import onnx
-        m = onnx.load(str(model))
-        for vi in list(m.graph.input) + list(m.graph.output):
-            vi.type.tensor_type.elem_type = onnx.TensorProto.FLOAT16
-        onnx.save(m, str(model))
+    elem = onnx.TensorProto.FLOAT16 if v.dtype == torch.float16 else onnx.TensorProto.FLOAT
+    node = helper.make_node("DCNv4", ["value", "offset_mask"], ["y"], domain=DOMAIN, name="dcn",
+                            **{k: (float(a[k]) if k == "offset_scale" else int(a[k])) for k in ATTRS})
+    graph = helper.make_graph([node], "dcn", [helper.make_tensor_value_info("value", elem, list(v.shape)),
+                                              helper.make_tensor_value_info("offset_mask", elem, list(o.shape))],
+                              [helper.make_tensor_value_info("y", elem, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(DOMAIN, 1)])
+    m.ir_version = 8
+    model = tmp / "dcn.onnx"
+    model.write_bytes(m.SerializeToString())
     np.save(tmp / "v.npy", v.numpy())
     np.save(tmp / "o.npy", o.numpy())
     out = tmp / f"out_{device}"
