@@ -76,8 +76,9 @@ def dcnv4(value, offset_mask, kernel_h=3, kernel_w=3, stride_h=1, stride_w=1, pa
 
 
 class DCNv4Function(torch.autograd.Function):
-    """``dcnv4`` that exports to ONNX as one ``ai.qdeploy::DCNv4`` node (torch.onnx.export, the TorchScript exporter;
-    pass ``custom_opsets={"ai.qdeploy": 1}``)."""
+    """``dcnv4`` that exports to ONNX as one ``ai.qdeploy::DCNv4`` node (torch.onnx.export, the TorchScript exporter:
+    ``dynamo=False`` on torch versions where the dynamo exporter is the default; pass
+    ``custom_opsets={"ai.qdeploy": 1}``)."""
 
     @staticmethod
     def forward(ctx, value, offset_mask, *args):  # noqa: D102 (the arguments of dcnv4, in its order)
