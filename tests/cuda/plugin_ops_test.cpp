@@ -145,6 +145,13 @@ TEST(PluginOpsCuda, FusedLinearSlicesAreReadInPlace) {
   auto want = (*cpu)->run(in), got = (*gpu)->run(in);
   ASSERT_TRUE(want && got) << got.status().to_string();
   EXPECT_LE(test::max_abs_diff((*want)[0], (*got)[0]), 1e-4 * std::max(1.0, max_abs((*want)[0])));
+  // The plan keeps the plugin node and its kernel choice: loaded, it computes the same.
+  ASSERT_TRUE((*gpu)->save(dir + "/fused.plan").is_ok());
+  auto loaded = load_engine(dir + "/fused.plan");
+  ASSERT_TRUE(loaded) << loaded.status().to_string();
+  auto again = (*loaded)->run(in);
+  ASSERT_TRUE(again) << again.status().to_string();
+  EXPECT_EQ(test::max_abs_diff((*got)[0], (*again)[0]), 0.0);
   std::filesystem::remove_all(dir);
 }
 

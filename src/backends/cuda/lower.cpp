@@ -1251,7 +1251,7 @@ class Lowerer {
       l->out.push_back(plugin_view(inst_->tensors[t].dtype, g_.values[v].shape));
     }
     QD_RETURN_IF_ERROR(plugin_supported(*p, l->attrs, l->in, l->out));
-    QD_RETURN_IF_ERROR(choose_plugin_kernel(l.get(), in_.choices));
+    QD_RETURN_IF_ERROR(choose_plugin_kernel(l.get(), in_.choices, in_.frozen));
     if (l->kernel->workspace) {
       if (size_t ws = l->kernel->workspace(l->attrs, l->tactic, l->in, l->out)) {
         l->workspace = static_cast<int>(buffer_bytes_.size());

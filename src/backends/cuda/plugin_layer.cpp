@@ -71,7 +71,7 @@ Status plugin_supported(const PluginOp& op, const qdeploy::Attrs& attrs, const s
   return unsupported("no CUDA kernel of " + op.qualified + " runs " + describe(in) + "->" + why);
 }
 
-Status choose_plugin_kernel(PluginLayer* l, std::map<std::string, std::string>* choices) {
+Status choose_plugin_kernel(PluginLayer* l, std::map<std::string, std::string>* choices, bool frozen) {
   struct Cand {
     const qdeploy::CudaKernelDef* k;
     int64_t t;
@@ -91,6 +91,11 @@ Status choose_plugin_kernel(PluginLayer* l, std::map<std::string, std::string>* 
         return Status::ok();
       }
     }
+  }
+  if (frozen) {  // a loaded plan times nothing: deterministic, and no stall to time
+    l->kernel = cands.front().k;
+    l->tactic = cands.front().t;
+    return Status::ok();
   }
   // Time every candidate on zeroed scratch tensors with the node's strides and offsets (zero offsets sample a regular
   // grid: the same memory traffic as small learned ones).

@@ -34,7 +34,8 @@ qdeploy::TensorView plugin_view(DType dtype, const Shape& shape, int64_t row_str
 Status plugin_supported(const PluginOp& op, const qdeploy::Attrs& attrs, const std::vector<qdeploy::TensorView>& in,
                         const std::vector<qdeploy::TensorView>& out);
 // Picks the kernel and tactic for the layer (from `choices`, or by timing every candidate and recording the winner
-// there) and sets them on the layer.
-Status choose_plugin_kernel(PluginLayer* layer, std::map<std::string, std::string>* choices);
+// there) and sets them on the layer. `frozen` (a loaded plan): nothing is timed; without a recorded choice the first
+// candidate runs.
+Status choose_plugin_kernel(PluginLayer* layer, std::map<std::string, std::string>* choices, bool frozen);
 
 }  // namespace qd::cuda
