@@ -6,6 +6,7 @@
 #include "qdeploy/device.h"
 #include "qdeploy/engine.h"
 #include "qdeploy/kernel_policy.h"
+#include "qdeploy/plugin.h"
 #include "qdeploy/quantize.h"
 #include "qdeploy/status.h"
 #include "qdeploy/tensor.h"

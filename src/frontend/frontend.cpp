@@ -6,6 +6,8 @@
 #include "onnx/importer.h"
 #include "passes/passes.h"
 #include "plan/plan_file.h"
+#include "plan/plugin_list.h"
+#include "qdeploy/plugin.h"
 #include "runtime/backend.h"
 #include "runtime/plan_sections.h"
 
@@ -32,6 +34,7 @@ Expected<std::unique_ptr<Engine>> build_engine(const std::string& model_path, co
                        "or a sanitizer build); rebuild with the CUDA toolkit, or use --device cpu");
   }
   QD_RETURN_IF_ERROR(backend->check(opt));
+  qdeploy::register_builtin_plugins();
   Graph g = QD_TRY(import_onnx_file(model_path));
   return backend->build(std::move(g), opt, model_path);
 }
@@ -41,6 +44,8 @@ namespace {
 Expected<std::unique_ptr<Engine>> load_plan(const std::string& plan_path, int device_index) {
   auto plan = read_plan(plan_path);
   if (!plan) return plan.status();
+  qdeploy::register_builtin_plugins();
+  if (Status st = check_plugin_list(*plan); !st.is_ok()) return st.prefix(plan_path);
   const Backend* backend = find_backend(plan->header.target);
   if (!backend) {
     return unsupported("this plan was built for a GPU (target " + plan->header.target +
@@ -73,6 +78,7 @@ Expected<std::unique_ptr<Engine>> load_engine_on_device(const std::string& plan_
 }
 
 Expected<Graph> load_prepared(const std::string& path, const std::map<std::string, Shape>& shapes) {
+  qdeploy::register_builtin_plugins();
   Graph g = QD_TRY(import_onnx_file(path));
   PrepareOptions opt;
   opt.input_shapes = shapes;

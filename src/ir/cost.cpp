@@ -1,6 +1,7 @@
 #include "ir/cost.h"
 
 #include "ops/op_traits.h"
+#include "ops/plugin_registry.h"
 
 namespace qd {
 
@@ -11,6 +12,15 @@ const Shape& shape_of(const Graph& g, int v) { return g.values[v].shape; }
 int64_t node_macs(const Graph& g, const Node& n) {
   for (int v : n.inputs) {
     if (v >= 0 && !g.values[v].has_shape) return 0;
+  }
+  if (const PluginOp* p = plugin_op(n.op)) {  // a plugin op counts its own, when it declares how
+    if (!p->def.macs) return 0;
+    std::vector<qdeploy::Dims> in;
+    for (int v : n.inputs) {
+      if (v >= 0) in.push_back(g.values[v].shape);
+    }
+    auto attrs = resolve_plugin_attrs(p->def, n.attrs);
+    return attrs ? p->def.macs(*attrs, in) : 0;
   }
   switch (op_traits(n.op).macs) {  // the op's `macs` trait in ops.def
     case MacsRule::kConv: {

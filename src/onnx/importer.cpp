@@ -12,6 +12,7 @@
 #include "onnx.pb.h"
 #include "onnx/tensor_proto.h"
 #include "ops/op.h"
+#include "ops/plugin_registry.h"
 
 namespace qd {
 
@@ -241,14 +242,20 @@ class FunctionInliner {
 };
 
 // What to tell the user about a node of a domain qdeploy has no ops in.
-std::string domain_hint(const std::string& domain) {
+std::string domain_hint(const std::string& domain, const std::string& op_type) {
+  if (const PluginOp* p = find_plugin_op(domain, op_type, 0)) {
+    return " [registered only as " + p->qualified + ", newer than the model's opset for the domain]";
+  }
+  if (plugin_domain_known(domain)) {
+    return " [no registered plugin declares this op of the domain: load the library that does with --plugin LIB.so]";
+  }
   if (domain.rfind("pkg.onnxscript", 0) == 0) {
     return " [an onnxscript function the exporter did not inline: export with torch.onnx.export(..., dynamo=True, "
            "optimize=True), or inline it with onnx.inliner.inline_local_functions]";
   }
   if (domain == "com.microsoft") return " [an ONNX Runtime contrib op: export without ONNX Runtime's optimizations or fusions]";
   if (domain == "trt" || domain == "com.nvidia") return " [a TensorRT plugin op]";
-  return "";
+  return " [a custom op: load the plugin library that declares it with --plugin LIB.so (docs/plugins.md)]";
 }
 
 }  // namespace
@@ -346,13 +353,18 @@ Expected<Graph> import_onnx_bytes(const std::string& bytes, const std::string& m
                             np.op_type() + "); every value must have exactly one producer"));
       }
     }
+    const PluginOp* plugin = nullptr;
     if (!is_default_domain(np.domain())) {
       auto d = domain_opset.find(np.domain());
-      unsupported_nodes.push_back("'" + name + "' (" + np.domain() + "::" + np.op_type() + ", " +
-                                  (d == domain_opset.end() ? std::string("no opset declared for this domain")
-                                                           : "opset " + std::to_string(d->second)) + ")" +
-                                  domain_hint(np.domain()));
-      continue;
+      const int64_t domain_version = d == domain_opset.end() ? 0 : d->second;
+      plugin = find_plugin_op(np.domain(), np.op_type(), static_cast<int>(std::min<int64_t>(domain_version, INT32_MAX)));
+      if (!plugin) {
+        unsupported_nodes.push_back("'" + name + "' (" + np.domain() + "::" + np.op_type() + ", " +
+                                    (d == domain_opset.end() ? std::string("no opset declared for this domain")
+                                                             : "opset " + std::to_string(d->second)) + ")" +
+                                    domain_hint(np.domain(), np.op_type()));
+        continue;
+      }
     }
     if (np.op_type() == "Constant") {
       if (np.output_size() != 1 || np.output(0).empty()) {
@@ -365,7 +377,7 @@ Expected<Graph> import_onnx_bytes(const std::string& bytes, const std::string& m
       g.constants[v] = std::move(*t);
       continue;
     }
-    auto op = op_from_name(np.op_type());
+    auto op = plugin ? std::optional<OpType>(plugin->id) : op_from_name(np.op_type());
     if (!op) {
       unsupported_nodes.push_back("'" + name + "' (" + np.op_type() + ", opset " + std::to_string(g.opset) + ")");
       continue;
@@ -373,14 +385,21 @@ Expected<Graph> import_onnx_bytes(const std::string& bytes, const std::string& m
     Node n;
     n.name = name;
     n.op = *op;
-    n.opset = g.opset;
+    n.opset = plugin ? plugin->def.version : g.opset;
+    // A plugin node's errors name the op as domain::name@version and where it came from (built in or a library).
+    const std::string op_label = plugin ? plugin->qualified + ", plugin " + plugin->source : np.op_type();
     for (const auto& a : np.attribute()) {
       if (n.attrs.has(a.name())) {
-        return fail(invalid("attribute '" + a.name() + "' is given twice").at_node(name, np.op_type()));
+        return fail(invalid("attribute '" + a.name() + "' is given twice").at_node(name, op_label));
       }
       auto v = convert_attr(a, model_dir);
-      if (!v) return fail(Status(v.status()).at_node(name, np.op_type()));
+      if (!v) return fail(Status(v.status()).at_node(name, op_label));
       n.attrs.set(a.name(), std::move(*v));
+    }
+    if (plugin) {  // checked against the declared schema; the graph keeps every attribute, defaults filled in
+      auto attrs = resolve_plugin_attrs(plugin->def, n.attrs);
+      if (!attrs) return fail(Status(attrs.status()).at_node(name, op_label));
+      n.attrs = to_attr_map(*attrs);
     }
     const bool variadic = op_schema(*op).max_inputs < 0;
     for (const auto& in : np.input()) {

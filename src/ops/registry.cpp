@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "ops/op.h"
+#include "ops/plugin_registry.h"
 
 namespace qd {
 
@@ -16,13 +17,23 @@ const OpSchema kSchemas[] = {
 };
 }  // namespace
 
-const OpSchema& op_schema(OpType op) { return kSchemas[static_cast<int>(op)]; }
+// Plugin ops (ops/plugin_registry.h) follow the built-in ones; an id nothing registered reads as an op whose
+// inference fails, never as another op's entry.
+const OpSchema& op_schema(OpType op) {
+  if (static_cast<int>(op) >= 0 && op < OpType::kCount) return kSchemas[static_cast<int>(op)];
+  if (const PluginOp* p = plugin_op(op)) return p->schema;
+  static const OpSchema kUnknown = {
+      "?", 0, -1, 0, 1, [](InferCtx&) { return internal("unknown op id"); },
+      [](KernelCtx&) { return internal("unknown op id"); },
+      {OpKind::kCompute, Int8Rule::kFloat, BatchRule::kNone, MacsRule::kNone, CudaFamily::kReferenceOnly}};
+  return kUnknown;
+}
 
-const OpTraits& op_traits(OpType op) { return kSchemas[static_cast<int>(op)].traits; }
+const OpTraits& op_traits(OpType op) { return op_schema(op).traits; }
 
 const char* op_name(OpType op) {
   if (op == OpType::kCount) return "?";
-  return kSchemas[static_cast<int>(op)].name;
+  return op_schema(op).name;
 }
 
 std::optional<OpType> op_from_name(const std::string& name) {

@@ -26,6 +26,19 @@ Expected<int> fold_constants(Graph& g, size_t max_bytes = size_t{64} << 20);
 // every output has the batch first. Conservative: an op it does not know is an `unsupported` error naming it.
 Status check_batch_split(const Graph& g);
 
+struct FuseParallelLinearOptions {
+  // false: only pairs whose results are read by plugin ops alone (through Reshapes), which read the slices in place
+  // (DCNv4's value and offsets); true: every pair.
+  bool all = false;
+  // Also 1x1 convolutions (stride 1, no padding, one group), joined along the output channels.
+  bool convs = false;
+};
+// Two linear layers reading the same tensor (MatMul with a constant [C, K] weight and an optional bias Add, Gemm with
+// constant weights, 1x1 Conv) become one with concatenated weights, followed by two Slices of its output's last axis
+// (channels for convs) that keep the old result names. Same products, one GEMM. Returns the number of pairs fused; the
+// graph's shapes are inferred again.
+Expected<int> fuse_parallel_linear(Graph& g, const FuseParallelLinearOptions& opt = {});
+
 struct PrepareOptions {
   std::map<std::string, Shape> input_shapes;
 };

@@ -2,7 +2,8 @@
 //   graph:  str name, i32 opset, u32 n + values, u32 n + nodes, u32 n + input ids, u32 n + output ids,
 //           u32 n + constants (i32 value id, tensor)
 //   value:  str name, i32 dtype, u8 has_shape, shape, u32 n + dim names
-//   node:   str name, str op (ONNX spelling), i32 opset, u32 n + attrs (str name, u8 kind, payload),
+//   node:   str name, str op (ONNX spelling; a plugin op as domain::name@version), i32 opset,
+//           u32 n + attrs (str name, u8 kind, payload),
 //           u32 n + input ids, u32 n + output ids   (ids are i32; -1 marks an omitted input or output)
 //   tensor: i32 dtype (0: an empty attribute tensor, nothing follows), shape, u64 byte count, bytes
 #include "plan/graph_codec.h"
@@ -11,6 +12,7 @@
 #include <type_traits>
 
 #include "ops/op.h"
+#include "ops/plugin_registry.h"
 #include "plan/byte_io.h"
 
 namespace qd {
@@ -179,7 +181,7 @@ Expected<std::string> encode_graph(const Graph& g) {
   w.u32(static_cast<uint32_t>(g.nodes.size()));
   for (const Node& n : g.nodes) {
     w.str(n.name);
-    w.str(op_name(n.op));
+    w.str(plan_op_name(n.op));  // a plugin op as domain::name@version
     w.i32(n.opset);
     w.u32(static_cast<uint32_t>(n.attrs.all().size()));
     for (const auto& [name, a] : n.attrs.all()) {
@@ -242,7 +244,16 @@ Expected<Graph> decode_graph(const std::string& bytes) {
     const std::string op = r.str("op name");
     n.opset = r.i32();
     if (!r.ok()) break;
-    auto type = op_from_name(op);
+    std::optional<OpType> type;
+    if (op.find("::") != std::string::npos) {
+      if (const PluginOp* p = find_plugin_op(op)) type = p->id;
+      if (!type) {
+        return unsupported("node '" + n.name + "' uses the plugin op " + op + ", which is not registered: load the " +
+                           "plugin library that declares it with --plugin LIB.so");
+      }
+    } else {
+      type = op_from_name(op);
+    }
     if (!type) {
       return unsupported("node '" + n.name + "' uses op '" + op + "', which this qdeploy does not support (the plan " +
                          "was written by another version): rebuild the plan with `qdeploy build`");

@@ -7,6 +7,7 @@
 #include "ops/interpret.h"
 #include "passes/passes.h"
 #include "plan/graph_codec.h"
+#include "plan/plugin_list.h"
 #include "quant/calib_cache.h"
 #include "quant/int8.h"
 #include "quant/precision_config.h"
@@ -78,6 +79,7 @@ class CpuEngine final : public Engine {
     Int8Options resolved = int8_;
     plan.add("layers", encode_plan_layers(QD_TRY(layer_table(&resolved))));
     plan.add("graph", QD_TRY(encode_graph(graph_)));
+    if (std::string plugins = encode_plugin_list(graph_); !plugins.empty()) plan.add("plugins", std::move(plugins));
     plan.add("build_options", encode_build_options(opt_));
     if (opt_.precision == Precision::kInt8) plan.add("int8", encode_int8_options(resolved));
     return write_plan(path, plan);

@@ -12,6 +12,7 @@
 #include "passes/passes.h"
 #include "plan/graph_codec.h"
 #include "plan/plan_file.h"
+#include "plan/plugin_list.h"
 #include "runtime/plan_sections.h"
 
 namespace qd::fuzz {
@@ -52,6 +53,7 @@ inline Status plan_one_input(const std::string& raw, bool* ran = nullptr) {
   if (!plan) return plan.status();
   if (const PlanSection* s = plan->find("io")) (void)decode_plan_io(s->data);
   if (const PlanSection* s = plan->find("layers")) (void)decode_plan_layers(s->data);
+  (void)check_plugin_list(*plan);
   if (plan->header.target == "cuda") {
     // What a CUDA plan's loader parses before it needs the GPU: its sections, the inputs its options give the graph,
     // and the graph prepared at the shapes it was built for (the rest is lowering on the device).

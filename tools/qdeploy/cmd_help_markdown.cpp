@@ -153,6 +153,14 @@ int run_help_markdown(const CLI::App& app) {
     os << "| [" << s->get_name() << "](#" << anchor(path_of(s)) << ") | " << cell(s->get_description()) << " |\n";
   }
   os << "| [build flags](#build-flags) | how a command that runs a model builds it |\n\n";
+  // Options of the tool itself (--plugin), which every command takes, before or after its name.
+  const auto global = app.get_options([&](const CLI::Option* o) {
+    return o != app.get_help_ptr() && o->get_name() != "--version";
+  });
+  if (!global.empty()) {
+    os << "## Options of every command\n\nGiven before or after the command's name.\n\n";
+    write_options(os, global);
+  }
   const BuildFlagSet build;
   for (const CLI::App* s : subs) write_command(os, s, build);
   os << "## Build flags\n\n"

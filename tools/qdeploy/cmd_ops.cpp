@@ -2,6 +2,7 @@
 #include "commands.h"
 #include "onnx/importer.h"
 #include "ops/op.h"
+#include "ops/plugin_registry.h"
 
 namespace qd::cli {
 
@@ -15,6 +16,7 @@ int run_ops(bool markdown) {
   const int n = static_cast<int>(OpType::kCount);
   if (!markdown) {
     for (int i = 0; i < n; ++i) std::cout << op_name(static_cast<OpType>(i)) << "\n";
+    for (const PluginOp* p : plugin_ops()) std::cout << p->qualified << " (" << p->source << ")\n";
     return 0;
   }
   std::cout << "# Supported operators\n\n"
@@ -28,6 +30,20 @@ int run_ops(bool markdown) {
     const OpSchema& s = op_schema(static_cast<OpType>(i));
     std::cout << "| " << s.name << " | " << arity(s.min_inputs, s.max_inputs) << " | "
               << arity(s.min_outputs, s.max_outputs) << " |\n";
+  }
+  std::cout << "\n## Plugin ops\n\nCustom-domain ops declared through the plugin API (docs/plugins.md): built in, or "
+               "loaded with `--plugin LIB.so`. Attributes are checked against the declared schema at import.\n\n"
+            << "| op | inputs | outputs | attributes (default) | source |\n|---|---|---|---|---|\n";
+  for (const PluginOp* p : plugin_ops()) {
+    std::string attrs;
+    for (const auto& a : p->def.attrs) {
+      attrs += (attrs.empty() ? "" : ", ") + a.name;
+      if (a.required) continue;
+      if (a.type == qdeploy::AttrType::kInt) attrs += "=" + std::to_string(a.default_int);
+      if (a.type == qdeploy::AttrType::kFloat) attrs += "=" + attr_to_string(AttrValue(a.default_float));
+    }
+    std::cout << "| " << p->qualified << " | " << arity(p->schema.min_inputs, p->schema.max_inputs) << " | "
+              << arity(p->schema.min_outputs, p->schema.max_outputs) << " | " << attrs << " | " << p->source << " |\n";
   }
   return 0;
 }

@@ -21,6 +21,7 @@
 #include "backends/cuda/kernels/pdl_policy.h"
 #include "core/file_io.h"
 #include "plan/graph_codec.h"
+#include "plan/plugin_list.h"
 #include "plan/plan_file.h"
 #include "quant/qdq.h"
 #include "runtime/backend.h"
@@ -343,6 +344,7 @@ Status CudaEngine::save(const std::string& path) const {
   }
   plan.add("layers", encode_plan_layers(layers));
   plan.add("graph", QD_TRY(encode_graph(graph_)));
+  if (std::string plugins = encode_plugin_list(graph_); !plugins.empty()) plan.add("plugins", std::move(plugins));
   plan.add("build_options", encode_build_options(opt_));
   if (opt_.precision == Precision::kInt8) plan.add("int8", encode_int8_options(resolve_float_nodes(graph_, int8_)));
   {
