@@ -165,8 +165,12 @@ TEST(DlaPlacement, DetectorOnDlaUpToTheHeadConvs) {
       ++convs;
       EXPECT_EQ(n.device, Device::kDla) << n.node;
     }
-    if (n.device == Device::kDla) EXPECT_EQ(n.precision, "int8") << n.node << ": " << n.reason;
-    if (n.device == Device::kGpu) EXPECT_EQ(n.node.rfind("/model.24/", 0), 0u) << n.node;
+    if (n.device == Device::kDla) {
+      EXPECT_EQ(n.precision, "int8") << n.node << ": " << n.reason;
+    }
+    if (n.device == Device::kGpu) {
+      EXPECT_EQ(n.node.rfind("/model.24/", 0), 0u) << n.node;
+    }
   }
   EXPECT_EQ(convs, 60);
   // The entropy cache gives each Concat/MaxPool tensor its own scale: noted, since DLA wants one per such node.

@@ -36,8 +36,8 @@ qdeploy::OpDef scale_op(const std::string& name) {
   qdeploy::OpDef d;
   d.domain = "test.plugins";
   d.name = name;
-  d.inputs = {{"x", {qdeploy::DataType::kFloat32, qdeploy::DataType::kFloat16}}};
-  d.outputs = {{"y", {qdeploy::DataType::kFloat32}}};
+  d.inputs = {{"x", {qdeploy::DataType::kFloat32, qdeploy::DataType::kFloat16}, false, ""}};
+  d.outputs = {{"y", {qdeploy::DataType::kFloat32}, false, ""}};
   d.output_dtype_from = {0};
   d.attrs = {qdeploy::AttrSpec::real("scale", 2.f, -10, 10, "factor"),
              qdeploy::AttrSpec::integer("mode", 0, 0, 2, "unused")};

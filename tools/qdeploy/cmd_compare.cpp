@@ -140,7 +140,12 @@ int run_compare(const CompareArgs& a) {
     return report(unsupported("compare reads a CUDA plan's layers through its INT8 tensors: build it with --precision int8 "
                               "(fp16/fp32 CUDA plans expose no per-layer outputs yet)"));
   }
-  ImageSource src{a.data, a.fmnist, "test", a.batches, 1};
+  ImageSource src;
+  src.data = a.data;
+  src.fmnist = a.fmnist;
+  src.fmnist_split = "test";
+  src.batches = a.batches;
+  src.batch_size = 1;
   src.letterbox = a.letterbox;
   auto spec = preprocess_from_flag(a.flags.preprocess);  // a build flag: the command's own inputs use it too
   if (!spec) return report(spec.status());
