@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/xml.h"
+
 namespace qd {
 
 namespace {
@@ -15,20 +17,7 @@ const char* const kBarColor = "#4c78a8";
 const char* const kHighlightColor = "#e45756";
 const char* const kLineColors[] = {"#333333", "#54a24b", "#b279a2"};
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&apos;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
+std::string esc(const std::string& s) { return xml_escape(s); }
 
 std::string num(double v) {
   char b[32];

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/xml.h"
+
 namespace qd {
 
 const char* device_name(Device d) { return d == Device::kDla ? "DLA" : "GPU"; }
@@ -267,20 +269,6 @@ std::string dla_placement_json(const DlaPlacement& p) {
 }
 
 namespace {
-
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
 
 const char* fill(Device d) { return d == Device::kDla ? "#76b900" : "#6c8ebf"; }
 
