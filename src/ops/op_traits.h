@@ -19,6 +19,7 @@ enum class OpKind : uint8_t {
   kNormalization,  // normalizes with statistics or parameters (BatchNorm, LayerNorm, Softmax)
   kCompute,        // matrix products (Conv, Gemm, MatMul, Einsum): where the MACs are
   kQuantize,       // Q/DQ
+  kFused,          // several ops' work in one node, made by a fusion pass (ops/fused.h); never imported
 };
 
 // How the op takes part in INT8 (DESIGN.md's INT8 contract; read by quant/).

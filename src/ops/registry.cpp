@@ -39,7 +39,9 @@ const char* op_name(OpType op) {
 std::optional<OpType> op_from_name(const std::string& name) {
   static const auto* table = [] {
     auto* m = new std::unordered_map<std::string, OpType>();
-    for (int i = 0; i < static_cast<int>(OpType::kCount); ++i) (*m)[kSchemas[i].name] = static_cast<OpType>(i);
+    for (int i = 0; i < static_cast<int>(OpType::kCount); ++i) {
+      if (kSchemas[i].traits.kind != OpKind::kFused) (*m)[kSchemas[i].name] = static_cast<OpType>(i);
+    }
     return m;
   }();
   auto it = table->find(name);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "core/shape.h"
@@ -38,6 +39,23 @@ struct FuseParallelLinearOptions {
 // (channels for convs) that keep the old result names. Same products, one GEMM. Returns the number of pairs fused; the
 // graph's shapes are inferred again.
 Expected<int> fuse_parallel_linear(Graph& g, const FuseParallelLinearOptions& opt = {});
+
+// ---- fusion passes: each rewrites nodes into a fused op of ops/fused.h; the reference runs the result ----
+// Conv -> BatchNormalization with constant parameters becomes one Conv with the normalization in its weights and
+// bias (convs named in `keep` stay apart: an INT8 conv, which the reference quantizes before normalizing). Returns
+// the number folded.
+Expected<int> fold_batch_norm(Graph& g, const std::set<std::string>& keep = {});
+// Conv -> activation (Relu, Sigmoid, LeakyRelu, HardSwish, HardSigmoid, Clip with constant bounds, x * Sigmoid(x))
+// becomes a FusedConv applying it; the node keeps the conv's name. Returns the number fused.
+Expected<int> fuse_conv_activation(Graph& g);
+// Conv or FusedConv -> Add(result, shortcut) becomes a FusedConv adding the shortcut after its activation, when the
+// shortcut has the result's type and shape and is computed before the conv. Returns the number fused.
+Expected<int> fuse_conv_residual(Graph& g);
+struct FusionCounts {
+  int batch_norms = 0, activations = 0, residuals = 0;
+};
+// The builder's fusions in their order (BatchNorm, activation, residual); `keep_bn` as fold_batch_norm's `keep`.
+Expected<FusionCounts> fuse_graph(Graph& g, const std::set<std::string>& keep_bn = {});
 
 struct PrepareOptions {
   std::map<std::string, Shape> input_shapes;

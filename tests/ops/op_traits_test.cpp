@@ -38,9 +38,15 @@ TEST(OpTraits, AreConsistent) {
   for (OpType op : all_ops()) {
     const OpTraits& t = op_traits(op);
     const std::string name = op_name(op);
-    // MACs and quantizable weights belong to the matrix products.
+    // MACs and quantizable weights belong to the matrix products (and to fused ops made around one).
     if (t.macs != MacsRule::kNone) {
-      EXPECT_EQ(t.kind, OpKind::kCompute) << name;
+      EXPECT_TRUE(t.kind == OpKind::kCompute || t.kind == OpKind::kFused) << name;
+    }
+    // Fused ops are made after the INT8 choice and the batch analysis, never imported.
+    if (t.kind == OpKind::kFused) {
+      EXPECT_EQ(t.int8, Int8Rule::kFloat) << name;
+      EXPECT_EQ(t.batch, BatchRule::kNone) << name;
+      EXPECT_FALSE(op_from_name(name).has_value()) << name;
     }
     if (t.int8 == Int8Rule::kWeights) {
       EXPECT_EQ(t.kind, OpKind::kCompute) << name;

@@ -12,10 +12,16 @@ std::string arity(int lo, int hi) {
   return lo == hi ? std::to_string(lo) : std::to_string(lo) + "-" + std::to_string(hi);
 }
 
+bool fused(int i) { return op_traits(static_cast<OpType>(i)).kind == OpKind::kFused; }
+
 int run_ops(bool markdown) {
   const int n = static_cast<int>(OpType::kCount);
+  int onnx_ops = 0;
+  for (int i = 0; i < n; ++i) onnx_ops += !fused(i);
   if (!markdown) {
-    for (int i = 0; i < n; ++i) std::cout << op_name(static_cast<OpType>(i)) << "\n";
+    for (int i = 0; i < n; ++i) {
+      if (!fused(i)) std::cout << op_name(static_cast<OpType>(i)) << "\n";
+    }
     for (const PluginOp* p : plugin_ops()) std::cout << p->qualified << " (" << p->source << ")\n";
     return 0;
   }
@@ -25,11 +31,25 @@ int run_ops(bool markdown) {
             << "qdeploy imports ONNX opsets " << kMinOpset << "-" << kMaxOpset << " (default domain). Every op below has "
             << "shape inference and a reference CPU kernel; the ONNX backend node tests of each pass (see "
                "docs/conformance.md), except features that qdeploy reports as unsupported there.\n\n"
-            << n << " ops.\n\n| op | inputs | outputs |\n|---|---|---|\n";
+            << onnx_ops << " ops.\n\n| op | inputs | outputs |\n|---|---|---|\n";
   for (int i = 0; i < n; ++i) {
+    if (fused(i)) continue;
     const OpSchema& s = op_schema(static_cast<OpType>(i));
     std::cout << "| " << s.name << " | " << arity(s.min_inputs, s.max_inputs) << " | "
               << arity(s.min_outputs, s.max_outputs) << " |\n";
+  }
+  std::cout << "\n## Fused ops\n\nWhat the builder's fusion passes (`src/passes/`) make of several nodes before lowering; a "
+               "model cannot name them (src/ops/fused.h has their attributes).\n\n"
+            << "| op | inputs | outputs | made of |\n|---|---|---|---|\n";
+  for (int i = 0; i < n; ++i) {
+    if (!fused(i)) continue;
+    const OpSchema& s = op_schema(static_cast<OpType>(i));
+    std::cout << "| " << s.name << " | " << arity(s.min_inputs, s.max_inputs) << " | "
+              << arity(s.min_outputs, s.max_outputs) << " | " << (static_cast<OpType>(i) == OpType::FusedConv
+                                                                      ? "Conv, activation (Relu, Silu as x * Sigmoid(x), "
+                                                                        "Sigmoid, LeakyRelu, HardSwish, HardSigmoid, Clip), "
+                                                                        "residual Add"
+                                                                      : "") << " |\n";
   }
   std::cout << "\n## Plugin ops\n\nCustom-domain ops declared through the plugin API (docs/plugins.md): built in, or "
                "loaded with `--plugin LIB.so`. Attributes are checked against the declared schema at import.\n\n"

@@ -23,6 +23,7 @@
 #include "plan/graph_codec.h"
 #include "plan/plugin_list.h"
 #include "plan/plan_file.h"
+#include "plan/tactics.h"
 #include "quant/qdq.h"
 #include "runtime/backend.h"
 #include "runtime/int8_sources.h"
@@ -32,39 +33,6 @@
 namespace qd {
 
 namespace {
-
-// Timing cache: {"device": "...", "kernel_policy": "...", "kernels": {signature: kernel}}; kernels timed on another
-// GPU model, or under another KernelPolicy (its to_string(); absent for the defaults), are ignored.
-void read_timing_cache(const std::string& path, const std::string& device, const std::string& policy,
-                       std::map<std::string, std::string>* out) {
-  if (path.empty()) return;
-  std::ifstream f(path);
-  if (!f) return;  // a new cache
-  nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || j.value("device", "") != device || !j.contains("kernels") ||
-      !j["kernels"].is_object()) {
-    std::fprintf(stderr, "warning: timing cache %s is unreadable or from another GPU; timing again\n", path.c_str());
-    return;
-  }
-  if (j.value("kernel_policy", "") != policy) {
-    std::fprintf(stderr, "warning: timing cache %s was written under another kernel policy ('%s', this build '%s'); "
-                 "timing again\n", path.c_str(), j.value("kernel_policy", "").c_str(), policy.c_str());
-    return;
-  }
-  for (const auto& [k, v] : j["kernels"].items()) {
-    if (v.is_string()) out->emplace(k, v.get<std::string>());
-  }
-}
-
-Status write_timing_cache(const std::string& path, const std::string& device, const std::string& policy,
-                          const std::map<std::string, std::string>& choices) {
-  if (path.empty()) return Status::ok();
-  nlohmann::json j;
-  j["device"] = device;
-  if (!policy.empty()) j["kernel_policy"] = policy;
-  j["kernels"] = choices;
-  return write_file_atomic(path, j.dump(1));
-}
 
 Status check_cuda_options(const BuildOptions& opt) {
   if (opt.precision == Precision::kInt8 && opt.int8_mode != "exact" && opt.int8_mode != "bitexact") {

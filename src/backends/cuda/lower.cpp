@@ -1,5 +1,5 @@
-// Lowering a prepared graph to CUDA layers: fusion (conv + BatchNormalization + activation + residual Add), layout
-// choice (NHWC fp16 around the fused convolutions, NCHW in the ONNX dtype elsewhere, reformats at the borders),
+// Lowering a prepared, fused graph (passes/: BatchNorm folding, conv activation and residual as FusedConv) to CUDA
+// layers: layout choice (NHWC fp16 around the fused convolutions, NCHW in the ONNX dtype elsewhere, reformats at the borders),
 // Concat in place, kernel timing, and the activation memory plan.
 #include <algorithm>
 #include <climits>
@@ -17,6 +17,7 @@
 #include "backends/cuda/plugin_layer.h"
 #include "core/half.h"
 #include "ir/cost.h"
+#include "ops/fused.h"
 #include "ops/op.h"
 #include "ops/op_geometry.h"
 #include "ops/plugin_registry.h"
@@ -24,6 +25,7 @@
 #include "passes/passes.h"
 #include "plan/memory_plan.h"
 #include "plan/stream_schedule.h"
+#include "plan/tactics.h"
 #include "runtime/io_format.h"
 
 namespace qd::cuda {
@@ -31,6 +33,16 @@ namespace qd::cuda {
 namespace {
 
 constexpr int round_up(int v, int m) { return (v + m - 1) / m * m; }
+bool is_conv(OpType op) { return op == OpType::Conv || op == OpType::FusedConv; }
+// A layer's name in profiles: the node's, joined by the nodes a fusion pass folded into it.
+std::string layer_name(const Node& n) {
+  std::string s = n.name;
+  if (n.op != OpType::FusedConv) return s;
+  if (auto f = ops::fused_conv_attrs(n)) {
+    for (const std::string& x : f->fused) s += "+" + x;
+  }
+  return s;
+}
 
 std::string fmt_nhwc(const TensorRef& t) { return "nhwc" + std::to_string(t.ld) + ":" + io_dtype_name(t.dtype); }
 std::string fmt_of(const TensorRef& t) {
@@ -281,10 +293,6 @@ class CopyLayer final : public Layer {
 
 // ---- weight packing ----
 
-struct BnFold {
-  std::vector<float> scale, shift;  // y = conv * scale + shift
-};
-
 // The geometry of a packed weight: channels padded to 16 bytes' worth, rows to 64 bytes' worth (elem_bytes 2 or 1).
 std::shared_ptr<PackedConv> packed_geometry(const Shape& ws, int elem_bytes) {
   auto pc = std::make_shared<PackedConv>();
@@ -310,16 +318,12 @@ std::vector<T> repack_krsc(const PackedConv& pc, int cin, const Src* src, Cvt cv
   return packed;
 }
 
-Expected<std::shared_ptr<PackedConv>> pack_conv(const Tensor& w, const Tensor* bias, const BnFold* bn) {
+Expected<std::shared_ptr<PackedConv>> pack_conv(const Tensor& w, const Tensor* bias) {
   auto pc = packed_geometry(w.shape(), 2);
-  const std::vector<uint16_t> packed = repack_krsc<uint16_t>(
-      *pc, static_cast<int>(w.shape()[1]), w.data<float>(),
-      [&](int k, float v) { return float_to_half(bn ? v * bn->scale[k] : v); });
+  const std::vector<uint16_t> packed = repack_krsc<uint16_t>(*pc, static_cast<int>(w.shape()[1]), w.data<float>(),
+                                                             [&](int, float v) { return float_to_half(v); });
   std::vector<float> b(pc->K, 0.f);
-  for (int k = 0; k < pc->K; ++k) {
-    const float b0 = bias ? bias->data<float>()[k] : 0.f;
-    b[k] = bn ? b0 * bn->scale[k] + bn->shift[k] : b0;
-  }
+  for (int k = 0; k < pc->K; ++k) b[k] = bias ? bias->data<float>()[k] : 0.f;
   QD_RETURN_IF_ERROR(pc->w.upload(packed));
   QD_RETURN_IF_ERROR(pc->bias.upload(b));
   return pc;
@@ -376,9 +380,71 @@ Expected<std::shared_ptr<PackedConv>> pack_conv_int8(const Tensor& w, const Tens
 
 // ---- the lowering ----
 
+// An INT8 Gemm's operands as lower_int8_gemm takes them: a 2-d input [N, C], a constant 2-d B ([C, K], or [K, C]
+// with transB), no bias or a constant one per output column. Other Gemms stay in float on the GPU.
+struct Int8Gemm {
+  const Tensor* b = nullptr;
+  const Tensor* bias = nullptr;
+  bool trans_b = false;
+  int64_t C = 0, K = 0;
+};
+std::optional<Int8Gemm> int8_gemm_operands(const Graph& g, const Node& n) {
+  if (n.op != OpType::Gemm || n.inputs.size() < 2 || n.inputs[0] < 0) return std::nullopt;
+  Int8Gemm m;
+  m.b = g.constant(n.inputs[1]);
+  const Shape& xs = g.values[n.inputs[0]].shape;
+  if (!m.b || m.b->dtype() != DType::kFloat32 || m.b->shape().size() != 2 || xs.size() != 2) return std::nullopt;
+  const auto trans_b = n.attrs.get_int("transB", 0);
+  if (!trans_b) return std::nullopt;
+  m.trans_b = *trans_b != 0;
+  m.C = m.b->shape()[m.trans_b ? 1 : 0];
+  m.K = m.b->shape()[m.trans_b ? 0 : 1];
+  if (m.C != xs[1]) return std::nullopt;
+  if (n.inputs.size() < 3 || n.inputs[2] < 0) return m;
+  m.bias = g.constant(n.inputs[2]);
+  if (!m.bias || m.bias->dtype() != DType::kFloat32 || m.bias->numel() != m.K || m.bias->shape().back() != m.K) {
+    return std::nullopt;
+  }
+  return m;
+}
+
+// The convs (and Gemms) the reference runs in INT8, by the precision plan of the graph before fusion
+// (quant/precision_plan.h), and the scale each one's input is quantized with (per value; 0: none). Fusion keeps the
+// convs' names and their inputs' value ids, so the choice holds for the fused graph. The same for every shape: the
+// first lowering fills in.int8_convs, later ones take it.
+struct Int8Choice {
+  std::set<std::string> convs;
+  std::vector<float> scale;
+};
+Expected<Int8Choice> choose_int8(const Graph& g, const LowerInput& in) {
+  Int8Choice c;
+  const PrecisionPlan plan = QD_TRY(compute_precision(g, *in.int8, Precision::kFp16));
+  if (in.int8_convs && *in.int8_convs) {
+    c.convs = **in.int8_convs;
+  } else {
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& n = g.nodes[i];
+      if (plan.is_int8(i) && (n.op == OpType::Conv || int8_gemm_operands(g, n))) c.convs.insert(n.name);
+    }
+    if (in.int8_convs) *in.int8_convs = c.convs;
+  }
+  c.scale.assign(g.values.size(), 0.f);
+  for (const Node& n : g.nodes) {
+    if ((n.op != OpType::Conv && n.op != OpType::Gemm) || !c.convs.count(n.name)) continue;
+    auto q = plan.tensors.find(n.inputs[0]);
+    if (q == plan.tensors.end()) return internal("INT8 node '" + n.name + "' has no input scale in the precision plan");
+    c.scale[n.inputs[0]] = q->second.scale;
+  }
+  return c;
+}
+
+
 class Lowerer {
  public:
-  Lowerer(Graph g, const LowerInput& in) : g_(std::move(g)), in_(in), inst_(std::make_shared<Instance>()) {
+  Lowerer(Graph g, const LowerInput& in, Int8Choice int8)
+      : g_(std::move(g)), in_(in), inst_(std::make_shared<Instance>()) {
+    int8_convs_ = std::move(int8.convs);
+    qscale_ = std::move(int8.scale);
     fast_ = in.opt->precision == Precision::kFp16 || in.opt->precision == Precision::kInt8;
   }
 
@@ -395,7 +461,10 @@ class Lowerer {
     }
     is_output_.assign(nv, false);
     for (int o : g_.outputs) is_output_[o] = true;
-    if (in_.opt->precision == Precision::kInt8) QD_RETURN_IF_ERROR(choose_int8());
+    if (in_.opt->precision == Precision::kInt8) {
+      qscale_.resize(nv, 0.f);  // values the fusion passes added (folded weights) are never quantized
+      q8_.assign(nv, -1);
+    }
     QD_RETURN_IF_ERROR(plan_s2d());
     // I/O slots: inputs first, then outputs.
     io_in_.assign(nv, -1);
@@ -612,7 +681,7 @@ class Lowerer {
       int int8 = -1;
       for (int c : consumers_[v]) {
         const Node& n = g_.nodes[c];
-        ok = ok && n.op == OpType::Conv && n.inputs.size() >= 2 && n.inputs[0] == v &&
+        ok = ok && is_conv(n.op) && n.inputs.size() >= 2 && n.inputs[0] == v &&
              std::count(n.inputs.begin(), n.inputs.end(), v) == 1 && g_.is_constant(n.inputs[1]) &&
              (n.inputs.size() < 3 || n.inputs[2] < 0 || g_.is_constant(n.inputs[2])) &&
              (int8 < 0 || int8 == static_cast<int>(int8_convs_.count(n.name)));
@@ -678,34 +747,10 @@ class Lowerer {
   }
 
   // ---- INT8 ----
-  // The convs the reference runs in INT8 (the precision plan of this graph says which; quant/precision_plan.h) and the
-  // scale of each one's input (the plan's scale of that tensor).
-  Status choose_int8() {
-    const PrecisionPlan plan = QD_TRY(compute_precision(g_, *in_.int8, Precision::kFp16));
-    if (in_.int8_convs && *in_.int8_convs) {
-      int8_convs_ = **in_.int8_convs;
-    } else {
-      for (size_t i = 0; i < g_.nodes.size(); ++i) {
-        const Node& n = g_.nodes[i];
-        if (plan.is_int8(i) && (n.op == OpType::Conv || int8_gemm_operands(n))) int8_convs_.insert(n.name);
-      }
-      if (in_.int8_convs) *in_.int8_convs = int8_convs_;
-    }
-    qscale_.assign(g_.values.size(), 0.f);
-    q8_.assign(g_.values.size(), -1);
-    for (const Node& n : g_.nodes) {
-      if ((n.op != OpType::Conv && n.op != OpType::Gemm) || !int8_convs_.count(n.name)) continue;
-      auto q = plan.tensors.find(n.inputs[0]);
-      if (q == plan.tensors.end()) return internal("INT8 node '" + n.name + "' has no input scale in the precision plan");
-      qscale_[n.inputs[0]] = q->second.scale;
-    }
-    return Status::ok();
-  }
-
   // Node c is an INT8 conv (or Gemm) reading v as its data input (and nowhere else): it takes v's int8 copy.
   bool int8_conv_input(int c, int v) const {
     const Node& n = g_.nodes[c];
-    return (n.op == OpType::Conv || n.op == OpType::Gemm) && int8_convs_.count(n.name) && n.inputs[0] == v &&
+    return (is_conv(n.op) || n.op == OpType::Gemm) && int8_convs_.count(n.name) && n.inputs[0] == v &&
            std::count(n.inputs.begin(), n.inputs.end(), v) == 1;
   }
 
@@ -762,13 +807,8 @@ class Lowerer {
     if (slice_concat_.count(i)) return lower_slice_concat(i);
     if (is_plugin_op(n.op)) return lower_plugin(i);
     for (int v : n.inputs) QD_RETURN_IF_ERROR(resolve(v));
-    if (!fast_ && n.op == OpType::Conv) {
-      bool lowered = false;
-      QD_RETURN_IF_ERROR(try_float_fused_conv(i, &lowered));
-      if (lowered) return Status::ok();
-    }
     if (fast_) {
-      if (n.op == OpType::Conv) {
+      if (n.op == OpType::Conv || n.op == OpType::FusedConv) {
         bool lowered = false;
         QD_RETURN_IF_ERROR(try_fused_conv(i, &lowered));
         if (lowered) return Status::ok();
@@ -1316,118 +1356,17 @@ class Lowerer {
       buffer_users_.push_back(1);
     }
     const std::string fmt = out_specs.empty() ? "" : "nchw:" + std::string(dtype_name(out_specs[0].dtype));
-    l->info = {n.name, op_name(n.op), "generic", dtype_name(out_specs.empty() ? DType::kFloat32 : out_specs[0].dtype),
+    const bool fused = n.op == OpType::FusedConv;  // in profiles, a conv layer with its epilogue
+    l->info = {layer_name(n), fused ? "Conv" : op_name(n.op), fused ? "generic_fused" : "generic",
+               dtype_name(out_specs.empty() ? DType::kFloat32 : out_specs[0].dtype),
                in_specs.empty() ? "" : "nchw:" + std::string(dtype_name(in_specs[0].dtype)), fmt,
                static_cast<double>(node_macs(g_, n))};
     add_layer(std::move(l));
     return Status::ok();
   }
 
-  // Conv [+ BatchNormalization] [+ activation] [+ Add residual] as one tensor-core layer.
-  // The activation after a conv's value *cur (ReLU, Sigmoid, LeakyReLU, HardSwish, HardSigmoid, Clip with constant
-  // bounds, SiLU as x * Sigmoid(x)): marks its nodes done, moves *cur to its output and appends their names.
-  Status match_activation(int* cur_value, Act* act_out, float* a_out, float* b_out, std::string* names_out) {
-    int& cur = *cur_value;
-    Act& act = *act_out;
-    float &aa = *a_out, &ab = *b_out;
-    std::string& names = *names_out;
-    if (int c = sole_consumer(cur); c >= 0) {
-      const Node& a = g_.nodes[c];
-      switch (a.op) {
-        case OpType::Relu: act = Act::kRelu; break;
-        case OpType::Sigmoid: act = Act::kSigmoid; break;
-        case OpType::LeakyRelu: act = Act::kLeakyRelu; aa = QD_TRY(a.attrs.get_float("alpha", 0.01f)); break;
-        case OpType::HardSwish: act = Act::kHardSwish; break;
-        case OpType::HardSigmoid:
-          act = Act::kHardSigmoid;
-          aa = QD_TRY(a.attrs.get_float("alpha", 0.2f));
-          ab = QD_TRY(a.attrs.get_float("beta", 0.5f));
-          break;
-        case OpType::Clip:  // ReLU6 and friends, when the bounds are constants
-          if (a.inputs[0] == cur && QD_TRY(clip_bounds(a, &aa, &ab))) act = Act::kClip;
-          break;
-        default: break;
-      }
-      if (act != Act::kNone) {
-        done_[c] = true;
-        names += "+" + a.name;
-        cur = a.outputs[0];
-      }
-    } else if (!is_output_[cur] && consumers_[cur].size() == 2) {
-      // SiLU: x * Sigmoid(x).
-      int sig = -1, mul = -1;
-      for (int c : consumers_[cur]) {
-        if (g_.nodes[c].op == OpType::Sigmoid) sig = c;
-        if (g_.nodes[c].op == OpType::Mul) mul = c;
-      }
-      if (sig >= 0 && mul >= 0 && sole_consumer(g_.nodes[sig].outputs[0]) == mul) {
-        const auto& mi = g_.nodes[mul].inputs;
-        const int so = g_.nodes[sig].outputs[0];
-        if ((mi[0] == cur && mi[1] == so) || (mi[1] == cur && mi[0] == so)) {
-          act = Act::kSilu;
-          done_[sig] = done_[mul] = true;
-          names += "+" + g_.nodes[sig].name + "+" + g_.nodes[mul].name;
-          cur = g_.nodes[mul].outputs[0];
-        }
-      }
-    }
-    return Status::ok();
-  }
-  // A residual Add(*cur, other) where other is computed already and has the same shape: marks it done, moves *cur to
-  // its output and returns other (-1: none).
-  int match_residual(int* cur_value, std::string* names_out) {
-    int& cur = *cur_value;
-    std::string& names = *names_out;
-    int res_value = -1;
-    if (int c = sole_consumer(cur); c >= 0 && g_.nodes[c].op == OpType::Add && g_.nodes[c].inputs.size() == 2) {
-      const Node& a = g_.nodes[c];
-      const int other = a.inputs[0] == cur ? a.inputs[1] : a.inputs[0];
-      if (other != cur && is_float4d(other) && g_.values[other].shape == g_.values[cur].shape &&
-          (gen_[other] >= 0 || fast_t_[other] >= 0)) {
-        res_value = other;
-        done_[c] = true;
-        names += "+" + a.name;
-        cur = a.outputs[0];
-      }
-    }
-    return res_value;
-  }
-
-  // fp32 plans: a Conv with its activation and residual Add (match_activation, match_residual) as one generic conv
-  // kernel whose epilogue applies them (NCHW fp32, the tensor cores' fused kernels being fp16 and INT8 only).
-  Status try_float_fused_conv(int i, bool* lowered) {
-    const Node& n = g_.nodes[i];
-    if (n.inputs.size() < 2 || n.outputs.size() != 1 || !is_float4d(n.inputs[0]) || !is_float4d(n.outputs[0])) {
-      return Status::ok();
-    }
-    std::string names = n.name;
-    int cur = n.outputs[0];
-    ConvEpilogue epi;
-    QD_RETURN_IF_ERROR(match_activation(&cur, &epi.act, &epi.a, &epi.b, &names));
-    const int res_value = match_residual(&cur, &names);
-    if (epi.act == Act::kNone && res_value < 0) return Status::ok();
-    epi.residual = res_value >= 0;
-    auto l = std::make_unique<GenericLayer>();
-    std::vector<TensorSpec> in_specs;
-    for (int v : n.inputs) {
-      const int t = v < 0 ? -1 : QD_TRY(ensure_generic(v));
-      l->ins.push_back(t);
-      in_specs.push_back(t < 0 ? TensorSpec{} : TensorSpec{inst_->tensors[t].dtype, inst_->tensors[t].shape});
-    }
-    while (l->ins.size() < 3) l->ins.push_back(-1);  // no bias
-    if (epi.residual) l->ins.push_back(QD_TRY(ensure_generic(res_value)));
-    const int t = add_tensor(generic_ref(cur));
-    gen_[cur] = t;
-    l->outs = {t};
-    const std::vector<TensorSpec> out_specs = {{inst_->tensors[t].dtype, inst_->tensors[t].shape}};
-    l->kernel = QD_TRY(make_generic_conv(g_, n, in_specs, out_specs, epi));
-    l->info = {names, "Conv", "generic_fused", "fp32", fmt_of(inst_->tensors[l->ins[0]]), fmt_of(inst_->tensors[t]),
-               static_cast<double>(node_macs(g_, n))};
-    add_layer(std::move(l));
-    *lowered = true;
-    return Status::ok();
-  }
-
+  // A Conv or FusedConv (BatchNormalization folded, activation and residual fused by the passes) as one
+  // tensor-core layer.
   Status try_fused_conv(int i, bool* lowered) {
     const Node& n = g_.nodes[i];
     if (n.inputs.size() < 2 || !is_float4d(n.inputs[0]) || !g_.is_constant(n.inputs[1])) return Status::ok();
@@ -1440,35 +1379,13 @@ class Lowerer {
     // Grouped convs: INT8 ones run conv_grouped_i8 (CUDA cores) with the fused epilogue, float ones the generic kernel.
     if (geo.group != 1 && !int8_convs_.count(n.name)) return Status::ok();
 
-    std::string names = n.name;
-    int cur = n.outputs[0];
     const bool int8 = int8_convs_.count(n.name) != 0;
-    // BatchNormalization with constant parameters folds into the weights (not under INT8: the reference applies it
-    // after the quantized conv).
-    BnFold bn;
-    bool has_bn = false;
-    if (int c = sole_consumer(cur); !int8 && c >= 0 && g_.nodes[c].op == OpType::BatchNormalization &&
-                                    g_.nodes[c].inputs.size() == 5 && g_.nodes[c].inputs[0] == cur) {
-      const Node& b = g_.nodes[c];
-      const Tensor *gamma = g_.constant(b.inputs[1]), *beta = g_.constant(b.inputs[2]),
-                   *mean = g_.constant(b.inputs[3]), *var = g_.constant(b.inputs[4]);
-      const float eps = QD_TRY(b.attrs.get_float("epsilon", 1e-5f));
-      if (gamma && beta && mean && var && gamma->numel() == geo.m && gamma->dtype() == DType::kFloat32) {
-        for (int64_t k = 0; k < geo.m; ++k) {
-          const float sc = gamma->data<float>()[k] / std::sqrt(var->data<float>()[k] + eps);
-          bn.scale.push_back(sc);
-          bn.shift.push_back(beta->data<float>()[k] - mean->data<float>()[k] * sc);
-        }
-        has_bn = true;
-        done_[c] = true;
-        names += "+" + b.name;
-        cur = b.outputs[0];
-      }
-    }
-    Act act = Act::kNone;
-    float aa = 0, ab = 0;
-    QD_RETURN_IF_ERROR(match_activation(&cur, &act, &aa, &ab, &names));
-    const int res_value = match_residual(&cur, &names);
+    const ConvEpilogue epi = QD_TRY(conv_epilogue(n));
+    std::string names = layer_name(n);
+    int cur = n.outputs[0];
+    Act act = epi.act;
+    const float aa = epi.a, ab = epi.b;
+    const int res_value = epi.residual ? n.inputs[3] : -1;
     // A detection head: Conv -> Reshape [N, A, G, OH, OW] -> Transpose (0, 1, 3, 4, 2) [-> Sigmoid] read only by
     // the Slices of one slice_concat. The conv writes its NCHW result (after the Sigmoid), and the slice_concat
     // reads it transposed; the Reshape, Transpose and Sigmoid run no layers.
@@ -1530,7 +1447,7 @@ class Lowerer {
       if (int8) {
         packed = QD_TRY(pack_conv_int8(w2, bias, qscale_[n.inputs[0]], qat_weight_scales(n.inputs[1])));
       } else {
-        packed = QD_TRY(pack_conv(w2, bias, has_bn ? &bn : nullptr));
+        packed = QD_TRY(pack_conv(w2, bias));
       }
       it = in_.weights->emplace(key, packed).first;
     }
@@ -1569,7 +1486,7 @@ class Lowerer {
     bool fast_consumer = false;
     for (int c : consumers_[cur]) {
       const OpType op = g_.nodes[c].op;
-      fast_consumer |= op == OpType::Conv || op == OpType::MaxPool || op == OpType::Resize || op == OpType::Concat;
+      fast_consumer |= is_conv(op) || op == OpType::MaxPool || op == OpType::Resize || op == OpType::Concat;
     }
     // INT8 straight from the epilogue when an INT8 conv takes this tensor as its input: the value is quantized with
     // its own scale from the fp32 result, as the reference does. When other ops read it too (a residual Add, a
@@ -1583,7 +1500,7 @@ class Lowerer {
       others = true;
       // They must be on the NHWC fp16 path, where a quantize pass would also have left the dequantized value.
       const OpType op = g_.nodes[c].op;
-      int8_out &= op == OpType::Conv || op == OpType::MaxPool || op == OpType::Resize || op == OpType::Concat ||
+      int8_out &= is_conv(op) || op == OpType::MaxPool || op == OpType::Resize || op == OpType::Concat ||
                   op == OpType::Add;
     }
     if (head_value >= 0) {  // the Reshape's layout; only the slice_concat reads it
@@ -1633,34 +1550,6 @@ class Lowerer {
     return Status::ok();
   }
 
-  // An INT8 Gemm's operands as lower_int8_gemm takes them: a 2-d input [N, C], a constant 2-d B ([C, K], or [K, C]
-  // with transB), no bias or a constant one per output column. Other Gemms stay in float on the GPU.
-  struct Int8Gemm {
-    const Tensor* b = nullptr;
-    const Tensor* bias = nullptr;
-    bool trans_b = false;
-    int64_t C = 0, K = 0;
-  };
-  std::optional<Int8Gemm> int8_gemm_operands(const Node& n) const {
-    if (n.op != OpType::Gemm || n.inputs.size() < 2 || n.inputs[0] < 0) return std::nullopt;
-    Int8Gemm m;
-    m.b = g_.constant(n.inputs[1]);
-    const Shape& xs = g_.values[n.inputs[0]].shape;
-    if (!m.b || m.b->dtype() != DType::kFloat32 || m.b->shape().size() != 2 || xs.size() != 2) return std::nullopt;
-    const auto trans_b = n.attrs.get_int("transB", 0);
-    if (!trans_b) return std::nullopt;
-    m.trans_b = *trans_b != 0;
-    m.C = m.b->shape()[m.trans_b ? 1 : 0];
-    m.K = m.b->shape()[m.trans_b ? 0 : 1];
-    if (m.C != xs[1]) return std::nullopt;
-    if (n.inputs.size() < 3 || n.inputs[2] < 0) return m;
-    m.bias = g_.constant(n.inputs[2]);
-    if (!m.bias || m.bias->dtype() != DType::kFloat32 || m.bias->numel() != m.K || m.bias->shape().back() != m.K) {
-      return std::nullopt;
-    }
-    return m;
-  }
-
   // The QAT model's per-channel scales of weight constant `w`, or null (then computed from the weights).
   const std::vector<float>* qat_weight_scales(int w) const {
     auto it = in_.int8->weight_scales.find(g_.values[w].name);
@@ -1673,7 +1562,7 @@ class Lowerer {
   Status lower_int8_gemm(int i) {
     const Node& n = g_.nodes[i];
     const int x = n.inputs[0];
-    const auto gemm = int8_gemm_operands(n);
+    const auto gemm = int8_gemm_operands(g_, n);
     if (!gemm || q8_[x] < 0) return internal("INT8 Gemm '" + n.name + "' cannot be lowered");
     const auto [b, bias, trans_b, C, K] = *gemm;
     const std::string key = n.name + ":int8";
@@ -2310,29 +2199,6 @@ class Lowerer {
     return c.out2 < 0 ? s : s + (c.p.out2_format == Out2Format::kI8 ? ":y2i8" : ":y2f16");
   }
   static std::string legacy_signature(const ConvLayer& c) { return signature(c.p, residual_kind(c), c.int8); }
-  // Batch sizes inside a plan's profile that the builder did not time (a last, partial batch) take the choice made
-  // for the nearest timed batch of the same layer (the larger one on a tie) instead of timing at run time, as an
-  // engine must not stall for seconds when a new batch size comes in.
-  static const std::string* nearest_batch_choice(const std::map<std::string, std::string>& choices,
-                                                 const std::string& sig) {
-    const size_t a = sig.find(":n"), b = sig.find(':', a + 2);
-    if (a == std::string::npos || b == std::string::npos) return nullptr;
-    const std::string kind = sig.substr(0, a), rest = sig.substr(b);
-    const long n = std::strtol(sig.c_str() + a + 2, nullptr, 10);
-    const std::string* best = nullptr;
-    long best_d = 0, best_n = 0;
-    for (auto it = choices.lower_bound(kind + ":n"); it != choices.end() && it->first.compare(0, a + 2, kind + ":n") == 0;
-         ++it) {
-      const std::string& k = it->first;
-      const size_t kb = k.find(':', a + 2);
-      if (kb == std::string::npos || k.compare(kb, std::string::npos, rest) != 0) continue;
-      const long kn = std::strtol(k.c_str() + a + 2, nullptr, 10);
-      const long d = std::labs(kn - n);
-      if (!best || d < best_d || (d == best_d && kn > best_n)) best = &it->second, best_d = d, best_n = kn;
-    }
-    return best;
-  }
-
   // Candidates: every tile configuration, split-K over 2..8 ranges for layers too small to fill the GPU, and
   // cuDNN's algorithms for fp16 layers (BuildOptions::tactic_sources picks the sources).
   struct Candidate {
@@ -2439,30 +2305,121 @@ class Lowerer {
     return false;
   }
 
+  // A conv layer as plan/tactics.h's selection sees it: its candidates by name.
+  class ConvTactics final : public TacticLayer {
+   public:
+    ConvTactics(const Lowerer& lw, ConvLayer* c) : lw_(lw), c_(c) {}
+    std::string signature() const override { return Lowerer::signature(*c_); }
+    std::string legacy_signature() const override { return c_->out2 >= 0 ? Lowerer::legacy_signature(*c_) : ""; }
+    int batch() const override { return c_->p.N; }
+    std::vector<Tactic> tactics() const override {
+      std::vector<Tactic> out;
+      for (const Candidate& c : lw_.candidates(*c_)) out.push_back({candidate_name(c), optional(c), c.algo < 0});
+      return out;
+    }
+    bool apply(const std::string& name) override { return lw_.apply(c_, name); }
+    // The candidate of that name, set up for timing (a cuDNN algorithm gets its first call from the timer).
+    Expected<Candidate> prepare(const std::string& name) const {
+      for (const Candidate& c : lw_.candidates(*c_)) {
+        if (candidate_name(c) != name) continue;
+        QD_RETURN_IF_ERROR(lw_.use(c_, c, false));
+        return c;
+      }
+      return internal("no candidate " + name + " for conv '" + c_->info.name + "'");
+    }
+    ConvLayer* layer() const { return c_; }
+
+   private:
+    const Lowerer& lw_;
+    ConvLayer* c_;
+  };
+
+  // Times conv candidates on scratch memory laid out like a real run (contents do not matter for speed), made on
+  // first use.
+  class ConvTimer final : public TacticTimer {
+   public:
+    explicit ConvTimer(const Lowerer& lw) : lw_(lw) {}
+    ~ConvTimer() override {
+      if (!s_) return;
+      cudaEventDestroy(e0_);
+      cudaEventDestroy(e1_);
+      cudaStreamSynchronize(s_);
+      cudaStreamDestroy(s_);
+    }
+    Expected<float> time(TacticLayer& layer, const Tactic& t) override {
+      QD_RETURN_IF_ERROR(ready());
+      auto& l = static_cast<ConvTactics&>(layer);
+      ConvLayer* c = l.layer();
+      QD_RETURN_IF_ERROR(l.prepare(t.name).status());
+      if (c->workspace_bytes() > workspace_.size()) QD_RETURN_IF_ERROR(workspace_.alloc(c->workspace_bytes()));
+      c->workspace = static_cast<float*>(workspace_.get());
+      std::vector<float> ms;
+      Status st;
+      for (int rep = 0; rep < 7 && st.is_ok(); ++rep) {
+        cudaEventRecord(e0_, s_);
+        for (int j = 0; j < 3 && st.is_ok(); ++j) st = c->enqueue(*lw_.inst_, *ptrs_, s_);
+        cudaEventRecord(e1_, s_);
+        cudaEventSynchronize(e1_);
+        float x = 0;
+        cudaEventElapsedTime(&x, e0_, e1_);
+        if (rep > 0) ms.push_back(x);  // the first round warms up
+      }
+      c->workspace = nullptr;
+      if (!st.is_ok()) {  // leave the stream usable for the next candidate
+        cudaStreamSynchronize(s_);
+        cudaGetLastError();
+        return st;
+      }
+      std::sort(ms.begin(), ms.end());
+      return ms[ms.size() / 2];
+    }
+    Status refine(const std::map<std::string, std::vector<std::string>>& close, TacticChoices* choices) override {
+      QD_RETURN_IF_ERROR(ready());
+      return lw_.refine_in_graph(close, *ptrs_, &workspace_, s_, e0_, e1_, choices);
+    }
+
+   private:
+    Status ready() {
+      if (s_) return Status::ok();
+      const Instance& inst = *lw_.inst_;
+      QD_RETURN_IF_ERROR(arena_.alloc(std::max<size_t>(inst.arena_bytes, 256)));
+      for (size_t k = 0; k < inst.slot_names.size(); ++k) {
+        io_.push_back(std::make_unique<DeviceBuffer>());
+        QD_RETURN_IF_ERROR(io_.back()->alloc(std::max<size_t>(inst.slot_bytes(k), 256)));
+        io_ptrs_.push_back(io_.back()->get());
+      }
+      QD_CUDA_TRY(cudaMemset(arena_.get(), 0, arena_.size()));
+      ptrs_.emplace(Pointers{static_cast<char*>(arena_.get()), &io_ptrs_, &inst.buffer_offsets});
+      QD_CUDA_TRY(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+      cudaEventCreate(&e0_);
+      cudaEventCreate(&e1_);
+      return Status::ok();
+    }
+    const Lowerer& lw_;
+    DeviceBuffer arena_, workspace_;
+    std::vector<std::unique_ptr<DeviceBuffer>> io_;
+    std::vector<void*> io_ptrs_;
+    std::optional<Pointers> ptrs_;
+    cudaStream_t s_ = nullptr;
+    cudaEvent_t e0_ = nullptr, e1_ = nullptr;
+  };
+
+  // Each conv's kernel by plan/tactics.h's policy: recorded, timed here, the nearest batch's or the first candidate.
   Status choose_kernels() {
     const PdlOff pdl(!in_.opt->kernel_policy.pdl);  // timed as they will run
-    std::vector<int> todo;
+    std::vector<ConvTactics> convs;
+    convs.reserve(conv_layers_.size());
+    std::vector<TacticLayer*> layers;
     for (int li : conv_layers_) {
-      auto* c = static_cast<ConvLayer*>(inst_->layers[li].get());
-      const std::string sig = signature(*c);
-      auto it = in_.choices->find(sig);
-      if (it == in_.choices->end() && c->out2 >= 0) it = in_.choices->find(legacy_signature(*c));
-      if (it != in_.choices->end() && apply(c, it->second)) continue;
-      if (!in_.frozen && (in_.tune || in_.opt->max_shapes.empty() || it != in_.choices->end())) {
-        todo.push_back(li);
-        continue;
-      }
-      const std::string* near = nearest_batch_choice(*in_.choices, sig);
-      if (near && apply(c, *near)) continue;
-      if (!in_.frozen) {
-        todo.push_back(li);
-        continue;
-      }
-      const std::vector<Candidate> own = own_candidates(*c);
-      if (own.empty()) return internal("no kernel can run conv '" + c->info.name + "'");
-      QD_RETURN_IF_ERROR(use(c, own.front()));
+      convs.emplace_back(*this, static_cast<ConvLayer*>(inst_->layers[li].get()));
+      layers.push_back(&convs.back());
     }
-    if (!todo.empty()) QD_RETURN_IF_ERROR(time_kernels(todo));
+    TacticPolicy policy;
+    policy.frozen = in_.frozen;
+    policy.tune = in_.tune;
+    policy.profile = !in_.opt->max_shapes.empty();
+    ConvTimer timer(*this);
+    QD_RETURN_IF_ERROR(select_tactics(layers, in_.choices, policy, &timer).status());
     // A conv workspace per stream, after the planned activations (the layers of a stream run one at a time).
     size_t ws[2] = {0, 0};
     for (int li : conv_layers_) {
@@ -2476,112 +2433,18 @@ class Lowerer {
     return Status::ok();
   }
 
-  // Times the candidates on scratch memory laid out like a real run (contents do not matter for speed).
-  Status time_kernels(const std::vector<int>& todo) {
-    DeviceBuffer arena, workspace;
-    QD_RETURN_IF_ERROR(arena.alloc(std::max<size_t>(inst_->arena_bytes, 256)));
-    std::vector<std::unique_ptr<DeviceBuffer>> io;
-    std::vector<void*> io_ptrs;
-    for (size_t s = 0; s < inst_->slot_names.size(); ++s) {
-      io.push_back(std::make_unique<DeviceBuffer>());
-      QD_RETURN_IF_ERROR(io.back()->alloc(std::max<size_t>(inst_->slot_bytes(s), 256)));
-      io_ptrs.push_back(io.back()->get());
-    }
-    QD_CUDA_TRY(cudaMemset(arena.get(), 0, arena.size()));
-    Pointers ptrs{static_cast<char*>(arena.get()), &io_ptrs, &inst_->buffer_offsets};
-    cudaStream_t s;
-    QD_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    Status st;
-    std::map<std::string, std::vector<Candidate>> close;  // per signature timed here: the pick, then near ties
-    for (int li : todo) {
-      auto* c = static_cast<ConvLayer*>(inst_->layers[li].get());
-      const std::string sig = signature(*c);
-      if (auto it = in_.choices->find(sig); it != in_.choices->end() && apply(c, it->second)) continue;
-      float best = 1e30f;
-      Candidate best_c{-1, 1};
-      std::vector<std::pair<float, Candidate>> own;  // qdeploy's kernels that ran, with their medians
-      for (const Candidate& cand : candidates(*c)) {
-        // A cuDNN algorithm that cannot be set up or fails to run is no candidate; qdeploy's kernels must run.
-        Status ready = use(c, cand, false);
-        if (ready.is_ok() && c->workspace_bytes() > workspace.size()) ready = workspace.alloc(c->workspace_bytes());
-        if (!ready.is_ok() && optional(cand)) continue;
-        st = ready;
-        if (!st.is_ok()) break;
-        c->workspace = static_cast<float*>(workspace.get());
-        std::vector<float> t;
-        for (int rep = 0; rep < 7 && st.is_ok(); ++rep) {
-          cudaEventRecord(e0, s);
-          for (int j = 0; j < 3 && st.is_ok(); ++j) st = c->enqueue(*inst_, ptrs, s);
-          cudaEventRecord(e1, s);
-          cudaEventSynchronize(e1);
-          float ms = 0;
-          cudaEventElapsedTime(&ms, e0, e1);
-          if (rep > 0) t.push_back(ms);  // the first round warms up
-        }
-        if (!st.is_ok() && optional(cand)) {
-          cudaStreamSynchronize(s);
-          cudaGetLastError();
-          st = Status::ok();
-          continue;
-        }
-        if (!st.is_ok()) break;
-        std::sort(t.begin(), t.end());
-        if (cand.algo < 0) own.emplace_back(t[t.size() / 2], cand);
-        if (t[t.size() / 2] < best) {
-          best = t[t.size() / 2];
-          best_c = cand;
-        }
-      }
-      c->workspace = nullptr;
-      if (!st.is_ok()) break;
-      if (best_c.config < 0 && best_c.algo < 0) {
-        st = internal("no kernel could run conv '" + c->info.name + "'");
-        break;
-      }
-      (*in_.choices)[sig] = candidate_name(best_c);
-      st = use(c, best_c);
-      if (!st.is_ok()) break;
-      std::sort(own.begin(), own.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-      std::vector<Candidate>& near = close[sig] = {best_c};
-      const RefineNet net = refine_net(c->p.N);
-      for (const auto& [ms, cand] : own) {
-        if (near.size() < net.candidates && ms <= best * net.within &&
-            candidate_name(cand) != candidate_name(best_c)) {
-          near.push_back(cand);
-        }
-      }
-    }
-    if (st.is_ok()) st = refine_in_graph(close, ptrs, &workspace, s, e0, e1);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    cudaStreamSynchronize(s);
-    cudaStreamDestroy(s);
-    return st;
-  }
-
-  // refine_in_graph's net for a batch: candidates checked per layer (the pick among them), how close they timed alone
-  // (a factor of the pick's time), and the factor of the picks' network time a candidate's must beat.
-  struct RefineNet {
-    size_t candidates;
-    float within, keep;
-  };
-  static RefineNet refine_net(int batch) {
-    return batch == 1 ? RefineNet{4, 1.15f, 0.998f} : RefineNet{3, 1.1f, 0.995f};
-  }
-  // The kernels picked one layer at a time (each timed alone, its weights and input hot in L2 from the launch before)
-  // checked in the network as it runs: where other configurations of a layer timed within 10% of the pick (up to
-  // two), the whole network runs as a CUDA graph with each in turn, launched alternately with the graph of the picks
-  // so far (clock drift stays out of the difference), and the faster kept by at least 0.5% of the medians. Alone,
-  // tile configurations often time within a few percent of each other while in the network one is 5-20% slower, so
-  // builds of the same code picked differently and ran up to 13% apart. At batch 1 the net is wider (15%, three
-  // others, kept by 0.2%): such a network runs alone, as timed here; a larger batch may run as two lanes sharing the
-  // GPU, which one graph alone does not show (there the wider net was slower). Not where a cuDNN kernel was picked (its handles must
-  // exist before a capture) nor with KernelPolicy::graph_refine off (A/B runs).
-  Status refine_in_graph(const std::map<std::string, std::vector<Candidate>>& close, const Pointers& ptrs,
-                         DeviceBuffer* workspace, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1) {
+  // The picks made one layer at a time (each timed alone, its weights and input hot in L2 from the launch before)
+  // checked in the network as it runs: where other configurations of a layer timed close to the pick alone
+  // (plan/tactics.h's near_ties), the whole network runs as a CUDA graph with each in turn, launched alternately with
+  // the graph of the picks so far (clock drift stays out of the difference), and the faster kept by at least 0.5% of
+  // the medians (0.2% at batch 1). Alone, tile configurations often time within a few percent of each other while in
+  // the network one is 5-20% slower, so builds of the same code picked differently and ran up to 13% apart. Not
+  // where a cuDNN kernel was picked (its handles must exist before a capture) nor with KernelPolicy::graph_refine off
+  // (A/B runs).
+  static float refine_keep(int batch) { return batch == 1 ? 0.998f : 0.995f; }
+  Status refine_in_graph(const std::map<std::string, std::vector<std::string>>& close, const Pointers& ptrs,
+                         DeviceBuffer* workspace, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1,
+                         TacticChoices* choices) const {
     if (!in_.opt->kernel_policy.graph_refine) return Status::ok();
     std::map<std::string, std::vector<ConvLayer*>> by_sig;  // the layers of each signature with near ties
     std::vector<ConvLayer*> convs;
@@ -2593,11 +2456,19 @@ class Lowerer {
       if (const auto it = close.find(sig); it != close.end() && it->second.size() > 1) by_sig[sig].push_back(c);
     }
     if (by_sig.empty()) return Status::ok();
+    const auto set_all = [&](const std::vector<ConvLayer*>& layers, const std::string& name) -> Status {
+      for (ConvLayer* c : layers) {
+        if (!apply(c, name)) return internal("kernel " + name + " cannot be set up for conv '" + c->info.name + "'");
+      }
+      return Status::ok();
+    };
     // One scratch workspace for every split-K layer (they run one after another), as large as any candidate needs.
     size_t ws = 0;
     for (ConvLayer* c : convs) ws = std::max(ws, c->workspace_bytes());
     for (const auto& [sig, layers] : by_sig) {
-      for (const Candidate& cand : close.at(sig)) {
+      for (const Candidate& cand : candidates(*layers.front())) {
+        const auto& names = close.at(sig);
+        if (std::find(names.begin(), names.end(), candidate_name(cand)) == names.end()) continue;
         ConvParams q = layers.front()->p;
         q.splits = cand.splits;
         q.split_in_cluster = cand.cluster;
@@ -2646,21 +2517,21 @@ class Lowerer {
     cudaGraphExec_t picked = nullptr;  // the graph of the picks so far
     Status st = capture(&picked);
     for (auto it = by_sig.begin(); it != by_sig.end() && st.is_ok(); ++it) {
-      const std::vector<Candidate>& cands = close.at(it->first);
-      Candidate kept = cands.front();
+      const std::vector<std::string>& cands = close.at(it->first);
+      std::string kept = cands.front();
       for (size_t k = 1; k < cands.size() && st.is_ok(); ++k) {
-        for (ConvLayer* c : it->second) st = st.is_ok() ? use(c, cands[k]) : st;
+        st = set_all(it->second, cands[k]);
         cudaGraphExec_t other = nullptr;
         float mp = 0.f, mo = 0.f;
         if (st.is_ok()) st = capture(&other);
         if (st.is_ok()) st = medians(picked, other, &mp, &mo);
-        if (st.is_ok() && mo < mp * refine_net(it->second.front()->p.N).keep) {
+        if (st.is_ok() && mo < mp * refine_keep(it->second.front()->p.N)) {
           kept = cands[k];
-          (*in_.choices)[it->first] = candidate_name(kept);
+          (*choices)[it->first] = kept;
           std::swap(picked, other);
         }
         if (other) cudaGraphExecDestroy(other);
-        for (ConvLayer* c : it->second) st = st.is_ok() ? use(c, kept) : st;
+        if (st.is_ok()) st = set_all(it->second, kept);
       }
     }
     if (picked) cudaGraphExecDestroy(picked);
@@ -2669,8 +2540,8 @@ class Lowerer {
       cudaStreamSynchronize(s);
       cudaGetLastError();
       for (const auto& [sig, layers] : by_sig) {
-        (*in_.choices)[sig] = candidate_name(close.at(sig).front());
-        for (ConvLayer* c : layers) QD_RETURN_IF_ERROR(use(c, close.at(sig).front()));
+        (*choices)[sig] = close.at(sig).front();
+        QD_RETURN_IF_ERROR(set_all(layers, close.at(sig).front()));
       }
     }
     return Status::ok();
@@ -2725,7 +2596,11 @@ Expected<std::shared_ptr<Instance>> lower(const LowerInput& in) {
   // place; a graph without plugin ops is left as it is.
   QD_RETURN_IF_ERROR(fuse_parallel_linear(g).status());
   const Status apart = check_batch_split(g);
-  Lowerer l(std::move(g), in);
+  Int8Choice int8;
+  if (in.opt->precision == Precision::kInt8) int8 = QD_TRY(choose_int8(g, in));
+  // INT8 convs keep their BatchNormalization apart: the reference normalizes after the quantized conv.
+  QD_RETURN_IF_ERROR(fuse_graph(g, int8.convs).status());
+  Lowerer l(std::move(g), in, std::move(int8));
   auto inst = QD_TRY(l.run());
   inst->split_refusal = apart.is_ok() ? "" : apart.message();
   return inst;

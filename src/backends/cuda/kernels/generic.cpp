@@ -4,6 +4,7 @@
 
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/kernels/generic_families.h"
+#include "ops/fused.h"
 
 namespace qd::cuda {
 
@@ -93,6 +94,7 @@ Expected<std::unique_ptr<GenericKernel>> make_checked(const Graph& graph, const 
 Expected<std::unique_ptr<GenericKernel>> make_generic_kernel(const Graph& graph, const Node& node,
                                                               const std::vector<TensorSpec>& inputs,
                                                               const std::vector<TensorSpec>& outputs) {
+  if (node.op == OpType::FusedConv) return make_generic_conv(graph, node, inputs, outputs, QD_TRY(conv_epilogue(node)));
   const Factory f = factory_for(node.op);
   if (!f) {
     const std::string op = node.op < OpType::kCount ? op_name(node.op) : "?";
@@ -105,8 +107,30 @@ Expected<std::unique_ptr<GenericKernel>> make_generic_conv(const Graph& graph, c
                                                             const std::vector<TensorSpec>& inputs,
                                                             const std::vector<TensorSpec>& outputs,
                                                             const ConvEpilogue& epilogue) {
-  if (node.op != OpType::Conv) return internal("make_generic_conv: node '" + node.name + "' is no Conv");
+  if (node.op != OpType::Conv && node.op != OpType::FusedConv) {
+    return internal("make_generic_conv: node '" + node.name + "' is no Conv");
+  }
   return make_checked(graph, node, inputs, outputs, [&](const NodeArgs& a) { return make_conv_fused(a, epilogue); });
+}
+
+Expected<ConvEpilogue> conv_epilogue(const Node& node) {
+  ConvEpilogue e;
+  if (node.op != OpType::FusedConv) return e;
+  const ops::FusedConvAttrs f = QD_TRY(ops::fused_conv_attrs(node));
+  switch (f.act) {
+    case ops::Activation::kNone: e.act = Act::kNone; break;
+    case ops::Activation::kRelu: e.act = Act::kRelu; break;
+    case ops::Activation::kSilu: e.act = Act::kSilu; break;
+    case ops::Activation::kSigmoid: e.act = Act::kSigmoid; break;
+    case ops::Activation::kLeakyRelu: e.act = Act::kLeakyRelu; break;
+    case ops::Activation::kHardSwish: e.act = Act::kHardSwish; break;
+    case ops::Activation::kHardSigmoid: e.act = Act::kHardSigmoid; break;
+    case ops::Activation::kClip: e.act = Act::kClip; break;
+  }
+  e.a = f.act == ops::Activation::kClip ? std::min(f.alpha, f.beta) : f.alpha;
+  e.b = f.beta;
+  e.residual = f.residual;
+  return e;
 }
 
 // ---- shared host helpers ----

@@ -54,6 +54,9 @@ struct ConvEpilogue {
   float a = 0.f, b = 0.f;  // LeakyRelu alpha; HardSigmoid alpha/beta; Clip min/max
   bool residual = false;
 };
+// A Conv's epilogue: none; a FusedConv's: its activation (a Clip with min > max clamps to max, as ONNX says) and
+// residual.
+Expected<ConvEpilogue> conv_epilogue(const Node& node);
 Expected<std::unique_ptr<GenericKernel>> make_generic_conv(const Graph& graph, const Node& node,
                                                             const std::vector<TensorSpec>& inputs,
                                                             const std::vector<TensorSpec>& outputs,

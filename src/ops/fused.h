@@ -1,0 +1,36 @@
+// Fused ops: what the builder's fusion passes (src/passes/fuse_*.cpp) make of several ONNX nodes, with typed
+// attributes read once here. A model cannot name them (op_from_name does not know kind Fused); the reference runs
+// them, so that a fused graph can be checked against the graph it came from.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace qd::ops {
+
+// The activations a conv epilogue applies (ONNX spelling; Silu is x * Sigmoid(x)).
+enum class Activation { kNone, kRelu, kSilu, kSigmoid, kLeakyRelu, kHardSwish, kHardSigmoid, kClip };
+const char* activation_name(Activation a);
+Expected<Activation> activation_from_name(const std::string& s);
+
+// FusedConv: Y = activation(Conv(X, W, B)) [+ R]; inputs X, W, B (optional), R (optional, Y's shape: a residual
+// added after the activation, as in a ResNet or YOLOv5 bottleneck). Attributes: Conv's, plus
+//   activation (string, default "None"), alpha / beta (floats: LeakyRelu's alpha, HardSigmoid's alpha and beta,
+//   Clip's min and max), fused (strings: the names of the nodes folded in, for profiles and error messages).
+struct FusedConvAttrs {
+  Activation act = Activation::kNone;
+  float alpha = 0.f, beta = 0.f;
+  bool residual = false;
+  std::vector<std::string> fused;
+};
+Expected<FusedConvAttrs> fused_conv_attrs(const Node& n);
+// Writes `a` into n's attributes (the Conv attributes already there stay).
+void set_fused_conv_attrs(Node& n, const FusedConvAttrs& a);
+
+// The activation as the unfused reference computes it: in double from the float input, rounded once, except Silu:
+// x times Sigmoid(x) rounded to float, as a Mul of the two float tensors.
+float activate(Activation a, float x, float alpha, float beta);
+
+}  // namespace qd::ops

@@ -1,0 +1,308 @@
+// The fusion passes (fold_batch_norm, fuse_conv_activation, fuse_conv_residual): each fused graph against the graph
+// it came from on the reference, what each leaves alone, and the shipped detector fused whole.
+#include <gtest/gtest.h>
+
+#include "onnx/importer.h"
+#include "ops/fused.h"
+#include "ops/interpret.h"
+#include "passes/passes.h"
+#include "test_util.h"
+
+namespace qd {
+namespace {
+
+struct Builder {
+  Graph g;
+  int input(const std::string& name, const Shape& s) {
+    const int v = g.add_value(name);
+    g.values[v].dtype = DType::kFloat32;
+    g.values[v].shape = s;
+    g.values[v].has_shape = true;
+    g.inputs.push_back(v);
+    return v;
+  }
+  int constant(const std::string& name, Tensor t) {
+    const int v = g.add_value(name);
+    g.values[v].dtype = t.dtype();
+    g.values[v].shape = t.shape();
+    g.values[v].has_shape = true;
+    g.constants[v] = std::move(t);
+    return v;
+  }
+  int node(OpType op, const std::string& name, std::vector<int> in, AttrMap attrs = {}) {
+    Node n;
+    n.name = name;
+    n.op = op;
+    n.opset = 13;
+    n.inputs = std::move(in);
+    n.attrs = std::move(attrs);
+    const int out = g.add_value(name + "_out");
+    n.outputs = {out};
+    g.nodes.push_back(n);
+    return out;
+  }
+  // A 3x3 conv with pad 1 from c to m channels (bias optional).
+  int conv(const std::string& name, int x, int64_t c, int64_t m, uint32_t seed, bool bias = true) {
+    AttrMap a;
+    a.set("kernel_shape", std::vector<int64_t>{3, 3});
+    a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    std::vector<int> in = {x, constant(name + "_w", test::random_f32({m, c, 3, 3}, seed, -0.5f, 0.5f))};
+    if (bias) in.push_back(constant(name + "_b", test::random_f32({m}, seed + 1)));
+    return node(OpType::Conv, name, in, a);
+  }
+  int batch_norm(const std::string& name, int x, int64_t m, uint32_t seed) {
+    AttrMap a;
+    a.set("epsilon", 1e-3f);
+    return node(OpType::BatchNormalization, name,
+                {x, constant(name + "_g", test::random_f32({m}, seed, 0.5f, 1.5f)),
+                 constant(name + "_b", test::random_f32({m}, seed + 1)),
+                 constant(name + "_m", test::random_f32({m}, seed + 2)),
+                 constant(name + "_v", test::random_f32({m}, seed + 3, 0.2f, 2.f))},
+                a);
+  }
+  Graph prepared() {
+    g.relink();
+    Graph p = g;
+    EXPECT_TRUE(prepare_graph(p, {}).is_ok());
+    return p;
+  }
+};
+
+int count(const Graph& g, OpType op) {
+  int n = 0;
+  for (const Node& node : g.nodes) n += node.op == op;
+  return n;
+}
+
+const Node* find_node(const Graph& g, const std::string& name) {
+  for (const Node& n : g.nodes) {
+    if (n.name == name) return &n;
+  }
+  return nullptr;
+}
+
+// Both graphs on the reference: same output names, shapes and values within `tol` of each output's range.
+void expect_same(const Graph& a, const Graph& b, const std::map<std::string, Tensor>& in, double tol = 1e-6) {
+  auto ya = run_reference(a, in), yb = run_reference(b, in);
+  ASSERT_TRUE(ya) << ya.status().to_string();
+  ASSERT_TRUE(yb) << yb.status().to_string();
+  ASSERT_EQ(ya->size(), yb->size());
+  for (size_t i = 0; i < ya->size(); ++i) {
+    EXPECT_EQ(a.values[a.outputs[i]].name, b.values[b.outputs[i]].name);
+    ASSERT_EQ((*ya)[i].shape(), (*yb)[i].shape());
+    double lo = 0, hi = 0;
+    for (int64_t k = 0; k < (*ya)[i].numel(); ++k) {
+      lo = std::min(lo, (*ya)[i].get_f64(k));
+      hi = std::max(hi, (*ya)[i].get_f64(k));
+    }
+    EXPECT_LE(test::max_abs_diff((*ya)[i], (*yb)[i]), tol * std::max(1.0, hi - lo)) << "output " << i;
+  }
+}
+
+TEST(FoldBatchNorm, ConvWithAndWithoutBias) {
+  for (bool bias : {true, false}) {
+    Builder b;
+    const int x = b.input("x", {2, 4, 9, 7});
+    b.g.outputs = {b.batch_norm("bn", b.conv("conv", x, 4, 6, 1, bias), 6, 10)};
+    const Graph ref = b.prepared();
+    Graph g = ref;
+    EXPECT_EQ(*fold_batch_norm(g), 1);
+    EXPECT_EQ(count(g, OpType::BatchNormalization), 0);
+    ASSERT_EQ(g.nodes.size(), 1u);
+    EXPECT_EQ(g.nodes[0].name, "conv");
+    EXPECT_TRUE(g.verify().is_ok());
+    expect_same(ref, g, {{"x", test::random_f32({2, 4, 9, 7}, 5)}}, 1e-5);
+  }
+}
+
+TEST(FoldBatchNorm, LeavesKeptConvsSharedResultsAndNonConstantStatistics) {
+  Builder b;
+  const int x = b.input("x", {1, 3, 8, 8});
+  const int c1 = b.conv("kept", x, 3, 4, 1);
+  const int c2 = b.conv("shared", x, 3, 4, 2);
+  const int c3 = b.conv("live_stats", x, 3, 4, 3);
+  AttrMap eps;
+  b.g.outputs = {b.batch_norm("bn1", c1, 4, 10), b.batch_norm("bn2", c2, 4, 20), c2,
+                 b.node(OpType::BatchNormalization, "bn3",
+                        {c3, b.input("gamma", {4}), b.constant("b3", test::random_f32({4}, 7)),
+                         b.constant("m3", test::random_f32({4}, 8)), b.constant("v3", test::random_f32({4}, 9, 1, 2))})};
+  Graph g = b.prepared();
+  EXPECT_EQ(*fold_batch_norm(g, {"kept"}), 0);
+  EXPECT_EQ(count(g, OpType::BatchNormalization), 3);
+}
+
+// Two convs sharing one weight: folding one must not change the other's.
+TEST(FoldBatchNorm, SharedWeightsStayIntact) {
+  Builder b;
+  const int x = b.input("x", {1, 3, 6, 6});
+  AttrMap a;
+  a.set("kernel_shape", std::vector<int64_t>{3, 3});
+  const int w = b.constant("w", test::random_f32({5, 3, 3, 3}, 3));
+  const int y1 = b.node(OpType::Conv, "c1", {x, w}, a), y2 = b.node(OpType::Conv, "c2", {x, w}, a);
+  b.g.outputs = {b.batch_norm("bn", y1, 5, 30), y2};
+  const Graph ref = b.prepared();
+  Graph g = ref;
+  EXPECT_EQ(*fold_batch_norm(g), 1);
+  expect_same(ref, g, {{"x", test::random_f32({1, 3, 6, 6}, 4)}}, 1e-5);
+}
+
+struct ActCase {
+  const char* name;
+  OpType op;
+  ops::Activation act;
+};
+
+TEST(FuseConvActivation, EachActivation) {
+  const ActCase cases[] = {{"relu", OpType::Relu, ops::Activation::kRelu},
+                           {"sigmoid", OpType::Sigmoid, ops::Activation::kSigmoid},
+                           {"leaky", OpType::LeakyRelu, ops::Activation::kLeakyRelu},
+                           {"hswish", OpType::HardSwish, ops::Activation::kHardSwish},
+                           {"hsigmoid", OpType::HardSigmoid, ops::Activation::kHardSigmoid},
+                           {"clip", OpType::Clip, ops::Activation::kClip}};
+  for (const ActCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Builder b;
+    const int x = b.input("x", {2, 3, 8, 8});
+    const int y = b.conv("conv", x, 3, 8, 1);
+    AttrMap a;
+    std::vector<int> in = {y};
+    if (c.op == OpType::LeakyRelu) a.set("alpha", 0.1f);
+    if (c.op == OpType::HardSigmoid) a.set("alpha", 0.3f);
+    if (c.op == OpType::Clip) {
+      in.push_back(b.constant("lo", Tensor::scalar_f32(-0.25f)));
+      in.push_back(b.constant("hi", Tensor::scalar_f32(0.5f)));
+    }
+    b.g.outputs = {b.node(c.op, c.name, in, a)};
+    const Graph ref = b.prepared();
+    Graph g = ref;
+    EXPECT_EQ(*fuse_conv_activation(g), 1);
+    ASSERT_EQ(g.nodes.size(), 1u);
+    EXPECT_EQ(g.nodes[0].op, OpType::FusedConv);
+    const auto f = ops::fused_conv_attrs(g.nodes[0]);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->act, c.act);
+    EXPECT_EQ(f->fused, std::vector<std::string>{c.name});
+    expect_same(ref, g, {{"x", test::random_f32({2, 3, 8, 8}, 6, -3, 3)}});
+  }
+}
+
+TEST(FuseConvActivation, SiluAsSigmoidTimesInput) {
+  for (bool swapped : {false, true}) {
+    Builder b;
+    const int x = b.input("x", {1, 3, 8, 8});
+    const int y = b.conv("conv", x, 3, 8, 1);
+    const int s = b.node(OpType::Sigmoid, "sig", {y});
+    b.g.outputs = {b.node(OpType::Mul, "mul", swapped ? std::vector<int>{s, y} : std::vector<int>{y, s})};
+    const Graph ref = b.prepared();
+    Graph g = ref;
+    EXPECT_EQ(*fuse_conv_activation(g), 1);
+    ASSERT_EQ(g.nodes.size(), 1u);
+    EXPECT_EQ(ops::fused_conv_attrs(g.nodes[0])->act, ops::Activation::kSilu);
+    expect_same(ref, g, {{"x", test::random_f32({1, 3, 8, 8}, 6, -3, 3)}});
+  }
+}
+
+// Not fused: a conv result read by two nodes or that is a graph output, a Clip with bounds computed at run time,
+// a Sigmoid read by another node than the Mul.
+TEST(FuseConvActivation, LeavesSharedResultsAndRuntimeBounds) {
+  Builder b;
+  const int x = b.input("x", {1, 3, 8, 8});
+  const int y1 = b.conv("c1", x, 3, 4, 1);
+  const int y2 = b.conv("c2", x, 3, 4, 2);
+  const int y3 = b.conv("c3", x, 3, 4, 3);
+  const int s3 = b.node(OpType::Sigmoid, "s3", {y3});
+  b.g.outputs = {b.node(OpType::Relu, "r1", {y1}), b.node(OpType::Sigmoid, "s1", {y1}), y2,
+                 b.node(OpType::Relu, "r2", {y2}), b.node(OpType::Clip, "clip", {y3, b.input("lo", {})}),
+                 b.node(OpType::Mul, "m3", {y3, s3}), s3};
+  Graph g = b.prepared();
+  EXPECT_EQ(*fuse_conv_activation(g), 0);
+  EXPECT_EQ(count(g, OpType::FusedConv), 0);
+}
+
+// A bottleneck: x -> conv/SiLU -> conv/SiLU -> Add(x): the second conv takes the shortcut; an Add of two results of
+// which the conv's comes first is not fused (the other is not computed yet when the conv runs).
+TEST(FuseConvResidual, BottleneckShortcut) {
+  Builder b;
+  const int x = b.input("x", {2, 8, 6, 6});
+  const int a1 = b.node(OpType::Relu, "r1", {b.conv("cv1", x, 8, 8, 1)});
+  const int y2 = b.conv("cv2", a1, 8, 8, 2);
+  const int s2 = b.node(OpType::Sigmoid, "s2", {y2});
+  const int a2 = b.node(OpType::Mul, "m2", {y2, s2});
+  const int sum = b.node(OpType::Add, "add", {x, a2});
+  const int y3 = b.conv("cv3", sum, 8, 8, 3);
+  const int y4 = b.conv("cv4", sum, 8, 8, 4);
+  b.g.outputs = {b.node(OpType::Add, "late", {y3, y4})};
+  const Graph ref = b.prepared();
+  Graph g = ref;
+  const FusionCounts c = *fuse_graph(g);
+  EXPECT_EQ(c.activations, 2);
+  EXPECT_EQ(c.residuals, 2);  // cv2 (x) and cv4 (cv3's result, computed before it)
+  const Node* cv2 = find_node(g, "cv2");
+  ASSERT_TRUE(cv2);
+  const auto f2 = ops::fused_conv_attrs(*cv2);
+  EXPECT_EQ(f2->act, ops::Activation::kSilu);
+  EXPECT_TRUE(f2->residual);
+  EXPECT_EQ(cv2->inputs[3], g.find_value("x"));
+  EXPECT_EQ(f2->fused, (std::vector<std::string>{"s2", "m2", "add"}));
+  EXPECT_EQ(find_node(g, "cv3")->op, OpType::Conv);
+  EXPECT_TRUE(ops::fused_conv_attrs(*find_node(g, "cv4"))->residual);
+  EXPECT_EQ(g.nodes.size(), 4u);
+  EXPECT_TRUE(g.verify().is_ok());
+  expect_same(ref, g, {{"x", test::random_f32({2, 8, 6, 6}, 9)}});
+}
+
+TEST(FuseConvResidual, LeavesBroadcastAndConstantOperands) {
+  Builder b;
+  const int x = b.input("x", {1, 4, 6, 6});
+  const int y1 = b.conv("c1", x, 4, 4, 1);
+  const int y2 = b.conv("c2", x, 4, 4, 2);
+  b.g.outputs = {b.node(OpType::Add, "bias_like", {y1, b.input("row", {1, 4, 1, 1})}),
+                 b.node(OpType::Add, "const", {y2, b.constant("k", test::random_f32({1, 4, 6, 6}, 3))})};
+  Graph g = b.prepared();
+  EXPECT_EQ(*fuse_conv_residual(g), 0);
+}
+
+// The fused op's own checks: a residual of another shape, an unknown activation.
+TEST(FusedConv, InferenceChecksResidualAndActivation) {
+  Builder b;
+  const int x = b.input("x", {1, 2, 4, 4});
+  AttrMap a;
+  a.set("kernel_shape", std::vector<int64_t>{1, 1});
+  a.set("activation", std::string("Gelu"));
+  const int w = b.constant("w", test::random_f32({3, 2, 1, 1}, 1));
+  b.g.outputs = {b.node(OpType::FusedConv, "bad_act", {x, w}, a)};
+  Graph g1 = b.g;
+  g1.relink();
+  const Status s1 = prepare_graph(g1, {});
+  EXPECT_FALSE(s1.is_ok());
+  EXPECT_NE(s1.message().find("unknown activation 'Gelu'"), std::string::npos) << s1.message();
+  b.g.nodes[0].attrs.set("activation", std::string("Relu"));
+  b.g.nodes[0].inputs = {x, w, -1, b.input("r", {1, 2, 4, 4})};
+  b.g.relink();
+  const Status s2 = prepare_graph(b.g, {});
+  EXPECT_FALSE(s2.is_ok());
+  EXPECT_NE(s2.message().find("residual must have the output's type and shape"), std::string::npos) << s2.message();
+}
+
+// A model cannot name a fused op: the importer does not know it.
+TEST(FusedConv, NotImportable) { EXPECT_FALSE(op_from_name("FusedConv").has_value()); }
+
+// The shipped detector (YOLOv5n, Conv + SiLU throughout, bottleneck shortcuts): every conv's SiLU fused, the
+// shortcuts taken, same detections.
+TEST(Fusion, ShippedDetectorFusedWhole) {
+  auto m = import_onnx_file(test::source_dir() + "/models/yolov5n_fmnist_det.onnx");
+  ASSERT_TRUE(m) << m.status().to_string();
+  Graph ref = std::move(*m);
+  ASSERT_TRUE(prepare_graph(ref, {}).is_ok());
+  Graph g = ref;
+  const FusionCounts c = *fuse_graph(g);
+  EXPECT_EQ(c.batch_norms, 0);  // exported with BatchNorm folded
+  EXPECT_EQ(c.activations, 57);
+  EXPECT_EQ(c.residuals, 7);
+  EXPECT_EQ(count(g, OpType::FusedConv), 57);
+  EXPECT_TRUE(g.verify().is_ok());
+  expect_same(ref, g, {{"images", test::random_f32({1, 3, 640, 640}, 11, 0, 1)}}, 1e-5);
+}
+
+}  // namespace
+}  // namespace qd
