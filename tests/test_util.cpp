@@ -101,4 +101,28 @@ Graph with_dynamic_batch(Graph g) {
   return g;
 }
 
+int GraphBuilder::input(const std::string& name, const Shape& s) {
+  const int v = g.add_value(name);
+  g.values[v].dtype = DType::kFloat32;
+  g.values[v].shape = s;
+  g.values[v].has_shape = true;
+  g.inputs.push_back(v);
+  return v;
+}
+
+int GraphBuilder::constant(const std::string& name, Tensor t) {
+  const int v = g.add_value(name);
+  g.values[v].dtype = t.dtype();
+  g.values[v].shape = t.shape();
+  g.values[v].has_shape = true;
+  g.constants[v] = std::move(t);
+  return v;
+}
+
+int GraphBuilder::node(OpType op, const std::string& name, std::vector<int> in, AttrMap attrs) {
+  const int out = g.add_value(name + "_out");
+  g.nodes.push_back({name, op, 13, std::move(attrs), std::move(in), {out}});
+  return out;
+}
+
 }  // namespace qd::test

@@ -31,4 +31,13 @@ Status write_minmax_cache(const Graph& g, const std::map<std::string, Tensor>& f
 // target shape starts with 1 copies that dim from its input (0) instead. The shipped models at any batch.
 Graph with_dynamic_batch(Graph g);
 
+// Small graphs for pass and op tests: float32 inputs, constants, and one-output nodes (opset 13) whose output value
+// is named "<node>_out".
+struct GraphBuilder {
+  Graph g;
+  int input(const std::string& name, const Shape& s);
+  int constant(const std::string& name, Tensor t);
+  int node(OpType op, const std::string& name, std::vector<int> in, AttrMap attrs = {});
+};
+
 }  // namespace qd::test

@@ -69,12 +69,8 @@ Expected<int> fuse_conv_activation(Graph& g) {
   int fused = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
-    if ((n.op != OpType::Conv && n.op != OpType::FusedConv) || n.outputs.size() != 1 || n.outputs[0] < 0) continue;
     ops::FusedConvAttrs f;
-    if (n.op == OpType::FusedConv) {
-      f = QD_TRY(ops::fused_conv_attrs(n));
-      if (f.act != Activation::kNone || f.residual) continue;
-    }
+    if (!QD_TRY(extendable_conv(n, &f)) || f.act != Activation::kNone || f.residual) continue;
     const int y = n.outputs[0];
     std::vector<int> absorbed;
     int out = -1;

@@ -16,12 +16,8 @@ Expected<int> fuse_conv_residual(Graph& g) {
   int fused = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
-    if ((n.op != OpType::Conv && n.op != OpType::FusedConv) || n.outputs.size() != 1 || n.outputs[0] < 0) continue;
     ops::FusedConvAttrs f;
-    if (n.op == OpType::FusedConv) {
-      f = QD_TRY(ops::fused_conv_attrs(n));
-      if (f.residual) continue;
-    }
+    if (!QD_TRY(extendable_conv(n, &f)) || f.residual) continue;
     const int y = n.outputs[0];
     const int a = uses.sole_reader(y);
     if (a < 0 || gone[a] || g.nodes[a].op != OpType::Add || g.nodes[a].inputs.size() != 2) continue;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ops/fused.h"
 
 namespace qd {
 
@@ -36,6 +37,14 @@ inline void drop_nodes(Graph& g, const std::vector<bool>& gone) {
   }
   g.nodes = std::move(kept);
   g.relink();
+}
+
+// A Conv or FusedConv with one output that a fusion may extend: its fused attributes so far (none for a Conv) in *f.
+inline Expected<bool> extendable_conv(const Node& n, ops::FusedConvAttrs* f) {
+  *f = {};
+  if ((n.op != OpType::Conv && n.op != OpType::FusedConv) || n.outputs.size() != 1 || n.outputs[0] < 0) return false;
+  if (n.op == OpType::FusedConv) *f = QD_TRY(ops::fused_conv_attrs(n));
+  return true;
 }
 
 }  // namespace qd

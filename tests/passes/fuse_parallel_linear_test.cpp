@@ -11,37 +11,7 @@
 namespace qd {
 namespace {
 
-struct Builder {
-  Graph g;
-  int input(const std::string& name, const Shape& s) {
-    const int v = value(name);
-    g.values[v].dtype = DType::kFloat32;
-    g.values[v].shape = s;
-    g.values[v].has_shape = true;
-    g.inputs.push_back(v);
-    return v;
-  }
-  int value(const std::string& name) { return g.add_value(name); }
-  int constant(const std::string& name, Tensor t) {
-    const int v = value(name);
-    g.values[v].dtype = t.dtype();
-    g.values[v].shape = t.shape();
-    g.values[v].has_shape = true;
-    g.constants[v] = std::move(t);
-    return v;
-  }
-  int node(OpType op, const std::string& name, std::vector<int> in, AttrMap attrs = {}) {
-    Node n;
-    n.name = name;
-    n.op = op;
-    n.opset = 13;
-    n.inputs = std::move(in);
-    n.attrs = std::move(attrs);
-    const int out = value(name + "_out");
-    n.outputs = {out};
-    g.nodes.push_back(n);
-    return out;
-  }
+struct Builder : test::GraphBuilder {
   Status prepare() {
     g.relink();
     PrepareOptions opt;
@@ -153,7 +123,7 @@ TEST(FuseParallelLinear, Dcnv4ValueAndOffsetsFromOneGemm) {
   n.attrs.set("group", int64_t{4});
   n.attrs.set("group_channels", int64_t{16});
   n.inputs = {value, om};
-  n.outputs = {b.value("y")};
+  n.outputs = {b.g.add_value("y")};
   b.g.nodes.push_back(n);
   b.g.outputs = {n.outputs[0]};
   ASSERT_TRUE(b.prepare().is_ok());

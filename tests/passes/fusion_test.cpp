@@ -11,36 +11,7 @@
 namespace qd {
 namespace {
 
-struct Builder {
-  Graph g;
-  int input(const std::string& name, const Shape& s) {
-    const int v = g.add_value(name);
-    g.values[v].dtype = DType::kFloat32;
-    g.values[v].shape = s;
-    g.values[v].has_shape = true;
-    g.inputs.push_back(v);
-    return v;
-  }
-  int constant(const std::string& name, Tensor t) {
-    const int v = g.add_value(name);
-    g.values[v].dtype = t.dtype();
-    g.values[v].shape = t.shape();
-    g.values[v].has_shape = true;
-    g.constants[v] = std::move(t);
-    return v;
-  }
-  int node(OpType op, const std::string& name, std::vector<int> in, AttrMap attrs = {}) {
-    Node n;
-    n.name = name;
-    n.op = op;
-    n.opset = 13;
-    n.inputs = std::move(in);
-    n.attrs = std::move(attrs);
-    const int out = g.add_value(name + "_out");
-    n.outputs = {out};
-    g.nodes.push_back(n);
-    return out;
-  }
+struct Builder : test::GraphBuilder {
   // A 3x3 conv with pad 1 from c to m channels (bias optional).
   int conv(const std::string& name, int x, int64_t c, int64_t m, uint32_t seed, bool bias = true) {
     AttrMap a;

@@ -2314,13 +2314,13 @@ class Lowerer {
     int batch() const override { return c_->p.N; }
     std::vector<Tactic> tactics() const override {
       std::vector<Tactic> out;
-      for (const Candidate& c : lw_.candidates(*c_)) out.push_back({candidate_name(c), optional(c), c.algo < 0});
+      for (const Candidate& c : candidates()) out.push_back({candidate_name(c), optional(c), c.algo < 0});
       return out;
     }
     bool apply(const std::string& name) override { return lw_.apply(c_, name); }
     // The candidate of that name, set up for timing (a cuDNN algorithm gets its first call from the timer).
     Expected<Candidate> prepare(const std::string& name) const {
-      for (const Candidate& c : lw_.candidates(*c_)) {
+      for (const Candidate& c : candidates()) {
         if (candidate_name(c) != name) continue;
         QD_RETURN_IF_ERROR(lw_.use(c_, c, false));
         return c;
@@ -2330,8 +2330,15 @@ class Lowerer {
     ConvLayer* layer() const { return c_; }
 
    private:
+    // Asked once per layer: cuDNN's list comes from a query.
+    const std::vector<Candidate>& candidates() const {
+      if (!listed_) cands_ = lw_.candidates(*c_), listed_ = true;
+      return cands_;
+    }
     const Lowerer& lw_;
     ConvLayer* c_;
+    mutable std::vector<Candidate> cands_;
+    mutable bool listed_ = false;
   };
 
   // Times conv candidates on scratch memory laid out like a real run (contents do not matter for speed), made on
