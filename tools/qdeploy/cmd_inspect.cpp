@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -11,6 +13,7 @@
 #include "precision_table.h"
 #include "ir/cost.h"
 #include "onnx/importer.h"
+#include "ops/fused.h"
 #include "passes/passes.h"
 #include "runtime/model.h"
 
@@ -23,7 +26,8 @@ struct InspectArgs {
   BuildFlags build;  // --shapes, and --precision int8 with its scales for the precision table
   bool layers = false;
   bool json = false;
-  std::string target;  // dla[:VERSION]: placement on Orin's DLA (inspect_dla.h); cpu/cuda: the summary below
+  std::string target;  // dla[:VERSION]: placement on Orin's DLA (inspect_dla.h); cpu/cuda: the summary below (cuda
+                       // adds the fusions the CUDA builder's passes make)
   std::string svg;     // with --target dla: the segment strip
 };
 
@@ -91,6 +95,29 @@ int run_inspect(const InspectArgs& a) {
       if (m) layer_macs.emplace_back(&n, m);
     }
   }
+  // What the CUDA builder's fusion passes make of the graph (INT8 convs keep their BatchNormalization, as the build
+  // does).
+  std::optional<FusionCounts> fusions;
+  std::vector<std::string> fused_layers;
+  if (a.target == "cuda" && prepared.is_ok()) {
+    Graph f = g;
+    std::set<std::string> keep_bn;
+    if (*int8) {
+      for (const auto& row : precision_table(**int8).rows) {
+        if (row.int8) keep_bn.insert(row.node);
+      }
+    }
+    auto c = fuse_graph(f, keep_bn);
+    if (!c) return report(Status(c.status()).prefix(a.model));
+    fusions = *c;
+    for (const Node& n : f.nodes) {
+      if (n.op != OpType::FusedConv) continue;
+      const auto attrs = ops::fused_conv_attrs(n);
+      std::string line = n.name + " (" + ops::activation_name(attrs->act) + (attrs->residual ? ", residual" : "") + ")";
+      for (const std::string& x : attrs->fused) line += " + " + x;
+      fused_layers.push_back(line);
+    }
+  }
   if (a.json) {
     nlohmann::json j;
     j["model"] = a.model;
@@ -108,6 +135,12 @@ int run_inspect(const InspectArgs& a) {
       j["shape_error"] = prepared.to_string();
     }
     if (*int8) j["int8"] = precision_json(precision_table(**int8));
+    if (fusions) {
+      j["fusions"] = {{"batch_norms_folded", fusions->batch_norms},
+                      {"conv_activations", fusions->activations},
+                      {"conv_residuals", fusions->residuals},
+                      {"fused_convs", fused_layers}};
+    }
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -136,6 +169,13 @@ int run_inspect(const InspectArgs& a) {
   std::printf("MACs: %s (%.2f GMACs, %.2f GFLOPs) in %zu layers with matrix products\n",
               human(static_cast<double>(total_macs)).c_str(), total_macs / 1e9, 2.0 * total_macs / 1e9,
               layer_macs.size());
+  if (fusions) {
+    std::printf("fusions (CUDA builder): %d BatchNormalization folded into convs, %d conv activations, %d residual Adds "
+                "(%zu FusedConv)\n", fusions->batch_norms, fusions->activations, fusions->residuals, fused_layers.size());
+    if (a.layers) {
+      for (const std::string& l : fused_layers) std::cout << "  " << l << "\n";
+    }
+  }
   if (*int8) print_precision_table(precision_table(**int8));
   return 0;
 }
@@ -150,7 +190,8 @@ RunFn add_inspect(CLI::App& app) {
   sub->add_flag("--layers", a->layers, "List MACs for every layer (with --target dla: every node's placement)");
   sub->add_option("--target", a->target,
                   "dla[:8.6|10]: which nodes TensorRT puts on Orin's DLA and which fall back to the GPU, and why; "
-                  "segments, DLA subgraphs, I/O formats (needs --precision fp16 or int8; docs/dla.md)");
+                  "segments, DLA subgraphs, I/O formats (needs --precision fp16 or int8; docs/dla.md). cuda: also the "
+                  "fusions the CUDA builder makes (with --layers, each fused conv and the nodes folded into it)");
   sub->add_option("--svg", a->svg, "With --target dla: write the DLA/GPU segment strip as SVG");
   sub->add_flag("--json", a->json, "Machine-readable output");
   return [a] { return run_inspect(*a); };
