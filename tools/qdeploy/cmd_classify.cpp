@@ -126,9 +126,11 @@ int run_classify(const ClassifyArgs& a) {
         nlohmann::json e = {{"class_id", r.id}, {"score", r.score}, {"prob", r.prob}};
         if (!names.empty()) e["label"] = names[static_cast<size_t>(r.id)];
         top.push_back(e);
-        if (!a.json) {
+        if (!a.json && names.empty()) {
+          std::printf("  %5lld  score %10.4f  prob %.4f\n", static_cast<long long>(r.id), r.score, r.prob);
+        } else if (!a.json) {
           std::printf("  %5lld  %-28s score %10.4f  prob %.4f\n", static_cast<long long>(r.id),
-                      names.empty() ? "" : names[static_cast<size_t>(r.id)].substr(0, 28).c_str(), r.score, r.prob);
+                      names[static_cast<size_t>(r.id)].substr(0, 28).c_str(), r.score, r.prob);
         }
       }
       images.push_back({{"file", path}, {"width", imgs[k].width}, {"height", imgs[k].height}, {"top", top}});
