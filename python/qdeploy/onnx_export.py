@@ -19,12 +19,14 @@ OPSET = 13
 HEAD_NAMES = ("s8", "s16", "s32")
 
 
-def onnx_export(model, dummy, path, input_names, output_names, dynamic=False, opset=None, exporter="legacy"):
+def onnx_export(model, dummy, path, input_names, output_names, dynamic=False, opset=None, exporter="legacy",
+                custom_opsets=None):
     """torch.onnx.export with an optional dynamic batch axis on every input and output.
 
     ``exporter="legacy"`` (the default) uses the TorchScript exporter at opset 13 on every torch version (newer ones
     default to dynamo, whose graphs name and shape things differently); ``exporter="dynamo"`` uses torch's default
-    exporter (torch >= 2.5) at its default opset unless ``opset`` is given, as a user of a current PyTorch gets it."""
+    exporter (torch >= 2.5) at its default opset unless ``opset`` is given, as a user of a current PyTorch gets it.
+    ``custom_opsets`` ({domain: version}) goes to the legacy exporter, for custom-domain nodes (qdeploy.dcnv4)."""
     if exporter not in ("legacy", "dynamo"):
         raise ValueError(f"exporter must be 'legacy' or 'dynamo', not {exporter!r}")
     kwargs = {}
@@ -40,6 +42,8 @@ def onnx_export(model, dummy, path, input_names, output_names, dynamic=False, op
             kwargs["dynamo"] = False
         kwargs["opset_version"] = OPSET if opset is None else opset
         kwargs["do_constant_folding"] = True
+        if custom_opsets:
+            kwargs["custom_opsets"] = dict(custom_opsets)
     axes = {name: {0: "batch"} for name in (*input_names, *output_names)} if dynamic else None
     with torch.no_grad(), warnings.catch_warnings():
         # Expected noise: spatial sizes are fixed at export by design (tracer warnings), torch 1.13 warns about
@@ -47,6 +51,10 @@ def onnx_export(model, dummy, path, input_names, output_names, dynamic=False, op
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", message=".*shape inference of prim::Constant")
         warnings.filterwarnings("ignore", message=".*legacy TorchScript-based ONNX export", category=DeprecationWarning)
+        # Custom-domain nodes (qdeploy.dcnv4): torch has no shape inference for them (qdeploy infers their shapes), and
+        # torch 1.13 flags the g.op its symbolic functions call as deprecated.
+        warnings.filterwarnings("ignore", message=".*shape inference of ai\\.qdeploy")
+        warnings.filterwarnings("ignore", message=".*_graph_op' is deprecated", category=FutureWarning)
         torch.onnx.export(
             model, dummy, str(path), input_names=list(input_names), output_names=list(output_names),
             dynamic_axes=axes, **kwargs,

@@ -103,6 +103,7 @@ Expected<PreprocessSpec> parse_preprocess_spec(const std::string& text) {
   s.given = true;
   // KEY=VALUE items; an item without '=' continues the previous value (mean=0.485,0.456,0.406).
   std::vector<std::pair<std::string, std::vector<std::string>>> items;
+  bool preset = false;  // the first item was `imagenet`
   size_t pos = 0;
   while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
@@ -116,6 +117,14 @@ Expected<PreprocessSpec> parse_preprocess_spec(const std::string& text) {
       return invalid("--preprocess '" + text + "': empty item");
     }
     const size_t eq = tok.find('=');
+    if (tok == "imagenet" && items.empty() && !preset) {
+      preset = true;
+      s.resize = ResizeMode::kCenterCrop;
+      s.crop = 0.875f;
+      s.tensor.mean = {0.485f, 0.456f, 0.406f};
+      s.tensor.stddev = {0.229f, 0.224f, 0.225f};
+      continue;
+    }
     if (eq == std::string::npos) {
       if (items.empty()) return invalid("--preprocess '" + text + "': '" + tok + "' is not KEY=VALUE");
       items.back().second.push_back(tok);
@@ -123,7 +132,7 @@ Expected<PreprocessSpec> parse_preprocess_spec(const std::string& text) {
       items.push_back({tok.substr(0, eq), {tok.substr(eq + 1)}});
     }
   }
-  if (items.empty()) return invalid("--preprocess is empty; write e.g. size=224,resize=center-crop");
+  if (items.empty() && !preset) return invalid("--preprocess is empty; write e.g. size=224,resize=center-crop");
   std::vector<std::string> seen;
   for (const auto& [key, vals] : items) {
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) return invalid("--preprocess gives " + key + " twice");
@@ -170,9 +179,20 @@ Expected<PreprocessSpec> parse_preprocess_spec(const std::string& text) {
     } else if (key == "pad") {
       QD_RETURN_IF_ERROR(one());
       s.pad = QD_TRY(parse_int(key, v, 0, 255));
+    } else if (key == "crop") {
+      QD_RETURN_IF_ERROR(one());
+      char* end = nullptr;
+      const float f = std::strtof(v.c_str(), &end);
+      if (v.empty() || end != v.c_str() + v.size() || !(f > 0.f && f <= 1.f)) {
+        return invalid("--preprocess crop=" + v + ": expected a fraction in (0, 1], e.g. 0.875");
+      }
+      s.crop = f;
     } else {
-      return invalid("--preprocess: unknown key '" + key + "' (size, resize, mean, std, order, layout, pad)");
+      return invalid("--preprocess: unknown key '" + key + "' (size, resize, crop, mean, std, order, layout, pad)");
     }
+  }
+  if (s.crop != 1.f && s.resize != ResizeMode::kCenterCrop) {
+    return invalid("--preprocess crop goes with resize=center-crop");
   }
   return s;
 }
@@ -187,6 +207,7 @@ std::string preprocess_spec_str(const PreprocessSpec& s) {
   };
   if (s.width > 0) add("size=" + std::to_string(s.height) + "x" + std::to_string(s.width));
   if (s.resize != ResizeMode::kDefault) add(std::string("resize=") + mode_name(s.resize));
+  if (s.crop != 1.f) add("crop=" + num(s.crop));
   const TensorOptions d;
   if (s.tensor.mean != d.mean) add("mean=" + num(s.tensor.mean[0]) + "," + num(s.tensor.mean[1]) + "," + num(s.tensor.mean[2]));
   if (s.tensor.stddev != d.stddev) {
@@ -232,7 +253,8 @@ Expected<Image> resize_for_model(const Image& img, const PreprocessSpec& spec, i
     case ResizeMode::kStretch:
       return resize_to(img, width, height);
     case ResizeMode::kCenterCrop: {
-      const double r = std::max(static_cast<double>(width) / img.width, static_cast<double>(height) / img.height);
+      const double r = std::max(static_cast<double>(width) / img.width, static_cast<double>(height) / img.height) /
+                       static_cast<double>(spec.crop);
       const int rw = std::max(width, static_cast<int>(std::lround(img.width * r)));
       const int rh = std::max(height, static_cast<int>(std::lround(img.height * r)));
       const Image scaled = QD_TRY(resize_to(img, rw, rh));

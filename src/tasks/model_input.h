@@ -42,8 +42,10 @@ Expected<Image> classifier_input(const Image& img, int w, int h);
 //   size=N | HxW      network input height x width (default: the model's fixed H and W; required when dynamic)
 //   resize=MODE       fit         aspect kept, into the inner 7/8 box, centred on `pad` (classifier_input)
 //                     stretch     to HxW, aspect not kept (INTER_AREA when shrinking, INTER_LINEAR when enlarging)
-//                     center-crop aspect kept, the short side to fill HxW, the centre cut out (torchvision's
-//                                 Resize + CenterCrop with crop=1)
+//                     center-crop aspect kept, scaled so that HxW covers the fraction `crop` of it (the short side
+//                                 to H/crop or W/crop), the centre HxW cut out (offsets rounded down): torchvision's
+//                                 Resize(S/crop) + CenterCrop(S)
+//   crop=F            center-crop only: 0 < F <= 1 (default 1: the short side fills HxW; 0.875: 256 then 224)
 //                     letterbox   aspect kept, fit inside HxW and padded with `pad` (ultralytics' letterbox, scaleup)
 //                     none        the image must be HxW already
 //                     (default: a YOLO detector's --letterbox style, else fit)
@@ -52,12 +54,16 @@ Expected<Image> classifier_input(const Image& img, int w, int h);
 //   order=rgb|bgr     channel order of the tensor (default rgb)
 //   layout=nchw|nhwc  tensor layout (default nchw)
 //   pad=0..255        fill of letterbox (default 114)
+// A first item `imagenet` (no value) stands for resize=center-crop,crop=0.875,mean=0.485,0.456,0.406,
+// std=0.229,0.224,0.225 (ImageNet classifiers' evaluation: the short side to 256, the centre 224x224; RGB; NCHW); the
+// keys after it override it (imagenet,size=384).
 enum class ResizeMode { kDefault, kFit, kStretch, kCenterCrop, kLetterbox, kNone };
 
 struct PreprocessSpec {
   int width = 0, height = 0;  // 0: the model's
   ResizeMode resize = ResizeMode::kDefault;
   int pad = -1;  // letterbox fill; -1: 114
+  float crop = 1.f;  // center-crop: the fraction of the resized image the HxW crop covers
   TensorOptions tensor;  // order, layout, mean, stddev (divisor 255, float32)
   bool given = false;    // a spec was given (false: the commands' image defaults)
 };

@@ -178,12 +178,25 @@ TEST(PreprocessSpec, Parse) {
   EXPECT_EQ(t->resize, ResizeMode::kDefault);
   EXPECT_FLOAT_EQ(t->tensor.mean[2], 0.5f);
   EXPECT_EQ(preprocess_spec_str(*t), "size=480x800,mean=0.5,0.5,0.5,std=0.5,0.5,0.5");
+  // The imagenet preset, and keys after it overriding it.
+  auto in = parse_preprocess_spec("imagenet");
+  ASSERT_TRUE(in) << in.status().to_string();
+  EXPECT_EQ(in->resize, ResizeMode::kCenterCrop);
+  EXPECT_FLOAT_EQ(in->crop, 0.875f);
+  EXPECT_EQ(preprocess_spec_str(*in), "resize=center-crop,crop=0.875,mean=0.485,0.456,0.406,std=0.229,0.224,0.225");
+  auto in384 = parse_preprocess_spec("imagenet,size=384,crop=1,order=bgr");
+  ASSERT_TRUE(in384) << in384.status().to_string();
+  EXPECT_EQ(preprocess_spec_str(*in384),
+            "size=384x384,resize=center-crop,mean=0.485,0.456,0.406,std=0.229,0.224,0.225,order=bgr");
   for (const auto& [text, phrase] : std::vector<std::pair<std::string, std::string>>{
            {"", "is empty"}, {"0.5", "is not KEY=VALUE"}, {"size=0", "outside 1..16384"}, {"size=a", "whole number"},
            {"size=3x", "whole number"}, {"resize=squash", "resize must be fit"}, {"mean=1,2", "one number or three"},
            {"std=0", "std must be > 0"}, {"mean=x", "'x' is not a number"}, {"order=gbr", "order must be rgb or bgr"},
            {"layout=chw", "layout must be nchw or nhwc"}, {"pad=300", "outside 0..255"}, {"size=1,size=2", "twice"},
-           {"crop=0.9", "unknown key 'crop'"}, {"order=rgb,,size=2", "empty item"}, {"size=2,3", "takes one value"}}) {
+           {"scale=0.9", "unknown key 'scale'"}, {"order=rgb,,size=2", "empty item"}, {"size=2,3", "takes one value"},
+           {"resize=center-crop,crop=0", "fraction in (0, 1]"}, {"resize=center-crop,crop=1.5", "fraction in (0, 1]"},
+           {"crop=0.875", "crop goes with resize=center-crop"}, {"imagenet,resize=fit", "crop goes with"},
+           {"size=2,imagenet", "takes one value"}}) {
     auto r = parse_preprocess_spec(text);
     ASSERT_FALSE(r) << text;
     EXPECT_NE(r.status().message().find(phrase), std::string::npos) << text << ": " << r.status().message();
@@ -232,6 +245,13 @@ TEST(PreprocessSpec, ResizeModes) {
   Image want(20, 20);
   for (int y = 0; y < 20; ++y) std::memcpy(want.pixel(0, y), scaled.pixel(5, y), 60);
   EXPECT_TRUE(same_pixels(*cc, want));
+  // crop=0.5: the short side to 20 / 0.5 = 40 (60x40, the image itself), then the centre 20x20 from (20, 10).
+  s.crop = 0.5f;
+  auto half = resize_for_model(img, s, 20, 20);
+  ASSERT_TRUE(half);
+  for (int y = 0; y < 20; ++y) std::memcpy(want.pixel(0, y), img.pixel(20, 10 + y), 60);
+  EXPECT_TRUE(same_pixels(*half, want));
+  s.crop = 1.f;
   // letterbox: ultralytics' with the spec's pad.
   s.resize = ResizeMode::kLetterbox;
   s.pad = 7;

@@ -100,8 +100,9 @@ Expected<std::unique_ptr<Engine>> engine_for_data(const std::string& model, cons
 void add_preprocess_option(CLI::App* sub, std::string& spec) {
   sub->add_option("--preprocess", spec,
                   "How images become the model's input: KEY=VALUE,... with size=N|HxW, resize=fit|stretch|"
-                  "center-crop|letterbox|none, mean=R,G,B, std=R,G,B (of pixel/255), order=rgb|bgr, layout=nchw|nhwc, "
-                  "pad=N (docs/quantization.md)");
+                  "center-crop|letterbox|none, crop=F (center-crop's fraction), mean=R,G,B, std=R,G,B (of pixel/255), "
+                  "order=rgb|bgr, layout=nchw|nhwc, pad=N; a first item 'imagenet' stands for resize=center-crop,"
+                  "crop=0.875 and ImageNet's mean and std (docs/quantization.md)");
 }
 
 Expected<PreprocessSpec> preprocess_from_flag(const std::string& text) {

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -29,6 +28,7 @@
 #include "eval/coco_categories.h"
 #include "eval/topk.h"
 #include "build_flags.h"
+#include "classifier_io.h"
 #include "core/progress.h"
 #include "tasks/detector.h"
 #include "tasks/fmnist.h"
@@ -269,36 +269,6 @@ int run_eval_model(const EvalArgs& a) {
   return report_coco(a, *ds, *coco, false);
 }
 
-// The classifier input of a classification eval: the --preprocess spec (default: fit into the inner 7/8, values
-// x / 255) and the network size (the model's; a dynamic one from the spec, else 32x32).
-struct ClassifierInput {
-  PreprocessSpec spec;
-  int width = 32, height = 32;
-};
-
-Expected<ClassifierInput> classifier_input_for(const EvalArgs& a, const Engine& engine) {
-  const auto& in = engine.inputs();
-  if (in.size() != 1) return invalid(a.model + ": a classifier needs one image input");
-  ClassifierInput c;
-  c.spec = QD_TRY(preprocess_from_flag(a.build.preprocess));
-  PreprocessSpec sized = c.spec;  // a dynamic size the spec does not give: 32
-  const bool nhwc = c.spec.tensor.layout == TensorLayout::kNHWC;
-  if (sized.height == 0 && in[0].shape.size() == 4 && in[0].shape[nhwc ? 1 : 2] <= 0) sized.height = 32;
-  if (sized.width == 0 && in[0].shape.size() == 4 && in[0].shape[nhwc ? 2 : 3] <= 0) sized.width = 32;
-  QD_RETURN_IF_ERROR(resolve_input_size(sized, in[0].shape, &c.width, &c.height).prefix(a.model));
-  return c;
-}
-
-// Runs a classifier on one batch of images (into its one input `input`), preprocessed per `c`.
-Expected<std::vector<Tensor>> run_classifier(Engine& engine, const std::string& input, const std::vector<Image>& imgs,
-                                             const ClassifierInput& c) {
-  std::vector<const Image*> ptrs;
-  for (const auto& im : imgs) ptrs.push_back(&im);
-  auto x = images_to_model_input(ptrs, c.spec, c.width, c.height, ResizeMode::kFit);
-  if (!x) return x.status();
-  return engine.run({{input, *x}});
-}
-
 // Classification: top-1 / top-5 on Fashion-MNIST (IDX files), images prepared as the shipped classifiers expect.
 int run_eval_fmnist(const EvalArgs& a) {
   auto split = load_fmnist(a.fmnist, a.split);
@@ -306,7 +276,7 @@ int run_eval_fmnist(const EvalArgs& a) {
   auto engine = build_from_flags(a.model, a.build);
   if (!engine) return report(engine.status());
   const auto& in = (*engine)->inputs();
-  auto cin = classifier_input_for(a, **engine);
+  auto cin = classifier_input_for(a.model, a.build.preprocess, **engine);
   if (!cin) return report(cin.status());
   const int batch = in[0].shape[0] > 0 ? static_cast<int>(in[0].shape[0]) : a.batch;  // a fixed batch wins
   TopK acc;
@@ -356,24 +326,9 @@ Expected<ClassTree> scan_class_tree(const std::string& dir, const std::string& l
   std::sort(found.begin(), found.end());
   if (found.empty()) return invalid("--classes '" + dir + "' has no class folders (expected DIR/<class_name>/*.jpg|png)");
   ClassTree t;
-  if (labels_file.empty()) {
-    t.names = found;
-  } else {
-    std::ifstream f(labels_file);
-    if (!f) return not_found("--labels '" + labels_file + "' cannot be read");
-    std::string line;
-    while (std::getline(f, line)) {
-      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-      if (!line.empty()) t.names.push_back(line);
-    }
-    if (t.names.empty()) return invalid("--labels '" + labels_file + "' lists no class names");
-  }
+  t.names = labels_file.empty() ? found : QD_TRY(read_class_names(labels_file));
   std::map<std::string, int> index;
-  for (size_t i = 0; i < t.names.size(); ++i) {
-    if (!index.emplace(t.names[i], static_cast<int>(i)).second) {
-      return invalid("--labels '" + labels_file + "' lists class '" + t.names[i] + "' twice");
-    }
-  }
+  for (size_t i = 0; i < t.names.size(); ++i) index.emplace(t.names[i], static_cast<int>(i));
   for (const auto& name : found) {
     auto it = index.find(name);
     if (it == index.end()) {
@@ -396,7 +351,7 @@ int run_eval_classes(const EvalArgs& a) {
   auto engine = build_from_flags(a.model, a.build);
   if (!engine) return report(engine.status());
   const auto& in = (*engine)->inputs();
-  auto cin = classifier_input_for(a, **engine);
+  auto cin = classifier_input_for(a.model, a.build.preprocess, **engine);
   if (!cin) return report(cin.status());
   const int batch = in[0].shape[0] > 0 ? static_cast<int>(in[0].shape[0]) : a.batch;  // a fixed batch wins
   if (batch < 1) return report(invalid("--batch must be at least 1"));

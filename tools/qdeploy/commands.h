@@ -20,6 +20,7 @@ RunFn add_run(CLI::App& app);
 RunFn add_bench(CLI::App& app);
 RunFn add_ops(CLI::App& app);
 RunFn add_detect(CLI::App& app);
+RunFn add_classify(CLI::App& app);
 RunFn add_calibrate(CLI::App& app);
 RunFn add_eval(CLI::App& app);
 RunFn add_dataset(CLI::App& app);

@@ -30,8 +30,8 @@ int main(int argc, char** argv) {
   app.fallthrough();
   // The order here is the order of `qdeploy --help`.
   std::vector<std::pair<CLI::App*, RunFn>> commands;
-  for (auto add : {add_inspect, add_build, add_run, add_bench, add_ops, add_detect, add_eval, add_calibrate, add_qat2ptq,
-                   add_export, add_sensitivity, add_compare, add_dataset, add_chart, add_help_markdown}) {
+  for (auto add : {add_inspect, add_build, add_run, add_bench, add_ops, add_detect, add_classify, add_eval, add_calibrate,
+                   add_qat2ptq, add_export, add_sensitivity, add_compare, add_dataset, add_chart, add_help_markdown}) {
     RunFn fn = add(app);
     commands.emplace_back(app.get_subcommands({}).back(), std::move(fn));
   }
