@@ -63,13 +63,20 @@ struct JpegState {
 }
 
 void jpeg_on_message(j_common_ptr c, int level) {
-  // Warnings (level -1) about corrupt-but-decodable data are common in real photo sets and are ignored, except that
-  // the data ended early: libjpeg would pad the image with gray, which we refuse to pass off as the picture.
-  if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) {
-    auto* s = reinterpret_cast<JpegState*>(c->err);
-    std::snprintf(s->message, sizeof(s->message), "file is truncated (JPEG data ends early)");
-    std::longjmp(s->jump, 1);
+  // Warnings (level -1) about corrupt-but-decodable data are common in real photo sets and are ignored, except those
+  // that mean pixel data is missing: libjpeg would pad the image with gray, which we refuse to pass off as the
+  // picture. They also end a tiny file that declares a huge image before libjpeg fills gigabytes with that gray.
+  if (level >= 0) return;
+  const char* why = nullptr;
+  switch (c->err->msg_code) {
+    case JWRN_JPEG_EOF: why = "file is truncated (JPEG data ends early)"; break;
+    case JWRN_HIT_MARKER: why = "JPEG data ends early (premature end of data segment)"; break;
+    case JWRN_BOGUS_PROGRESSION: why = "progressive JPEG scans out of order (image data missing)"; break;
+    default: return;
   }
+  auto* s = reinterpret_cast<JpegState*>(c->err);
+  std::snprintf(s->message, sizeof(s->message), "%s", why);
+  std::longjmp(s->jump, 1);
 }
 
 bool jpeg_decode_run(JpegState* s) {
@@ -104,10 +111,14 @@ bool jpeg_decode_run(JpegState* s) {
     jpeg_destroy_decompress(&cinfo);
     return false;
   }
-  s->img = Image(static_cast<int>(cinfo.output_width), static_cast<int>(cinfo.output_height));
+  // Rows are added as they decode (into reserved, untouched memory): data that ends early costs little memory.
+  s->img.width = static_cast<int>(cinfo.output_width);
+  s->img.height = static_cast<int>(cinfo.output_height);
+  s->img.data.reserve(s->img.row_bytes() * cinfo.output_height);
   s->row.resize(static_cast<size_t>(cinfo.output_width) * comps);
   while (cinfo.output_scanline < cinfo.output_height) {
     const size_t y = cinfo.output_scanline;
+    s->img.data.resize((y + 1) * s->img.row_bytes());
     JSAMPROW rows[1] = {cmyk ? s->row.data() : s->img.data.data() + y * s->img.row_bytes()};
     jpeg_read_scanlines(&cinfo, rows, 1);
     if (cmyk) {
@@ -222,6 +233,16 @@ bool png_decode_run(PngState* s, png_structp png, png_infop info) {
     s->fail = Fail::kDims;
     return false;
   }
+  // Deflate compresses at most 1032:1, so a file this small cannot hold the pixel data its header declares: refuse it
+  // before allocating the image (a few hundred bytes could otherwise claim 16384x16384).
+  const uint64_t filtered = (uint64_t{png_get_rowbytes(png, info)} + 1) * s->height;
+  if (uint64_t{s->bytes->size()} * 1032 < filtered) {
+    std::snprintf(s->message, sizeof(s->message),
+                  "file is truncated (%zu bytes cannot hold the %u x %u pixels of its header)", s->bytes->size(),
+                  static_cast<unsigned>(s->width), static_cast<unsigned>(s->height));
+    s->fail = Fail::kCorrupt;
+    return false;
+  }
   png_set_expand(png);  // palette -> RGB, gray < 8 bit -> 8 bit, tRNS -> alpha
   png_set_strip_16(png);
   png_set_strip_alpha(png);
@@ -232,10 +253,21 @@ bool png_decode_run(PngState* s, png_structp png, png_infop info) {
     s->fail = Fail::kLayout;
     return false;
   }
-  s->img = Image(static_cast<int>(s->width), static_cast<int>(s->height));
-  s->rows.resize(s->height);
-  for (png_uint_32 y = 0; y < s->height; ++y) s->rows[y] = s->img.data.data() + size_t{y} * s->img.row_bytes();
-  png_read_image(png, s->rows.data());
+  if (png_get_interlace_type(png, info) == PNG_INTERLACE_NONE) {
+    // Row by row into reserved memory, as for JPEG: data that ends early costs little memory.
+    s->img.width = static_cast<int>(s->width);
+    s->img.height = static_cast<int>(s->height);
+    s->img.data.reserve(s->img.row_bytes() * s->height);
+    for (png_uint_32 y = 0; y < s->height; ++y) {
+      s->img.data.resize((size_t{y} + 1) * s->img.row_bytes());
+      png_read_row(png, s->img.data.data() + size_t{y} * s->img.row_bytes(), nullptr);
+    }
+  } else {  // the passes of an interlaced image write all rows
+    s->img = Image(static_cast<int>(s->width), static_cast<int>(s->height));
+    s->rows.resize(s->height);
+    for (png_uint_32 y = 0; y < s->height; ++y) s->rows[y] = s->img.data.data() + size_t{y} * s->img.row_bytes();
+    png_read_image(png, s->rows.data());
+  }
   png_read_end(png, nullptr);  // reads to IEND: a truncated PNG is an error, not a partial image
   return true;
 }
