@@ -227,6 +227,11 @@ bool png_decode_run(PngState* s, png_structp png, png_infop info) {
   }
   png_set_read_fn(png, s, png_read_bytes);
   png_set_chunk_malloc_max(png, 64 << 20);
+  // Ancillary chunks the conversion to RGB does not use are skipped unread: libpng would otherwise allocate and
+  // zero a buffer of each one's declared length (text, ICC profiles and palettes it decompresses or keeps).
+  static const png_byte kSkipped[] = "bKGD\0cHRM\0eXIf\0gAMA\0hIST\0iCCP\0iTXt\0oFFs\0pCAL\0pHYs\0sBIT\0sCAL\0sPLT\0sRGB\0"
+                                     "tEXt\0tIME\0zTXt";
+  png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, kSkipped, static_cast<int>(sizeof kSkipped / 5));
   png_read_info(png, info);
   png_get_IHDR(png, info, &s->width, &s->height, &s->bit_depth, &s->color_type, nullptr, nullptr, nullptr);
   if (s->width == 0 || s->height == 0 || s->width > kMaxImageSide || s->height > kMaxImageSide) {
@@ -272,7 +277,27 @@ bool png_decode_run(PngState* s, png_structp png, png_infop info) {
   return true;
 }
 
+// Every chunk's declared length must fit in the file: libpng allocates (and zeroes) a buffer of that length before
+// it reads the data, so a few bytes declaring a 2 GB chunk would cost 2 GB.
+Status check_png_chunks(const std::string& bytes, const std::string& what) {
+  size_t pos = 8;
+  while (pos + 8 <= bytes.size()) {
+    const auto* p = reinterpret_cast<const uint8_t*>(bytes.data() + pos);
+    const uint64_t len = uint64_t{p[0]} << 24 | uint64_t{p[1]} << 16 | uint64_t{p[2]} << 8 | p[3];
+    if (len > bytes.size() - pos - 8 || bytes.size() - pos - 8 - len < 4) {
+      std::string name(bytes, pos + 4, 4);
+      for (char& ch : name) ch = std::isalpha(static_cast<unsigned char>(ch)) ? ch : '?';
+      return invalid(what + ": corrupt PNG: file is truncated (chunk '" + name + "' at byte " +
+                     std::to_string(pos) + " declares " + std::to_string(len) + " bytes, past the end of the file)");
+    }
+    if (std::memcmp(p + 4, "IEND", 4) == 0) break;
+    pos += 12 + len;
+  }
+  return Status::ok();
+}
+
 Expected<Image> decode_png(const std::string& bytes, const std::string& what) {
+  QD_RETURN_IF_ERROR(check_png_chunks(bytes, what));
   auto s = std::make_unique<PngState>();
   s->bytes = &bytes;
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, s.get(), png_on_error, png_on_warning);
