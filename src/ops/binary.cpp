@@ -1,5 +1,6 @@
 // Elementwise ops over broadcast inputs: arithmetic, comparison, logic, Where, variadic Max/Min/Sum/Mean.
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "ops/common.h"
@@ -93,7 +94,19 @@ Status run_Pow(KernelCtx& c) {
     const Tensor base_d = c.in[0]->cast(DType::kFloat64);
     Tensor tmp(DType::kFloat64, c.out[0]->shape());
     broadcast_apply<double, double>(base_d, exp_d, tmp, [](double x, double y) { return std::pow(x, y); });
-    for (int64_t i = 0; i < tmp.numel(); ++i) c.out[0]->data<T>()[i] = static_cast<T>(tmp.data<double>()[i]);
+    for (int64_t i = 0; i < tmp.numel(); ++i) {
+      const double v = tmp.data<double>()[i];
+      T& out = c.out[0]->data<T>()[i];
+      if constexpr (std::is_integral_v<T>) {
+        // Saturate: converting a power beyond T (or a NaN) is undefined. max() as a double may round up (2^63).
+        constexpr double lo = static_cast<double>(std::numeric_limits<T>::lowest());
+        constexpr double hi = static_cast<double>(std::numeric_limits<T>::max());
+        out = std::isnan(v) ? T(0) : v <= lo ? std::numeric_limits<T>::lowest()
+                                   : v < hi  ? static_cast<T>(v) : std::numeric_limits<T>::max();
+      } else {
+        out = static_cast<T>(v);
+      }
+    }
     return Status::ok();
   });
 }

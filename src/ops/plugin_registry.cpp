@@ -406,7 +406,8 @@ std::string plan_op_name(OpType op) {
 
 Expected<qdeploy::Attrs> resolve_plugin_attrs(const qdeploy::OpDef& def, const AttrMap& attrs) {
   qdeploy::Attrs out;
-  for (const auto& [name, v] : attrs.all()) {
+  for (const auto& entry : attrs.all()) {
+    const std::string& name = entry.first;  // a named reference: clang 14 cannot capture a structured binding
     auto it = std::find_if(def.attrs.begin(), def.attrs.end(), [&](const auto& s) { return s.name == name; });
     if (it == def.attrs.end()) {
       std::string list;

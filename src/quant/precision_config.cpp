@@ -46,7 +46,7 @@ Expected<PrecisionConfig> parse(const std::string& text) {
   Json j;
   try {
     j = Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number too large for a double
     return invalid(std::string("not valid JSON: ") + e.what());
   }
   if (!j.is_object()) return invalid(std::string("$: expected an object, got ") + j.type_name());

@@ -294,7 +294,9 @@ Status apply_weight_adjustments(Graph& g, const WeightAdjustResult& r) {
     }
     *t = w;
   }
-  for (const auto& [node, bias] : r.biases) {
+  for (const auto& entry : r.biases) {
+    const std::string& node = entry.first;  // named references: clang 14 cannot capture a structured binding
+    const auto& bias = entry.second;
     auto it = std::find_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.name == node; });
     if (it == g.nodes.end() || it->op != OpType::Conv) return invalid("no Conv '" + node + "' in the model to write");
     const Tensor bt = Tensor::from_f32({static_cast<int64_t>(bias.size())}, bias);

@@ -63,13 +63,20 @@ struct JpegState {
 }
 
 void jpeg_on_message(j_common_ptr c, int level) {
-  // Warnings (level -1) about corrupt-but-decodable data are common in real photo sets and are ignored, except that
-  // the data ended early: libjpeg would pad the image with gray, which we refuse to pass off as the picture.
-  if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) {
-    auto* s = reinterpret_cast<JpegState*>(c->err);
-    std::snprintf(s->message, sizeof(s->message), "file is truncated (JPEG data ends early)");
-    std::longjmp(s->jump, 1);
+  // Warnings (level -1) about corrupt-but-decodable data are common in real photo sets and are ignored, except those
+  // that mean pixel data is missing: libjpeg would pad the image with gray, which we refuse to pass off as the
+  // picture. They also end a tiny file that declares a huge image before libjpeg fills gigabytes with that gray.
+  if (level >= 0) return;
+  const char* why = nullptr;
+  switch (c->err->msg_code) {
+    case JWRN_JPEG_EOF: why = "file is truncated (JPEG data ends early)"; break;
+    case JWRN_HIT_MARKER: why = "JPEG data ends early (premature end of data segment)"; break;
+    case JWRN_BOGUS_PROGRESSION: why = "progressive JPEG scans out of order (image data missing)"; break;
+    default: return;
   }
+  auto* s = reinterpret_cast<JpegState*>(c->err);
+  std::snprintf(s->message, sizeof(s->message), "%s", why);
+  std::longjmp(s->jump, 1);
 }
 
 bool jpeg_decode_run(JpegState* s) {
@@ -104,10 +111,14 @@ bool jpeg_decode_run(JpegState* s) {
     jpeg_destroy_decompress(&cinfo);
     return false;
   }
-  s->img = Image(static_cast<int>(cinfo.output_width), static_cast<int>(cinfo.output_height));
+  // Rows are added as they decode (into reserved, untouched memory): data that ends early costs little memory.
+  s->img.width = static_cast<int>(cinfo.output_width);
+  s->img.height = static_cast<int>(cinfo.output_height);
+  s->img.data.reserve(s->img.row_bytes() * cinfo.output_height);
   s->row.resize(static_cast<size_t>(cinfo.output_width) * comps);
   while (cinfo.output_scanline < cinfo.output_height) {
     const size_t y = cinfo.output_scanline;
+    s->img.data.resize((y + 1) * s->img.row_bytes());
     JSAMPROW rows[1] = {cmyk ? s->row.data() : s->img.data.data() + y * s->img.row_bytes()};
     jpeg_read_scanlines(&cinfo, rows, 1);
     if (cmyk) {
@@ -216,10 +227,25 @@ bool png_decode_run(PngState* s, png_structp png, png_infop info) {
   }
   png_set_read_fn(png, s, png_read_bytes);
   png_set_chunk_malloc_max(png, 64 << 20);
+  // Ancillary chunks the conversion to RGB does not use are skipped unread: libpng would otherwise allocate and
+  // zero a buffer of each one's declared length (text, ICC profiles and palettes it decompresses or keeps).
+  static const png_byte kSkipped[] = "bKGD\0cHRM\0eXIf\0gAMA\0hIST\0iCCP\0iTXt\0oFFs\0pCAL\0pHYs\0sBIT\0sCAL\0sPLT\0sRGB\0"
+                                     "tEXt\0tIME\0zTXt";
+  png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, kSkipped, static_cast<int>(sizeof kSkipped / 5));
   png_read_info(png, info);
   png_get_IHDR(png, info, &s->width, &s->height, &s->bit_depth, &s->color_type, nullptr, nullptr, nullptr);
   if (s->width == 0 || s->height == 0 || s->width > kMaxImageSide || s->height > kMaxImageSide) {
     s->fail = Fail::kDims;
+    return false;
+  }
+  // Deflate compresses at most 1032:1, so a file this small cannot hold the pixel data its header declares: refuse it
+  // before allocating the image (a few hundred bytes could otherwise claim 16384x16384).
+  const uint64_t filtered = (uint64_t{png_get_rowbytes(png, info)} + 1) * s->height;
+  if (uint64_t{s->bytes->size()} * 1032 < filtered) {
+    std::snprintf(s->message, sizeof(s->message),
+                  "file is truncated (%zu bytes cannot hold the %u x %u pixels of its header)", s->bytes->size(),
+                  static_cast<unsigned>(s->width), static_cast<unsigned>(s->height));
+    s->fail = Fail::kCorrupt;
     return false;
   }
   png_set_expand(png);  // palette -> RGB, gray < 8 bit -> 8 bit, tRNS -> alpha
@@ -232,15 +258,46 @@ bool png_decode_run(PngState* s, png_structp png, png_infop info) {
     s->fail = Fail::kLayout;
     return false;
   }
-  s->img = Image(static_cast<int>(s->width), static_cast<int>(s->height));
-  s->rows.resize(s->height);
-  for (png_uint_32 y = 0; y < s->height; ++y) s->rows[y] = s->img.data.data() + size_t{y} * s->img.row_bytes();
-  png_read_image(png, s->rows.data());
+  if (png_get_interlace_type(png, info) == PNG_INTERLACE_NONE) {
+    // Row by row into reserved memory, as for JPEG: data that ends early costs little memory.
+    s->img.width = static_cast<int>(s->width);
+    s->img.height = static_cast<int>(s->height);
+    s->img.data.reserve(s->img.row_bytes() * s->height);
+    for (png_uint_32 y = 0; y < s->height; ++y) {
+      s->img.data.resize((size_t{y} + 1) * s->img.row_bytes());
+      png_read_row(png, s->img.data.data() + size_t{y} * s->img.row_bytes(), nullptr);
+    }
+  } else {  // the passes of an interlaced image write all rows
+    s->img = Image(static_cast<int>(s->width), static_cast<int>(s->height));
+    s->rows.resize(s->height);
+    for (png_uint_32 y = 0; y < s->height; ++y) s->rows[y] = s->img.data.data() + size_t{y} * s->img.row_bytes();
+    png_read_image(png, s->rows.data());
+  }
   png_read_end(png, nullptr);  // reads to IEND: a truncated PNG is an error, not a partial image
   return true;
 }
 
+// Every chunk's declared length must fit in the file: libpng allocates (and zeroes) a buffer of that length before
+// it reads the data, so a few bytes declaring a 2 GB chunk would cost 2 GB.
+Status check_png_chunks(const std::string& bytes, const std::string& what) {
+  size_t pos = 8;
+  while (pos + 8 <= bytes.size()) {
+    const auto* p = reinterpret_cast<const uint8_t*>(bytes.data() + pos);
+    const uint64_t len = uint64_t{p[0]} << 24 | uint64_t{p[1]} << 16 | uint64_t{p[2]} << 8 | p[3];
+    if (len > bytes.size() - pos - 8 || bytes.size() - pos - 8 - len < 4) {
+      std::string name(bytes, pos + 4, 4);
+      for (char& ch : name) ch = std::isalpha(static_cast<unsigned char>(ch)) ? ch : '?';
+      return invalid(what + ": corrupt PNG: file is truncated (chunk '" + name + "' at byte " +
+                     std::to_string(pos) + " declares " + std::to_string(len) + " bytes, past the end of the file)");
+    }
+    if (std::memcmp(p + 4, "IEND", 4) == 0) break;
+    pos += 12 + len;
+  }
+  return Status::ok();
+}
+
 Expected<Image> decode_png(const std::string& bytes, const std::string& what) {
+  QD_RETURN_IF_ERROR(check_png_chunks(bytes, what));
   auto s = std::make_unique<PngState>();
   s->bytes = &bytes;
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, s.get(), png_on_error, png_on_warning);

@@ -2,12 +2,16 @@
 // stderr that says what is wrong (never a crash, a signal or exit code 1).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
+#include <sstream>
 
 #include "core/npy.h"
 #include "e2e/cli_util.h"
 #include "onnx/onnx_builder.h"
 #include "ops/op_type.h"
+#include "tasks/image_io.h"
 #include "test_util.h"
 
 namespace qd {
@@ -149,6 +153,171 @@ TEST_F(CliErrors, KernelPolicyFlag) {
   unsetenv("QD_NO_PDL");
   expect_usage_error(bad, "split=lanes4");
   EXPECT_EQ(cpu.exit_code, 0) << cpu.err;
+}
+
+// The malformed-model corpus against every command that reads a model: one defect per stage of loading (file bytes,
+// protobuf, opset, op schema, node arity, graph structure, external data, shapes), each giving exit 2 and an
+// "error:" line that names it, whatever the command. The commands get valid other inputs, so that the model is what
+// they stumble on.
+struct ModelCommand {
+  std::string name;
+  std::string args;  // after the model path
+};
+
+struct BadModel {
+  std::string file;
+  std::string bytes;
+  std::string phrase;
+};
+
+// conv_relu_model with a Q/DQ pair on its input, so that qat2ptq (which wants a QAT model) reads on too:
+// x -> QuantizeLinear -> DequantizeLinear -> Conv "conv" -> Relu "relu" -> y.
+onnx::ModelProto qdq_conv_relu_model(int64_t opset = 13) {
+  onnx::ModelProto m = conv_relu_model(opset);
+  auto* g = m.mutable_graph();
+  *g->add_initializer() = tensor_f32("x_scale", {}, {0.02f}, /*raw=*/false);
+  onnx::TensorProto zp;
+  zp.set_name("x_zp");
+  zp.set_data_type(onnx::TensorProto::INT8);
+  zp.add_int32_data(0);
+  *g->add_initializer() = zp;
+  add_node(g, "QuantizeLinear", {"x", "x_scale", "x_zp"}, {"xq"}, "quant");
+  add_node(g, "DequantizeLinear", {"xq", "x_scale", "x_zp"}, {"xd"}, "dequant");
+  g->mutable_node(0)->set_input(0, "xd");
+  // Keep the nodes in topological order (Q, DQ, Conv, Relu): the defects below index them.
+  std::rotate(g->mutable_node()->begin(), g->mutable_node()->begin() + 2, g->mutable_node()->end());
+  return m;
+}
+constexpr int kConv = 2, kRelu = 3;
+
+std::vector<BadModel> malformed_corpus() {
+  std::vector<BadModel> out;
+  const std::string good = serialize(qdq_conv_relu_model());
+  out.push_back({"garbage.onnx", std::string("\x0a\xff\xff\xff\xff\x0f garbage", 13), "not a valid ONNX model"});
+  out.push_back({"truncated.onnx", good.substr(0, good.size() / 2), "truncated"});
+  out.push_back({"empty.onnx", "", "empty"});
+  out.push_back({"opset99.onnx", serialize(qdq_conv_relu_model(99)), "opset 99"});
+  onnx::ModelProto m = qdq_conv_relu_model();
+  add_node(m.mutable_graph(), "Frobnicate", {"y"}, {"f"}, "frob");
+  add_output(m.mutable_graph(), "f");
+  out.push_back({"unsupported_op.onnx", serialize(m), "'frob' (Frobnicate, opset 13)"});
+  m = qdq_conv_relu_model();
+  m.mutable_graph()->mutable_node(kRelu)->add_input("c");  // Relu with two inputs
+  out.push_back({"relu_two_inputs.onnx", serialize(m), "Relu takes 1 to 1"});
+  m = qdq_conv_relu_model();
+  m.mutable_graph()->mutable_node(kRelu)->set_input(0, "y");
+  out.push_back({"cycle.onnx", serialize(m), "cycle"});
+  m = qdq_conv_relu_model();
+  m.mutable_graph()->mutable_node(kRelu)->set_input(0, "nowhere");
+  out.push_back({"dangling_edge.onnx", serialize(m), "nowhere"});
+  m = qdq_conv_relu_model();
+  auto* w = m.mutable_graph()->mutable_initializer(0);
+  w->clear_raw_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = w->add_external_data();
+  kv->set_key("location");
+  kv->set_value("../../etc/passwd");
+  out.push_back({"external_data_escape.onnx", serialize(m), "contains '..'"});
+  // An 11x11 kernel over the 8x8 input padded by 1.
+  m = qdq_conv_relu_model();
+  *m.mutable_graph()->mutable_initializer(0) = tensor_f32("w", {4, 3, 11, 11}, ramp(4 * 3 * 11 * 11));
+  m.mutable_graph()->mutable_node(kConv)->mutable_attribute(0)->clear_ints();
+  for (int i = 0; i < 2; ++i) m.mutable_graph()->mutable_node(kConv)->mutable_attribute(0)->add_ints(11);
+  out.push_back({"kernel_larger_than_input.onnx", serialize(m), "larger than the padded input"});
+  return out;
+}
+
+// The subcommands `qdeploy --help` lists.
+std::set<std::string> cli_subcommands(const CliResult& help) {
+  std::set<std::string> names;
+  std::istringstream in(help.out);
+  std::string line;
+  bool in_list = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("Subcommands:", 0) == 0) {
+      in_list = true;
+    } else if (in_list && line.rfind("  ", 0) == 0 && line.size() > 2 && line[2] != ' ') {
+      names.insert(line.substr(2, line.find(' ', 2) - 2));
+    }
+  }
+  return names;
+}
+
+TEST_F(CliErrors, EveryModelCommandRefusesTheMalformedCorpus) {
+  // Valid other inputs: an image folder, its annotations, a tensor for the model's input.
+  fs::create_directories(dir_ + "/imgs");
+  ASSERT_TRUE(write_image(dir_ + "/imgs/a.png", Image(8, 8, 128)).is_ok());
+  ASSERT_TRUE(write_file_atomic(dir_ + "/ann.json",
+                                R"({"images": [{"id": 1, "file_name": "a.png", "width": 8, "height": 8}], )"
+                                R"("annotations": [], "categories": [{"id": 1, "name": "c"}]})")
+                  .is_ok());
+  ASSERT_TRUE(write_npy(dir_ + "/x.npy", Tensor(DType::kFloat32, {1, 3, 8, 8})).is_ok());
+  const std::string d = quote(dir_);
+  const std::vector<ModelCommand> commands = {
+      {"inspect", ""},
+      {"build", " -o " + d + "/m.plan"},
+      {"run", " --output-dir " + d + "/run"},
+      {"bench", ""},
+      {"compare", " --data " + d + "/x.npy"},
+      {"detect", " " + d + "/imgs --out " + d + "/det"},
+      {"eval", " --annotations " + d + "/ann.json --images " + d + "/imgs"},
+      {"calibrate", " --data " + d + "/x.npy --cache " + d + "/c.cache"},
+      {"sensitivity", " --data " + d + "/x.npy"},
+      {"qat2ptq", " -o " + d + "/q"},
+      {"export", " --target trt10 --precision fp16 -o " + d + "/e"},
+  };
+  // A new command must be listed here or above, so that it is checked too.
+  const std::set<std::string> no_model = {"ops", "dataset", "chart"};
+  for (const std::string& c : cli_subcommands(cli("--help"))) {
+    bool listed = no_model.count(c) > 0;
+    for (const auto& mc : commands) listed = listed || mc.name == c;
+    EXPECT_TRUE(listed) << "command '" << c << "' is not in this test: add it to `commands` (it reads a model) or to "
+                        << "`no_model`";
+  }
+  for (const BadModel& bad : malformed_corpus()) {
+    const std::string p = quote(write_bytes(dir_ + "/" + bad.file, bad.bytes));
+    for (const ModelCommand& c : commands) {
+      SCOPED_TRACE(c.name + " " + bad.file);
+      expect_usage_error(cli(c.name + " " + p + c.args), bad.phrase);
+    }
+  }
+}
+
+// Plans that are damaged (flipped byte, truncated, not a plan past the magic) through every command that reads a plan.
+TEST_F(CliErrors, EveryPlanCommandRefusesDamagedPlans) {
+  const std::string m = model(conv_relu_model());
+  const std::string plan_path = dir_ + "/good.plan";
+  const CliResult built = cli("build " + m + " -o " + quote(plan_path));
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  const std::string good = slurp(plan_path);
+  ASSERT_GT(good.size(), 64u);
+  std::string flipped = good;
+  flipped[good.size() / 2] = static_cast<char>(flipped[good.size() / 2] ^ 0x5a);
+  const std::vector<std::pair<std::string, std::string>> plans = {
+      {"flipped.plan", flipped}, {"truncated.plan", good.substr(0, good.size() / 2)}, {"magic_only.plan", good.substr(0, 8)}};
+  fs::create_directories(dir_ + "/imgs");
+  ASSERT_TRUE(write_image(dir_ + "/imgs/a.png", Image(8, 8, 128)).is_ok());
+  ASSERT_TRUE(write_npy(dir_ + "/x.npy", Tensor(DType::kFloat32, {1, 3, 8, 8})).is_ok());
+  ASSERT_TRUE(write_file_atomic(dir_ + "/ann.json",
+                                R"({"images": [{"id": 1, "file_name": "a.png"}], "annotations": [], )"
+                                R"("categories": [{"id": 1}]})")
+                  .is_ok());
+  const std::string d = quote(dir_);
+  const std::vector<ModelCommand> commands = {
+      {"inspect", ""},
+      {"run", ""},
+      {"bench", ""},
+      {"compare", " --data " + d + "/x.npy"},
+      {"detect", " " + d + "/imgs --out " + d + "/det"},
+      {"eval", " --annotations " + d + "/ann.json --images " + d + "/imgs"},
+  };
+  for (const auto& [file, bytes] : plans) {
+    const std::string p = quote(write_bytes(dir_ + "/" + file, bytes));
+    for (const ModelCommand& c : commands) {
+      SCOPED_TRACE(c.name + " " + file);
+      expect_usage_error(cli(c.name + " " + p + c.args), file);
+    }
+  }
 }
 
 }  // namespace

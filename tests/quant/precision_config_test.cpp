@@ -61,6 +61,8 @@ TEST(PrecisionConfig, ErrorsGiveTheFileAndJsonPath) {
       {R"({"fp16_node": []})", "$.fp16_node: unknown key"},
       {R"({"int8_tensor_scales": {"x": -1}})", R"($.int8_tensor_scales["x"]: scale -1 is not finite and positive)"},
       {R"({"int8_tensor_scales": {"x": 1e300}})", "not finite and positive"},
+      // Beyond a double: nlohmann reports it with out_of_range, not parse_error (it used to escape, abort).
+      {R"({"int8_tensor_scales": {"x": 1e999}})", "cfg.json: not valid JSON: [json.exception.out_of_range.406] number overflow"},
       {R"({"int8_tensor_scales": {"x": "0.1"}})", "expected a number, got string"},
       {R"({"int8_tensor_scales": []})", "$.int8_tensor_scales: expected an object"},
       {R"({"fp16_nodes": ["sig", 3]})", "$.fp16_nodes[1]: expected a node name"},

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "calib_data.h"
+#include "passes/passes.h"
 #include "plan/plan_file.h"
 #include "quant/calib_cache.h"
 #include "runtime/model.h"
@@ -283,6 +284,24 @@ Expected<std::vector<std::string>> list_images(const std::vector<std::string>& p
     }
   }
   return out;
+}
+
+Status prepare_unless_open(Graph& g, const std::map<std::string, Shape>& shapes, const std::string& model,
+                           Status* prepared) {
+  std::vector<Value> declared_inputs;
+  for (int v : g.inputs) declared_inputs.push_back(g.values[v]);
+  PrepareOptions opt;
+  opt.input_shapes = shapes;
+  const Status st = prepare_graph(g, opt);
+  *prepared = st;
+  if (st.is_ok()) return st;
+  bool open_dims = false;
+  for (const Value& v : declared_inputs) {
+    if (shapes.count(v.name)) continue;
+    open_dims = open_dims || !v.has_shape;
+    for (int64_t d : v.shape) open_dims = open_dims || d < 0;
+  }
+  return open_dims ? Status::ok() : Status(st).prefix(model);
 }
 
 }  // namespace qd::cli

@@ -2,6 +2,7 @@
 // the same flags `qdeploy build` takes).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +58,12 @@ Status check_flags_for_plan(const std::string& plan_path, const BuildFlags& f);
 // QD_ONLY_CONFIG=NAME, QD_SPLIT=lanes2, ...: docs/cpp-api.md#kernelpolicy lists them), which the library itself never
 // reads. `set` (optional) gets the variables that were set.
 Expected<qdeploy::KernelPolicy> kernel_policy_from_flags(const BuildFlags& f, std::vector<std::string>* set = nullptr);
+
+// Prepares `g` at `shapes` (--shapes) for a command that summarizes or rewrites a model without running it (inspect,
+// qat2ptq). An error (prefixed with `model`) when that fails although every input dim is known: the model's nodes
+// are invalid. OK when a dim left open made it fail (shapes and MACs stay unknown): *prepared holds that failure.
+Status prepare_unless_open(Graph& g, const std::map<std::string, Shape>& shapes, const std::string& model,
+                           Status* prepared);
 
 // Image files (jpg/jpeg/png) among `paths`, directories expanded (not recursively), sorted by name.
 Expected<std::vector<std::string>> list_images(const std::vector<std::string>& paths);

@@ -71,18 +71,10 @@ int run_inspect(const InspectArgs& a) {
   std::vector<Value> declared_inputs;
   for (int v : g.inputs) declared_inputs.push_back(g.values[v]);
   const int64_t params = parameter_count(g);
-  PrepareOptions opt;
-  opt.input_shapes = *shapes;
-  Status prepared = prepare_graph(g, opt);
   // Without the dims a dynamic input leaves open, shapes and MACs stay unknown and the summary says so; any other
   // failure means the model's nodes are invalid, which is an error (exit 2), not a summary.
-  bool open_dims = false;
-  for (const Value& v : declared_inputs) {
-    if (shapes->count(v.name)) continue;
-    open_dims = open_dims || !v.has_shape;
-    for (int64_t d : v.shape) open_dims = open_dims || d < 0;
-  }
-  if (!prepared.is_ok() && !open_dims) return report(Status(prepared).prefix(a.model));
+  Status prepared;
+  if (Status s = prepare_unless_open(g, *shapes, a.model, &prepared); !s.is_ok()) return report(s);
 
   std::map<std::string, int> hist;
   for (const Node& n : g.nodes) ++hist[op_name(n.op)];

@@ -3,6 +3,7 @@
 // (TensorRT on DLA, or qdeploy's --calib-cache / --precision-config). The rules are in src/quant/qat2ptq.h.
 #include <cstdio>
 
+#include "build_flags.h"
 #include "commands.h"
 #include "onnx/importer.h"
 #include "quant/qat2ptq.h"
@@ -26,6 +27,10 @@ int run_qat2ptq(const Qat2PtqArgs& a) {
   }
   auto g = import_onnx_file(a.model);
   if (!g) return report(g.status());
+  // Invalid nodes are an error here as in every command (qat_to_ptq only folds what it can and would write them out).
+  Graph checked = *g;
+  Status prepared;
+  if (Status s = prepare_unless_open(checked, {}, a.model, &prepared); !s.is_ok()) return report(s);
   Qat2PtqOptions opt;
   opt.unit_scale_for_add = a.unit_scale_for_add;
   auto r = qat_to_ptq(std::move(*g), opt);

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs one libFuzzer target of a -DQD_FUZZ=ON build for SECONDS, niced, with its seed corpus and dictionary; the
+# corpus it grows lives in BUILD_DIR/fuzz-corpus/TARGET, crashes go to BUILD_DIR/fuzz-artifacts/TARGET/.
+#   tests/fuzz/run.sh TARGET SECONDS [BUILD_DIR=build-fuzz]
+#   TARGET: onnx_import npy npz plan plugin_attrs image calib_cache coco_json precision_config
+# Prints libFuzzer's last status lines (executions, coverage) and the artifacts found; exits 1 when it found any.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+target=$1 seconds=$2 build=${3:-build-fuzz}
+src=tests/fuzz
+case $target in
+  onnx_import) seeds=$src/corpus/onnx dict=$src/onnx.dict ;;
+  coco_json) seeds=$src/corpus/coco dict=$src/coco.dict ;;
+  *) seeds=$src/corpus/$target dict=$src/$target.dict ;;
+esac
+bin=$build/tests/fuzz/fuzz_$target
+work=$build/fuzz-corpus/$target art=$build/fuzz-artifacts/$target
+mkdir -p "$work" "$art"
+args=(-max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix="$art/")
+[[ -f $dict ]] && args+=(-dict="$dict")
+log=$build/fuzz-$target.log
+status=0
+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 nice -n 19 "$bin" "${args[@]}" "$work" "$seeds" >"$log" 2>&1 || status=$?
+grep -E "^#[0-9]+ +DONE|^stat::number_of_executed_units|^stat::peak_rss_mb|^Done " "$log" || tail -5 "$log"
+if compgen -G "$art/*" >/dev/null; then
+  echo "findings ($log):"
+  ls -l "$art"
+  exit 1
+fi
+exit $status
