@@ -265,6 +265,7 @@ TEST_F(CliErrors, EveryModelCommandRefusesTheMalformedCorpus) {
       {"sensitivity", " --data " + d + "/x.npy"},
       {"qat2ptq", " -o " + d + "/q"},
       {"export", " --target trt10 --precision fp16 -o " + d + "/e"},
+      {"classify", " " + d + "/imgs"},
   };
   // A new command must be listed here or above, so that it is checked too.
   const std::set<std::string> no_model = {"ops", "dataset", "chart"};
@@ -310,6 +311,7 @@ TEST_F(CliErrors, EveryPlanCommandRefusesDamagedPlans) {
       {"compare", " --data " + d + "/x.npy"},
       {"detect", " " + d + "/imgs --out " + d + "/det"},
       {"eval", " --annotations " + d + "/ann.json --images " + d + "/imgs"},
+      {"classify", " " + d + "/imgs"},
   };
   for (const auto& [file, bytes] : plans) {
     const std::string p = quote(write_bytes(dir_ + "/" + file, bytes));
