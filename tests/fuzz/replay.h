@@ -21,7 +21,9 @@
 namespace qd::fuzz {
 
 // Call it as the last statement of a test (it may mark the test skipped).
-inline void replay_fuzz_inputs(const std::string& sub, const std::function<Status(const std::string&)>& one_input) {
+// `one_input` gets the file's bytes and whether it is a regression (else a seed).
+inline void replay_fuzz_inputs(const std::string& sub,
+                               const std::function<Status(const std::string&, bool regression)>& one_input) {
   namespace fs = std::filesystem;
   int regressions = 0, seeds = 0;
   std::vector<std::string> open;
@@ -43,7 +45,7 @@ inline void replay_fuzz_inputs(const std::string& sub, const std::function<Statu
       SCOPED_TRACE(p.string());
       std::ifstream f(p, std::ios::binary);
       const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      const Status st = one_input(bytes);
+      const Status st = one_input(bytes, kind == "regressions");
       EXPECT_NE(st.code(), StatusCode::kInternal) << st.to_string();
       ++(kind == "regressions" ? regressions : seeds);
     }
@@ -56,6 +58,10 @@ inline void replay_fuzz_inputs(const std::string& sub, const std::function<Statu
                  << " reproduce open bugs:" << list;
   }
   std::cout << "[ replayed ] " << regressions << " regression and " << seeds << " seed file(s) of " << sub << "\n";
+}
+
+inline void replay_fuzz_inputs(const std::string& sub, const std::function<Status(const std::string&)>& one_input) {
+  replay_fuzz_inputs(sub, [&](const std::string& bytes, bool) { return one_input(bytes); });
 }
 
 }  // namespace qd::fuzz
