@@ -8,7 +8,8 @@
 namespace qd::ops {
 
 namespace {
-constexpr const char* kActNames[] = {"None", "Relu", "Silu", "Sigmoid", "LeakyRelu", "HardSwish", "HardSigmoid", "Clip"};
+constexpr const char* kActNames[] = {"None",      "Relu",        "Silu", "Sigmoid", "LeakyRelu",
+                                     "HardSwish", "HardSigmoid", "Clip"};
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 }  // namespace
 
@@ -18,7 +19,8 @@ Expected<Activation> activation_from_name(const std::string& s) {
   for (int i = 0; i < static_cast<int>(std::size(kActNames)); ++i) {
     if (s == kActNames[i]) return static_cast<Activation>(i);
   }
-  return invalid("unknown activation '" + s + "' (one of None, Relu, Silu, Sigmoid, LeakyRelu, HardSwish, HardSigmoid, Clip)");
+  return invalid("unknown activation '" + s +
+                 "' (one of None, Relu, Silu, Sigmoid, LeakyRelu, HardSwish, HardSigmoid, Clip)");
 }
 
 Expected<FusedConvAttrs> fused_conv_attrs(const Node& n) {

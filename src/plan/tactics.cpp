@@ -60,7 +60,8 @@ Status time_layers(const std::vector<TacticLayer*>& todo, TacticChoices* choices
     if (!pick) return internal("no kernel could run the layer of signature " + sig);
     (*choices)[sig] = pick->name;
     if (!l->apply(pick->name)) return internal("tactic " + pick->name + " was timed but cannot be set up again");
-    std::stable_sort(refinable.begin(), refinable.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    std::stable_sort(refinable.begin(), refinable.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
     std::vector<std::string>& near = close[sig] = {pick->name};
     const NearTies net = near_ties(l->batch());
     for (const auto& [ms, t] : refinable) {

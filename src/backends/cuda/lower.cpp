@@ -1,6 +1,6 @@
 // Lowering a prepared, fused graph (passes/: BatchNorm folding, conv activation and residual as FusedConv) to CUDA
-// layers: layout choice (NHWC fp16 around the fused convolutions, NCHW in the ONNX dtype elsewhere, reformats at the borders),
-// Concat in place, kernel timing, and the activation memory plan.
+// layers: layout choice (NHWC fp16 around the fused convolutions, NCHW in the ONNX dtype elsewhere, reformats at the
+// borders), Concat in place, kernel choice (plan/tactics.h) and the activation memory plan.
 #include <algorithm>
 #include <climits>
 #include <optional>
