@@ -110,14 +110,7 @@ int GraphBuilder::input(const std::string& name, const Shape& s) {
   return v;
 }
 
-int GraphBuilder::constant(const std::string& name, Tensor t) {
-  const int v = g.add_value(name);
-  g.values[v].dtype = t.dtype();
-  g.values[v].shape = t.shape();
-  g.values[v].has_shape = true;
-  g.constants[v] = std::move(t);
-  return v;
-}
+int GraphBuilder::constant(const std::string& name, Tensor t) { return g.add_constant(name, std::move(t)); }
 
 int GraphBuilder::node(OpType op, const std::string& name, std::vector<int> in, AttrMap attrs) {
   const int out = g.add_value(name + "_out");

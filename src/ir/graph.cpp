@@ -15,6 +15,15 @@ int Graph::add_value(const std::string& name) {
   return id;
 }
 
+int Graph::add_constant(const std::string& name, Tensor t) {
+  const int v = add_value(name);
+  values[v].dtype = t.dtype();
+  values[v].shape = t.shape();
+  values[v].has_shape = true;
+  constants[v] = std::move(t);
+  return v;
+}
+
 int Graph::find_value(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? -1 : it->second;

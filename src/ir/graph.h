@@ -43,6 +43,8 @@ class Graph {
   std::string name;
 
   int add_value(const std::string& name);
+  // A new value holding constant `t` (its dtype and shape recorded).
+  int add_constant(const std::string& name, Tensor t);
   // Id of the value with this name, or -1.
   int find_value(const std::string& name) const;
   bool is_constant(int v) const { return v >= 0 && constants.count(v) != 0; }

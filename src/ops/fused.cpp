@@ -44,6 +44,22 @@ void set_fused_conv_attrs(Node& n, const FusedConvAttrs& a) {
   n.attrs.set("fused", a.fused);
 }
 
+Expected<bool> clip_constant_bounds(const Graph& g, const Node& n, float* lo, float* hi) {
+  *lo = -INFINITY;
+  *hi = INFINITY;
+  if (n.opset < 11) {
+    *lo = QD_TRY(n.attrs.get_float("min", -INFINITY));
+    *hi = QD_TRY(n.attrs.get_float("max", INFINITY));
+  }
+  for (size_t k = 1; k < 3 && k < n.inputs.size(); ++k) {
+    if (n.inputs[k] < 0) continue;
+    const Tensor* c = g.constant(n.inputs[k]);
+    if (!c || c->dtype() != DType::kFloat32 || c->numel() != 1) return false;
+    (k == 1 ? *lo : *hi) = c->data<float>()[0];
+  }
+  return true;
+}
+
 float activate(Activation a, float xf, float alpha, float beta) {
   const double x = xf;
   switch (a) {

@@ -29,6 +29,10 @@ Expected<FusedConvAttrs> fused_conv_attrs(const Node& n);
 // Writes `a` into n's attributes (the Conv attributes already there stay).
 void set_fused_conv_attrs(Node& n, const FusedConvAttrs& a);
 
+// Clip's bounds when they are known at build time (attributes before opset 11, float32 scalar constants after;
+// absent: unbounded); false when one is computed at run time. lo > hi is left as it is (ONNX: every value becomes hi).
+Expected<bool> clip_constant_bounds(const Graph& g, const Node& n, float* lo, float* hi);
+
 // The activation as the unfused reference computes it: in double from the float input, rounded once, except Silu:
 // x times Sigmoid(x) rounded to float, as a Mul of the two float tensors.
 float activate(Activation a, float x, float alpha, float beta);

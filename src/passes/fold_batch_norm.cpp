@@ -48,16 +48,9 @@ Expected<int> fold_batch_norm(Graph& g, const std::set<std::string>& keep) {
       b2.data<float>()[k] = (bias ? bias->data<float>()[k] : 0.f) * s + shift;
     }
     // New constants: the originals may be shared with other nodes.
-    const int wv = g.add_value(n.name + ":bn_folded_w"), bv = g.add_value(n.name + ":bn_folded_b");
-    for (auto [v, t] : {std::pair<int, Tensor*>{wv, &w2}, {bv, &b2}}) {
-      g.values[v].dtype = DType::kFloat32;
-      g.values[v].shape = t->shape();
-      g.values[v].has_shape = true;
-      g.constants[v] = std::move(*t);
-    }
     n.inputs.resize(3);
-    n.inputs[1] = wv;
-    n.inputs[2] = bv;
+    n.inputs[1] = g.add_constant(n.name + ":bn_folded_w", std::move(w2));
+    n.inputs[2] = g.add_constant(n.name + ":bn_folded_b", std::move(b2));
     n.outputs[0] = bn.outputs[0];
     gone[b] = true;
     ++folded;

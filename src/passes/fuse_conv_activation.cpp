@@ -2,7 +2,7 @@
 // reads becomes a FusedConv applying it: Relu, Sigmoid, LeakyRelu, HardSwish, HardSigmoid, Clip with constant
 // bounds, and SiLU written as x * Sigmoid(x) (how PyTorch exports nn.SiLU before opset 24's Swish).
 #include <algorithm>
-#include <cmath>
+#include <optional>
 
 #include "ops/fused.h"
 #include "passes/graph_uses.h"
@@ -13,25 +13,6 @@ namespace qd {
 namespace {
 
 using ops::Activation;
-
-// Clip's bounds when they are constants (attributes before opset 11, scalar inputs after); false otherwise.
-bool clip_bounds(const Graph& g, const Node& n, float* lo, float* hi) {
-  *lo = -INFINITY;
-  *hi = INFINITY;
-  if (n.opset < 11) {
-    auto a = n.attrs.get_float("min", -INFINITY), b = n.attrs.get_float("max", INFINITY);
-    if (!a || !b) return false;
-    *lo = *a;
-    *hi = *b;
-  }
-  for (size_t k = 1; k < 3 && k < n.inputs.size(); ++k) {
-    if (n.inputs[k] < 0) continue;
-    const Tensor* c = g.constant(n.inputs[k]);
-    if (!c || c->dtype() != DType::kFloat32 || c->numel() != 1) return false;
-    (k == 1 ? *lo : *hi) = c->data<float>()[0];
-  }
-  return true;
-}
 
 // The activation node a reading value v (its only reader), as a FusedConv attribute set; kNone if it is none.
 ops::FusedConvAttrs single_activation(const Graph& g, const Node& a, int v) {
@@ -54,7 +35,7 @@ ops::FusedConvAttrs single_activation(const Graph& g, const Node& a, int v) {
       }
       break;
     case OpType::Clip:
-      if (clip_bounds(g, a, &f.alpha, &f.beta)) f.act = Activation::kClip;
+      if (auto known = ops::clip_constant_bounds(g, a, &f.alpha, &f.beta); known && *known) f.act = Activation::kClip;
       break;
     default: break;
   }

@@ -199,14 +199,7 @@ class Fuser {
     return true;
   }
 
-  int constant(const std::string& name, Tensor t) {
-    const int v = g_.add_value(name);
-    g_.values[v].dtype = t.dtype();
-    g_.values[v].shape = t.shape();
-    g_.values[v].has_shape = true;
-    g_.constants[v] = std::move(t);
-    return v;
-  }
+  int constant(const std::string& name, Tensor t) { return g_.add_constant(name, std::move(t)); }
 
   std::string fresh(const std::string& base) const {
     std::string name = base;

@@ -14,14 +14,7 @@ struct Net {
   Graph g;
   int x = -1, y = -1;
   int value(const std::string& name) { return g.add_value(name); }
-  int constant(const std::string& name, Tensor t) {
-    const int v = g.add_value(name);
-    g.values[v].dtype = t.dtype();
-    g.values[v].shape = t.shape();
-    g.values[v].has_shape = true;
-    g.constants[v] = std::move(t);
-    return v;
-  }
+  int constant(const std::string& name, Tensor t) { return g.add_constant(name, std::move(t)); }
   int node(OpType op, std::vector<int> in, AttrMap attrs = {}, const std::string& name = "") {
     const int out = g.add_value((name.empty() ? op_name(op) : name) + std::to_string(g.nodes.size()));
     g.nodes.push_back({name.empty() ? std::string(op_name(op)) : name, op, 13, std::move(attrs), std::move(in), {out}});

@@ -89,13 +89,15 @@ int run_inspect(const InspectArgs& a) {
   }
   // What the CUDA builder's fusion passes make of the graph (INT8 convs keep their BatchNormalization, as the build
   // does).
+  std::optional<PrecisionTable> int8_table;
+  if (*int8) int8_table = precision_table(**int8);
   std::optional<FusionCounts> fusions;
   std::vector<std::string> fused_layers;
   if (a.target == "cuda" && prepared.is_ok()) {
     Graph f = g;
     std::set<std::string> keep_bn;
-    if (*int8) {
-      for (const auto& row : precision_table(**int8).rows) {
+    if (int8_table) {
+      for (const auto& row : int8_table->rows) {
         if (row.int8) keep_bn.insert(row.node);
       }
     }
@@ -126,7 +128,7 @@ int run_inspect(const InspectArgs& a) {
       j["macs"] = nullptr;
       j["shape_error"] = prepared.to_string();
     }
-    if (*int8) j["int8"] = precision_json(precision_table(**int8));
+    if (int8_table) j["int8"] = precision_json(*int8_table);
     if (fusions) {
       j["fusions"] = {{"batch_norms_folded", fusions->batch_norms},
                       {"conv_activations", fusions->activations},
@@ -168,7 +170,7 @@ int run_inspect(const InspectArgs& a) {
       for (const std::string& l : fused_layers) std::cout << "  " << l << "\n";
     }
   }
-  if (*int8) print_precision_table(precision_table(**int8));
+  if (int8_table) print_precision_table(*int8_table);
   return 0;
 }
 

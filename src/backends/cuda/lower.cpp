@@ -921,21 +921,9 @@ class Lowerer {
     return false;
   }
 
-  // A Clip's bounds when they are known at build time (attributes before opset 11, constant inputs after; absent:
-  // unbounded); false when one is a runtime tensor.
+  // A Clip's bounds when they are known at build time (ops::clip_constant_bounds), ordered for the chain's clamp.
   Expected<bool> clip_bounds(const Node& n, float* lo, float* hi) const {
-    *lo = -INFINITY;
-    *hi = INFINITY;
-    if (n.opset < 11) {
-      *lo = QD_TRY(n.attrs.get_float("min", -INFINITY));
-      *hi = QD_TRY(n.attrs.get_float("max", INFINITY));
-    }
-    for (size_t k = 1; k < 3 && k < n.inputs.size(); ++k) {
-      if (n.inputs[k] < 0) continue;
-      const Tensor* c = g_.constant(n.inputs[k]);
-      if (!c || c->dtype() != DType::kFloat32 || c->numel() != 1) return false;
-      (k == 1 ? *lo : *hi) = c->data<float>()[0];
-    }
+    if (!QD_TRY(ops::clip_constant_bounds(g_, n, lo, hi))) return false;
     if (*lo > *hi) *lo = *hi;  // ONNX: every value becomes max; the fused forms clamp with lo <= hi
     return true;
   }
