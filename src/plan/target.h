@@ -11,7 +11,8 @@
 
 namespace qd {
 
-// The precision of one tensor at a node's boundary, as the build would store it.
+// The precision of one tensor at a node's boundary, as the build would store it (kFp32 also stands for a tensor that
+// is not a float one, in its ONNX dtype).
 enum class TensorPrecision { kFp32, kFp16, kInt8 };
 const char* precision_name(TensorPrecision p);
 
@@ -39,6 +40,18 @@ class Target {
   // `g` is prepared (shapes inferred); `n` is one of its nodes.
   virtual Support supports(const Graph& g, const Node& n, const NodeFormats& formats) const = 0;
 };
+
+// Every data tensor of n (the inputs that are not constants, and the outputs) in precision p.
+inline NodeFormats uniform_formats(const Graph& g, const Node& n, TensorPrecision p) {
+  NodeFormats f;
+  for (int v : n.inputs) {
+    if (v >= 0 && !g.is_constant(v)) f.inputs.push_back(p);
+  }
+  for (int v : n.outputs) {
+    if (v >= 0) f.outputs.push_back(p);
+  }
+  return f;
+}
 
 inline const char* precision_name(TensorPrecision p) {
   switch (p) {

@@ -1,15 +1,18 @@
-// inspect --target cuda: the fusions the CUDA builder's passes make of the shipped detector, as text and JSON.
+// inspect --target cuda: the fusions the CUDA builder's passes make of the shipped detector, as text and JSON; the
+// target's answers (plan/target.h): the nodes it cannot run, and INT8 nodes it runs in float.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "e2e/cli_util.h"
+#include "onnx/onnx_builder.h"
 #include "test_util.h"
 
 namespace qd {
 namespace {
 
 using namespace test;  // e2e/cli_util.h
+using namespace test::onnxb;
 
 TEST(InspectCli, CudaTargetListsTheFusions) {
   const std::string dir = temp_dir("inspect_fusions");
@@ -31,6 +34,54 @@ TEST(InspectCli, CudaTargetListsTheFusions) {
   r = run_cli(dir, "inspect " + det + " --target cpu");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.find("fusions"), std::string::npos);
+}
+
+// x -> Einsum (no CUDA kernel) -> Relu -> y; MatMul with a graph input as its weights.
+onnx::ModelProto einsum_model() {
+  onnx::ModelProto m = empty_model(13);
+  auto* g = m.mutable_graph();
+  add_input(g, "x", {2, 3});
+  add_input(g, "w", {3, 4});
+  attr_string(add_node(g, "Einsum", {"x"}, {"t"}, "sum"), "equation", "ij->ji");
+  add_node(g, "Relu", {"t"}, {"y"}, "relu");
+  add_node(g, "MatMul", {"x", "w"}, {"z"}, "mm");
+  add_output(g, "y");
+  add_output(g, "z");
+  return m;
+}
+
+TEST(InspectCli, TargetsSayWhatTheyCannotRun) {
+  const std::string dir = temp_dir("inspect_targets");
+  const std::string model = quote(write_model(dir, einsum_model()));
+  CliResult r = run_cli(dir, "inspect " + model);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("unsupported on cpu: none"), std::string::npos) << r.out;
+  r = run_cli(dir, "inspect " + model + " --target cuda");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("unsupported on cuda: 1 node(s)\n  sum (Einsum): Einsum has no CUDA kernel"), std::string::npos)
+      << r.out;
+  r = run_cli(dir, "inspect " + model + " --target cuda --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["target"], "cuda");
+  ASSERT_EQ(j["unsupported"].size(), 1u);
+  EXPECT_EQ(j["unsupported"][0]["node"], "sum");
+  EXPECT_FALSE(j["unsupported"][0]["source"].get<std::string>().empty());
+}
+
+// The detector's INT8 convs all run in INT8 on both targets.
+TEST(InspectCli, ShippedDetectorInt8OnBothTargets) {
+  const std::string dir = temp_dir("inspect_int8_targets");
+  const std::string det = source_dir() + "/models/yolov5n_fmnist_det.onnx";
+  const std::string cache = source_dir() + "/models/yolov5n_fmnist_det.cache";
+  for (const char* target : {"cpu", "cuda"}) {
+    CliResult r = run_cli(dir, "inspect " + det + " --precision int8 --calib-cache " + cache + " --json --target " +
+                                   target);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j["unsupported"].empty()) << target;
+    EXPECT_TRUE(j["int8_in_float"].empty()) << target;
+  }
 }
 
 }  // namespace

@@ -11,10 +11,12 @@
 #include "inspect_dla.h"
 #include "inspect_plan.h"
 #include "precision_table.h"
+#include "backends/cuda/cuda_target.h"
 #include "ir/cost.h"
 #include "onnx/importer.h"
 #include "ops/fused.h"
 #include "passes/passes.h"
+#include "runtime/cpu_target.h"
 #include "runtime/model.h"
 
 namespace qd::cli {
@@ -112,6 +114,35 @@ int run_inspect(const InspectArgs& a) {
       fused_layers.push_back(line);
     }
   }
+  // The target's answers in the build's formats: nodes it cannot run at all (a build fails on them), and INT8 nodes it
+  // runs in float.
+  const CpuTarget cpu_target;
+  const cuda::CudaTarget cuda_target;
+  const Target& target = a.target == "cuda" ? static_cast<const Target&>(cuda_target) : cpu_target;
+  std::set<std::string> int8_nodes;
+  if (int8_table) {
+    for (const auto& row : int8_table->rows) {
+      if (row.int8) int8_nodes.insert(row.node);
+    }
+  }
+  std::vector<std::pair<const Node*, Support>> unsupported, int8_in_float;
+  for (const Node& n : g.nodes) {
+    NodeFormats f = uniform_formats(g, n, TensorPrecision::kFp32);
+    Support s = target.supports(g, n, f);
+    if (!s.yes) {
+      unsupported.emplace_back(&n, std::move(s));
+    } else if (int8_nodes.count(n.name)) {
+      std::fill(f.inputs.begin(), f.inputs.end(), TensorPrecision::kInt8);
+      if (Support q = target.supports(g, n, f); !q.yes) int8_in_float.emplace_back(&n, std::move(q));
+    }
+  }
+  const auto refusals_json = [](const std::vector<std::pair<const Node*, Support>>& list) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& [n, s] : list) {
+      out.push_back({{"node", n->name}, {"op", op_name(n->op)}, {"reason", s.reason}, {"source", s.source}});
+    }
+    return out;
+  };
   if (a.json) {
     nlohmann::json j;
     j["model"] = a.model;
@@ -120,7 +151,9 @@ int run_inspect(const InspectArgs& a) {
     for (int o : g.outputs) j["outputs"].push_back({{"name", g.values[o].name}, {"dtype", dtype_name(g.values[o].dtype)}, {"shape", g.values[o].shape}});
     j["ops"] = hist;
     j["parameters"] = params;
-    j["unsupported"] = nlohmann::json::array();
+    j["target"] = target.name();
+    j["unsupported"] = refusals_json(unsupported);
+    if (int8_table) j["int8_in_float"] = refusals_json(int8_in_float);
     if (prepared.is_ok()) {
       j["macs"] = total_macs;
       for (auto& [n, m] : layer_macs) j["layers"].push_back({{"name", n->name}, {"op", op_name(n->op)}, {"macs", m}});
@@ -148,7 +181,18 @@ int run_inspect(const InspectArgs& a) {
   std::cout << "ops:";
   for (auto& [name, count] : ops) std::cout << " " << name << " x" << count;
   std::cout << "\nparameters: " << params << " (" << human(static_cast<double>(params)) << ")\n";
-  std::cout << "unsupported ops: none\n";
+  const auto print_refusals = [](const std::vector<std::pair<const Node*, Support>>& list) {
+    for (const auto& [n, s] : list) {
+      std::cout << "  " << n->name << " (" << op_name(n->op) << "): " << s.reason << "  [" << s.source << "]\n";
+    }
+  };
+  std::cout << "unsupported on " << target.name() << ": "
+            << (unsupported.empty() ? "none" : std::to_string(unsupported.size()) + " node(s)") << "\n";
+  print_refusals(unsupported);
+  if (!int8_in_float.empty()) {
+    std::cout << "INT8 nodes " << target.name() << " runs in float: " << int8_in_float.size() << "\n";
+    print_refusals(int8_in_float);
+  }
   if (!prepared.is_ok()) {
     std::cout << "MACs: unknown: " << prepared.to_string() << "\n";
     return 0;
@@ -184,8 +228,9 @@ RunFn add_inspect(CLI::App& app) {
   sub->add_flag("--layers", a->layers, "List MACs for every layer (with --target dla: every node's placement)");
   sub->add_option("--target", a->target,
                   "dla[:8.6|10]: which nodes TensorRT puts on Orin's DLA and which fall back to the GPU, and why; "
-                  "segments, DLA subgraphs, I/O formats (needs --precision fp16 or int8; docs/dla.md). cuda: also the "
-                  "fusions the CUDA builder makes (with --layers, each fused conv and the nodes folded into it)");
+                  "segments, DLA subgraphs, I/O formats (needs --precision fp16 or int8; docs/dla.md). cpu (default) or "
+                  "cuda: the nodes the target cannot run and the INT8 nodes it runs in float, with reasons; cuda also "
+                  "the fusions its builder makes (with --layers, each fused conv and the nodes folded into it)");
   sub->add_option("--svg", a->svg, "With --target dla: write the DLA/GPU segment strip as SVG");
   sub->add_flag("--json", a->json, "Machine-readable output");
   return [a] { return run_inspect(*a); };

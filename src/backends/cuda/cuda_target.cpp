@@ -1,0 +1,125 @@
+#include "backends/cuda/cuda_target.h"
+
+#include <algorithm>
+
+#include "ops/op.h"
+#include "ops/op_traits.h"
+#include "ops/plugin_registry.h"
+
+namespace qd::cuda {
+
+namespace {
+
+constexpr const char* kTraits = "src/ops/ops.def (cuda trait)";
+constexpr const char* kConvs = "src/backends/cuda/lower_conv.cpp";
+constexpr const char* kMovement = "src/backends/cuda/lower_movement.cpp";
+constexpr const char* kPlugins = "include/qdeploy/plugin.h (OpDef::cuda_kernels)";
+
+// An attribute, or `def` when it is absent or malformed (the build reports malformed ones with the node).
+int64_t attr_int(const Node& n, const char* name, int64_t def) {
+  const auto v = n.attrs.get_int(name, def);
+  return v ? *v : def;
+}
+std::string attr_string(const Node& n, const char* name, const char* def) {
+  const auto v = n.attrs.get_string(name, std::string(def));
+  return v ? *v : def;
+}
+
+bool any_of(const NodeFormats& f, TensorPrecision p) {
+  return std::count(f.inputs.begin(), f.inputs.end(), p) + std::count(f.outputs.begin(), f.outputs.end(), p) > 0;
+}
+
+// A conv's weights as the tensor-core layers take them: a constant 4-d float tensor.
+const Tensor* conv_weights(const Graph& g, const Node& n) {
+  const Tensor* w = n.inputs.size() > 1 && n.inputs[1] >= 0 ? g.constant(n.inputs[1]) : nullptr;
+  return w && w->dtype() == DType::kFloat32 && w->shape().size() == 4 ? w : nullptr;
+}
+
+Support conv(const Graph& g, const Node& n, const NodeFormats& f) {
+  const Tensor* w = conv_weights(g, n);
+  const int64_t group = attr_int(n, "group", 1);
+  if (any_of(f, TensorPrecision::kInt8)) {
+    if (!w) return Support::no("INT8 convs need constant 4-d float weights", kConvs);
+    return Support::ok(group == 1 ? "INT8 tensor-core conv, NHWC" : "INT8 grouped conv (conv_grouped_i8)", kConvs);
+  }
+  if (any_of(f, TensorPrecision::kFp16)) {
+    if (!w) return Support::no("fp16 convs need constant 4-d float weights (others run the generic fp32 kernel)", kConvs);
+    if (group != 1) return Support::no("grouped float convs run the generic fp32 kernel", kConvs);
+    return Support::ok("fp16 tensor-core conv, NHWC", kConvs);
+  }
+  return Support::ok(n.op == OpType::FusedConv ? "generic fp32 conv with the fused epilogue" : "", kTraits);
+}
+
+// MaxPool, Resize and channel Concats have NHWC layers in fp16, and in int8 where a Concat feeds INT8 convs.
+Support movement(const Graph& g, const Node& n, const NodeFormats& f) {
+  const bool int8 = any_of(f, TensorPrecision::kInt8);
+  if (!int8 && !any_of(f, TensorPrecision::kFp16)) return Support::ok({}, kTraits);
+  for (int v : n.op == OpType::Concat ? n.inputs : std::vector<int>{n.inputs.empty() ? -1 : n.inputs[0]}) {
+    if (v < 0 || g.values[v].shape.size() != 4 || g.values[v].shape[1] % 8 != 0) {
+      return Support::no("NHWC layers take 4-d tensors with a multiple of 8 channels", kMovement);
+    }
+  }
+  if (n.op == OpType::Concat) {
+    const int64_t axis = attr_int(n, "axis", 0);
+    if (axis != 1 && axis != -3) return Support::no("NHWC Concats join channels (axis 1)", kMovement);
+  }
+  if (n.op == OpType::Resize && attr_string(n, "mode", "nearest") != "nearest") {
+    return Support::no("NHWC Resize is nearest-neighbour upsampling by an integer factor", kMovement);
+  }
+  return Support::ok(int8 ? "in int8 where the Concat it feeds is read by INT8 convs only" : "NHWC fp16 layer",
+                     kMovement);
+}
+
+}  // namespace
+
+std::optional<Int8Gemm> int8_gemm_operands(const Graph& g, const Node& n) {
+  if (n.op != OpType::Gemm || n.inputs.size() < 2 || n.inputs[0] < 0) return std::nullopt;
+  Int8Gemm m;
+  m.b = g.constant(n.inputs[1]);
+  const Shape& xs = g.values[n.inputs[0]].shape;
+  if (!m.b || m.b->dtype() != DType::kFloat32 || m.b->shape().size() != 2 || xs.size() != 2) return std::nullopt;
+  const auto trans_b = n.attrs.get_int("transB", 0);
+  if (!trans_b) return std::nullopt;
+  m.trans_b = *trans_b != 0;
+  m.C = m.b->shape()[m.trans_b ? 1 : 0];
+  m.K = m.b->shape()[m.trans_b ? 0 : 1];
+  if (m.C != xs[1]) return std::nullopt;
+  if (n.inputs.size() < 3 || n.inputs[2] < 0) return m;
+  m.bias = g.constant(n.inputs[2]);
+  if (!m.bias || m.bias->dtype() != DType::kFloat32 || m.bias->numel() != m.K || m.bias->shape().back() != m.K) {
+    return std::nullopt;
+  }
+  return m;
+}
+
+Support CudaTarget::supports(const Graph& g, const Node& n, const NodeFormats& f) const {
+  const std::string op = op_name(n.op);
+  if (const PluginOp* p = plugin_op(n.op)) {
+    if (p->def.cuda_kernels.empty()) {
+      return Support::no(p->qualified + " has no CUDA kernel (its plugin gives a reference only)", kPlugins);
+    }
+    if (any_of(f, TensorPrecision::kInt8)) return Support::no("plugin kernels take float tensors", kPlugins);
+    std::string names;
+    for (const auto& k : p->def.cuda_kernels) names += (names.empty() ? "" : ", ") + k.name;
+    return Support::ok("plugin kernels " + names + " (each checks shapes and dtypes when the plan is built)", kPlugins);
+  }
+  if (n.op == OpType::Conv || n.op == OpType::FusedConv) return conv(g, n, f);
+  if (n.op == OpType::MaxPool || n.op == OpType::Resize || n.op == OpType::Concat) {
+    const Support s = movement(g, n, f);
+    if (!s.yes) return s;
+  } else if (n.op == OpType::Gemm && any_of(f, TensorPrecision::kInt8)) {
+    if (!int8_gemm_operands(g, n)) {
+      return Support::no("INT8 Gemms need a 2-d input and constant 2-d weights (and bias)", kConvs);
+    }
+    return Support::ok("INT8 Gemm as a 1x1 INT8 conv", kConvs);
+  } else if (any_of(f, TensorPrecision::kInt8) || any_of(f, TensorPrecision::kFp16)) {
+    return Support::no(op + " runs in its ONNX dtype (fp32 for float tensors); the build converts at its borders",
+                       kTraits);
+  }
+  if (op_traits(n.op).cuda == CudaFamily::kReferenceOnly) {
+    return Support::no(op + " has no CUDA kernel (reference only); run the model with --device cpu", kTraits);
+  }
+  return Support::ok({}, kTraits);
+}
+
+}  // namespace qd::cuda

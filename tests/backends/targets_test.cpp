@@ -1,0 +1,139 @@
+// The CUDA target's and the CPU reference's answers (plan/target.h) on one-node graphs, without a GPU.
+#include <gtest/gtest.h>
+
+#include "backends/cuda/cuda_target.h"
+#include "ops/op.h"
+#include "ops/op_traits.h"
+#include "passes/passes.h"
+#include "runtime/cpu_target.h"
+#include "test_util.h"
+
+namespace qd {
+namespace {
+
+// x (input) [and x2] -> op(x, constants...) -> y, shapes inferred.
+Graph one_node(OpType op, AttrMap attrs, Shape in, std::vector<Tensor> constants = {}, bool two_inputs = false) {
+  Graph g;
+  g.opset = 13;
+  std::vector<int> ins;
+  for (int k = 0; k < (two_inputs ? 2 : 1); ++k) {
+    const int x = g.add_value("x" + std::to_string(k));
+    g.values[x].dtype = DType::kFloat32;
+    g.values[x].shape = in;
+    g.values[x].has_shape = true;
+    g.inputs.push_back(x);
+    ins.push_back(x);
+  }
+  for (size_t i = 0; i < constants.size(); ++i) ins.push_back(g.add_constant("c" + std::to_string(i), constants[i]));
+  const int y = g.add_value("y");
+  g.nodes.push_back(Node{"n", op, 13, attrs, ins, {y}});
+  g.outputs = {y};
+  g.relink();
+  EXPECT_TRUE(prepare_graph(g, {}).is_ok()) << op_name(op);
+  return g;
+}
+
+Support ask(const Target& t, const Graph& g, TensorPrecision in, TensorPrecision out = TensorPrecision::kFp32) {
+  NodeFormats f = uniform_formats(g, g.nodes[0], out);
+  std::fill(f.inputs.begin(), f.inputs.end(), in);
+  return t.supports(g, g.nodes[0], f);
+}
+
+constexpr auto kF32 = TensorPrecision::kFp32;
+constexpr auto kF16 = TensorPrecision::kFp16;
+constexpr auto kI8 = TensorPrecision::kInt8;
+
+TEST(CudaTarget, ConvsByPrecisionAndGroups) {
+  const cuda::CudaTarget t;
+  const Graph conv = one_node(OpType::Conv, {}, {1, 16, 8, 8}, {Tensor(DType::kFloat32, {32, 16, 3, 3})});
+  EXPECT_TRUE(ask(t, conv, kF32).yes);
+  EXPECT_TRUE(ask(t, conv, kF16, kF16).yes);
+  const Support i8 = ask(t, conv, kI8);
+  EXPECT_TRUE(i8.yes);
+  EXPECT_NE(i8.reason.find("INT8 tensor-core"), std::string::npos) << i8.reason;
+  AttrMap grouped;
+  grouped.set("group", int64_t{4});
+  const Graph gconv = one_node(OpType::Conv, grouped, {1, 16, 8, 8}, {Tensor(DType::kFloat32, {16, 4, 3, 3})});
+  EXPECT_TRUE(ask(t, gconv, kF32).yes);
+  EXPECT_TRUE(ask(t, gconv, kI8).yes);
+  const Support g16 = ask(t, gconv, kF16, kF16);
+  EXPECT_FALSE(g16.yes);
+  EXPECT_NE(g16.reason.find("grouped"), std::string::npos) << g16.reason;
+  EXPECT_FALSE(g16.source.empty());
+  // Weights computed at run time: float only.
+  const Graph dyn = one_node(OpType::Conv, {}, {16, 16, 3, 3}, {}, true);
+  EXPECT_TRUE(ask(t, dyn, kF32).yes);
+  EXPECT_FALSE(ask(t, dyn, kI8).yes);
+  EXPECT_FALSE(ask(t, dyn, kF16, kF16).yes);
+}
+
+TEST(CudaTarget, Int8GemmNeedsConstantWeights) {
+  const cuda::CudaTarget t;
+  AttrMap tb;
+  tb.set("transB", int64_t{1});
+  const Graph gemm = one_node(OpType::Gemm, tb, {4, 16}, {Tensor(DType::kFloat32, {8, 16})});
+  EXPECT_TRUE(ask(t, gemm, kI8).yes);
+  EXPECT_TRUE(cuda::int8_gemm_operands(gemm, gemm.nodes[0]).has_value());
+  const Graph dyn = one_node(OpType::Gemm, {}, {16, 16}, {}, true);
+  EXPECT_FALSE(ask(t, dyn, kI8).yes);
+  EXPECT_FALSE(cuda::int8_gemm_operands(dyn, dyn.nodes[0]).has_value());
+  EXPECT_FALSE(ask(t, gemm, kF16, kF16).yes);  // float Gemms run in fp32
+}
+
+TEST(CudaTarget, NhwcMovementLayers) {
+  const cuda::CudaTarget t;
+  AttrMap axis1;
+  axis1.set("axis", int64_t{1});
+  EXPECT_TRUE(ask(t, one_node(OpType::Concat, axis1, {1, 16, 4, 4}, {}, true), kF16, kF16).yes);
+  EXPECT_TRUE(ask(t, one_node(OpType::Concat, axis1, {1, 16, 4, 4}, {}, true), kI8, kI8).yes);
+  EXPECT_FALSE(ask(t, one_node(OpType::Concat, axis1, {1, 3, 4, 4}, {}, true), kF16, kF16).yes);  // 3 channels
+  AttrMap axis2;
+  axis2.set("axis", int64_t{2});
+  EXPECT_FALSE(ask(t, one_node(OpType::Concat, axis2, {1, 16, 4, 4}, {}, true), kF16, kF16).yes);
+  AttrMap pool;
+  pool.set("kernel_shape", std::vector<int64_t>{3, 3});
+  EXPECT_TRUE(ask(t, one_node(OpType::MaxPool, pool, {1, 16, 8, 8}), kF16, kF16).yes);
+  EXPECT_TRUE(ask(t, one_node(OpType::MaxPool, pool, {1, 16, 8, 8}), kF32).yes);
+  // Other ops run in their ONNX dtype.
+  const Support relu16 = ask(t, one_node(OpType::Relu, {}, {1, 16, 8, 8}), kF16, kF16);
+  EXPECT_FALSE(relu16.yes);
+  EXPECT_NE(relu16.reason.find("ONNX dtype"), std::string::npos) << relu16.reason;
+  EXPECT_FALSE(ask(t, one_node(OpType::Relu, {}, {1, 16, 8, 8}), kI8, kI8).yes);
+}
+
+// In fp32 the CUDA target runs an op exactly when ops.def gives it a CUDA family.
+TEST(CudaTarget, Fp32FollowsTheCudaTrait) {
+  const cuda::CudaTarget t;
+  for (OpType op : {OpType::Relu, OpType::Softmax, OpType::Einsum, OpType::ConvInteger, OpType::MatMulInteger,
+                    OpType::Transpose, OpType::LayerNormalization}) {
+    Graph g;
+    const int x = g.add_value("x"), y = g.add_value("y");
+    g.nodes.push_back(Node{"n", op, 13, {}, {x}, {y}});
+    const Support s = t.supports(g, g.nodes[0], uniform_formats(g, g.nodes[0], kF32));
+    const bool has_family = op_traits(op).cuda != CudaFamily::kReferenceOnly;
+    EXPECT_EQ(s.yes, has_family) << op_name(op) << ": " << s.reason;
+    if (!has_family) {
+      EXPECT_NE(s.reason.find("has no CUDA kernel"), std::string::npos) << s.reason;
+    }
+  }
+}
+
+TEST(CpuTarget, Fp32EverywhereInt8OnWeightOps) {
+  const CpuTarget t;
+  const Graph conv = one_node(OpType::Conv, {}, {1, 16, 8, 8}, {Tensor(DType::kFloat32, {32, 16, 3, 3})});
+  EXPECT_TRUE(ask(t, conv, kF32).yes);
+  EXPECT_TRUE(ask(t, conv, kI8).yes);
+  const Support half = ask(t, conv, kF16, kF16);
+  EXPECT_FALSE(half.yes);
+  EXPECT_NE(half.reason.find("fp32"), std::string::npos) << half.reason;
+  const Graph relu = one_node(OpType::Relu, {}, {1, 16, 8, 8});
+  EXPECT_TRUE(ask(t, relu, kF32).yes);
+  EXPECT_FALSE(ask(t, relu, kI8, kI8).yes);
+  Graph g;  // reference-only on CUDA, fine on the reference
+  const int x = g.add_value("x"), y = g.add_value("y");
+  g.nodes.push_back(Node{"n", OpType::Einsum, 13, {}, {x}, {y}});
+  EXPECT_TRUE(t.supports(g, g.nodes[0], uniform_formats(g, g.nodes[0], kF32)).yes);
+}
+
+}  // namespace
+}  // namespace qd
