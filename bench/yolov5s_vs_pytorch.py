@@ -19,37 +19,16 @@ by the caller's preprocessing kernel, as the seeds' trtexec runs give INT8 engin
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 
 import torch
+from torch_timing import time_torch
 
 from qdeploy.models import build_model
 from qdeploy.models.fuse import fuse_conv_bn
 from qdeploy.onnx_export import export_detector
-
-
-def time_torch(fn, x, warmup, iters):
-    for _ in range(warmup):
-        fn(x)
-    torch.cuda.synchronize()
-    lat = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn(x)
-        b.record()
-        b.synchronize()
-        lat.append(a.elapsed_time(b))
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(iters):
-        fn(x)
-    b.record()
-    b.synchronize()
-    return statistics.median(lat), x.shape[0] * iters * 1000.0 / a.elapsed_time(b)
 
 
 def main():

@@ -1,9 +1,10 @@
-// Fused ops (ops/fused.h): FusedConv's attributes, inference and reference kernel.
+// Fused ops (ops/fused.h): FusedConv's and MaxPoolChain's attributes, inference and reference kernels.
 #include "ops/fused.h"
 
 #include <cmath>
 
 #include "ops/common.h"
+#include "ops/window.h"
 
 namespace qd::ops {
 
@@ -98,6 +99,46 @@ Status run_FusedConv(KernelCtx& c) {
   for (int64_t i = 0, n = c.out[0]->numel(); i < n; ++i) {
     y[i] = activate(a.act, y[i], a.alpha, a.beta);
     if (r) y[i] += r[i];
+  }
+  return Status::ok();
+}
+
+std::vector<std::string> fused_names(const Node& n) {
+  const auto it = n.attrs.all().find("fused");
+  if (it == n.attrs.all().end()) return {};
+  const auto* names = std::get_if<std::vector<std::string>>(&it->second);
+  return names ? *names : std::vector<std::string>{};
+}
+
+Expected<std::vector<int64_t>> same_size_pool_window(const Node& m, const Shape& x) {
+  const std::vector<int64_t> none;
+  if (m.op != OpType::MaxPool && m.op != OpType::MaxPoolChain) return none;
+  if (x.size() != 4 || QD_TRY(m.attrs.get_int("ceil_mode", 0)) != 0) return none;
+  const std::vector<int64_t> k = QD_TRY(m.attrs.get_ints("kernel_shape", none));
+  if (k.size() != 2 || k[0] % 2 == 0 || k[1] % 2 == 0) return none;
+  Window win = QD_TRY(read_window(m.attrs, 2, k));
+  const std::vector<int64_t> o = QD_TRY(window_output({x[2], x[3]}, &win, false));
+  const bool same = win.strides[0] == 1 && win.strides[1] == 1 && win.dilations[0] == 1 && win.dilations[1] == 1 &&
+                    o[0] == x[2] && o[1] == x[3] && win.pads[0] == k[0] / 2 && win.pads[1] == k[1] / 2 &&
+                    win.pads[2] == k[0] / 2 && win.pads[3] == k[1] / 2;
+  return same ? k : none;
+}
+
+Status infer_MaxPoolChain(InferCtx& c) {
+  if (QD_TRY(same_size_pool_window(c.node, c.shape(0))).empty()) {
+    return invalid("MaxPoolChain needs a 4-d input and a size-keeping window (odd kernel, stride 1, (k - 1) / 2 pads)");
+  }
+  if (!is_float(c.dtype(0))) return invalid("MaxPoolChain pools float tensors");
+  for (size_t k = 0; k < c.node.outputs.size(); ++k) c.set_output(static_cast<int>(k), c.dtype(0), c.shape(0));
+  return Status::ok();
+}
+
+Status run_MaxPoolChain(KernelCtx& c) {
+  const Tensor* x = c.in[0];
+  for (Tensor* y : c.out) {
+    KernelCtx one{c.node, {x}, {y}};  // the node carries MaxPool's window attributes
+    QD_RETURN_IF_ERROR(run_MaxPool(one));
+    x = y;
   }
   return Status::ok();
 }

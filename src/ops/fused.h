@@ -29,6 +29,15 @@ Expected<FusedConvAttrs> fused_conv_attrs(const Node& n);
 // Writes `a` into n's attributes (the Conv attributes already there stay).
 void set_fused_conv_attrs(Node& n, const FusedConvAttrs& a);
 
+// MaxPoolChain: Y1 = MaxPool(X), Yk = MaxPool(Yk-1), 2 to 8 outputs, with one window that keeps the size (odd
+// kernel, stride 1, (k - 1) / 2 padding on every side, no dilation, floor mode): SPPF's pools, whose outputs a Concat
+// usually joins. Attributes: MaxPool's kernel_shape, pads and strides; fused (strings: the names of the pools after
+// the first, which names the node).
+// A fused node's "fused" attribute: the names of the nodes folded into it (empty when absent or not strings).
+std::vector<std::string> fused_names(const Node& n);
+// The window of MaxPool node m when it is such a size-keeping window over a 4-d input of shape `x`, else empty.
+Expected<std::vector<int64_t>> same_size_pool_window(const Node& m, const Shape& x);
+
 // Clip's bounds when they are known at build time (attributes before opset 11, float32 scalar constants after;
 // absent: unbounded); false when one is computed at run time. lo > hi is left as it is (ONNX: every value becomes hi).
 Expected<bool> clip_constant_bounds(const Graph& g, const Node& n, float* lo, float* hi);

@@ -1,6 +1,7 @@
 // Graph passes: one per file, each a function over ir::Graph. pipeline.cpp holds the order.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -51,11 +52,21 @@ Expected<int> fuse_conv_activation(Graph& g);
 // Conv or FusedConv -> Add(result, shortcut) becomes a FusedConv adding the shortcut after its activation, when the
 // shortcut has the result's type and shape and is computed before the conv. Returns the number fused.
 Expected<int> fuse_conv_residual(Graph& g);
+// Whether a target runs a chain of `pools` same-size MaxPools over an input of shape `x` as one MaxPoolChain.
+using PoolChainRule = std::function<bool(const Shape& x, int pools)>;
+// MaxPools that each pool the one before with the same size-keeping window (SPPF) become one MaxPoolChain, as long
+// as `fits` agrees (null: none). Returns the number of chains.
+Expected<int> fuse_pool_chains(Graph& g, const PoolChainRule& fits);
 struct FusionCounts {
-  int batch_norms = 0, activations = 0, residuals = 0;
+  int batch_norms = 0, activations = 0, residuals = 0, pool_chains = 0;
 };
-// The builder's fusions in their order (BatchNorm, activation, residual); `keep_bn` as fold_batch_norm's `keep`.
-Expected<FusionCounts> fuse_graph(Graph& g, const std::set<std::string>& keep_bn = {});
+// What the target's kernels decide about the fusions: the pool chains it runs as one layer.
+struct FusionRules {
+  PoolChainRule pool_chain;
+};
+// The builder's fusions in their order (BatchNorm, activation, residual, pool chains); `keep_bn` as fold_batch_norm's
+// `keep`.
+Expected<FusionCounts> fuse_graph(Graph& g, const std::set<std::string>& keep_bn = {}, const FusionRules& rules = {});
 
 struct PrepareOptions {
   std::map<std::string, Shape> input_shapes;

@@ -12,11 +12,12 @@ Status prepare_graph(Graph& g, const PrepareOptions& opt) {
   return infer_shapes(g);
 }
 
-Expected<FusionCounts> fuse_graph(Graph& g, const std::set<std::string>& keep_bn) {
+Expected<FusionCounts> fuse_graph(Graph& g, const std::set<std::string>& keep_bn, const FusionRules& rules) {
   FusionCounts c;
   c.batch_norms = QD_TRY(fold_batch_norm(g, keep_bn));
   c.activations = QD_TRY(fuse_conv_activation(g));
   c.residuals = QD_TRY(fuse_conv_residual(g));
+  c.pool_chains = QD_TRY(fuse_pool_chains(g, rules.pool_chain));
   return c;
 }
 

@@ -1,5 +1,5 @@
-// The fusion passes (fold_batch_norm, fuse_conv_activation, fuse_conv_residual): each fused graph against the graph
-// it came from on the reference, what each leaves alone, and the shipped detector fused whole.
+// The fusion passes (fold_batch_norm, fuse_conv_activation, fuse_conv_residual, fuse_pool_chains): each fused graph
+// against the graph it came from on the reference, what each leaves alone, and the shipped detector fused whole.
 #include <gtest/gtest.h>
 
 #include "onnx/importer.h"
@@ -256,7 +256,80 @@ TEST(FusedConv, InferenceChecksResidualAndActivation) {
 }
 
 // A model cannot name a fused op: the importer does not know it.
-TEST(FusedConv, NotImportable) { EXPECT_FALSE(op_from_name("FusedConv").has_value()); }
+TEST(FusedConv, NotImportable) {
+  EXPECT_FALSE(op_from_name("FusedConv").has_value());
+  EXPECT_FALSE(op_from_name("MaxPoolChain").has_value());
+}
+
+AttrMap pool_window(int64_t k, int64_t stride = 1) {
+  AttrMap a;
+  a.set("kernel_shape", std::vector<int64_t>{k, k});
+  a.set("pads", std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2});
+  a.set("strides", std::vector<int64_t>{stride, stride});
+  return a;
+}
+
+const PoolChainRule kAnyChain = [](const Shape&, int) { return true; };
+
+// SPPF: x, mp(x), mp(mp(x)), mp(mp(mp(x))) concatenated: one MaxPoolChain with three outputs, same values.
+TEST(FusePoolChains, Sppf) {
+  Builder b;
+  const int x = b.input("x", {2, 8, 9, 7});
+  const int p1 = b.node(OpType::MaxPool, "p1", {x}, pool_window(5));
+  const int p2 = b.node(OpType::MaxPool, "p2", {p1}, pool_window(5));
+  const int p3 = b.node(OpType::MaxPool, "p3", {p2}, pool_window(5));
+  AttrMap axis;
+  axis.set("axis", int64_t{1});
+  b.g.outputs = {b.node(OpType::Concat, "cat", {x, p1, p2, p3}, axis)};
+  const Graph ref = b.prepared();
+  Graph g = ref;
+  EXPECT_EQ(*fuse_pool_chains(g, kAnyChain), 1);
+  ASSERT_EQ(count(g, OpType::MaxPoolChain), 1);
+  const Node* chain = find_node(g, "p1");
+  ASSERT_NE(chain, nullptr);
+  EXPECT_EQ(chain->outputs.size(), 3u);
+  EXPECT_EQ(count(g, OpType::MaxPool), 0);
+  EXPECT_TRUE(g.verify().is_ok());
+  expect_same(ref, g, {{"x", test::random_f32({2, 8, 9, 7}, 3)}}, 0);
+  // The target's rule caps the chain, and a null rule fuses nothing.
+  Graph capped = ref;
+  EXPECT_EQ(*fuse_pool_chains(capped, [](const Shape& s, int pools) { return s[1] == 8 && pools <= 2; }), 1);
+  EXPECT_EQ(find_node(capped, "p1")->outputs.size(), 2u);
+  EXPECT_EQ(count(capped, OpType::MaxPool), 1);
+  expect_same(ref, capped, {{"x", test::random_f32({2, 8, 9, 7}, 4)}}, 0);
+  Graph none = ref;
+  EXPECT_EQ(*fuse_pool_chains(none, nullptr), 0);
+  EXPECT_EQ(count(none, OpType::MaxPool), 3);
+}
+
+// Pools that change the size, differ in window, or pool something else stay apart.
+TEST(FusePoolChains, LeavesOtherPools) {
+  Builder b;
+  const int x = b.input("x", {1, 4, 8, 8});
+  const int s1 = b.node(OpType::MaxPool, "s1", {x}, pool_window(3, 2));  // stride 2
+  const int s2 = b.node(OpType::MaxPool, "s2", {s1}, pool_window(3, 2));
+  const int a1 = b.node(OpType::MaxPool, "a1", {x}, pool_window(3));
+  const int a2 = b.node(OpType::MaxPool, "a2", {a1}, pool_window(5));  // another window
+  const int r = b.node(OpType::Relu, "r", {a1});
+  const int a3 = b.node(OpType::MaxPool, "a3", {r}, pool_window(3));  // pools the Relu
+  b.g.outputs = {s2, a2, a3};
+  const Graph ref = b.prepared();
+  Graph g = ref;
+  EXPECT_EQ(*fuse_pool_chains(g, kAnyChain), 0);
+  EXPECT_EQ(count(g, OpType::MaxPool), 5);
+}
+
+TEST(MaxPoolChain, InferenceNeedsASizeKeepingWindow) {
+  Builder b;
+  const int x = b.input("x", {1, 4, 8, 8});
+  AttrMap a = pool_window(3, 2);
+  b.g.outputs = {b.node(OpType::MaxPoolChain, "c", {x}, a)};
+  b.g.nodes[0].outputs.push_back(b.g.add_value("c2"));
+  b.g.relink();
+  const Status s = prepare_graph(b.g, {});
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("size-keeping window"), std::string::npos) << s.message();
+}
 
 // The shipped detector (YOLOv5n, Conv + SiLU throughout, bottleneck shortcuts): every conv's SiLU fused, the
 // shortcuts taken, same detections.
@@ -270,9 +343,17 @@ TEST(Fusion, ShippedDetectorFusedWhole) {
   EXPECT_EQ(c.batch_norms, 0);  // exported with BatchNorm folded
   EXPECT_EQ(c.activations, 57);
   EXPECT_EQ(c.residuals, 7);
+  EXPECT_EQ(c.pool_chains, 0);  // no rule: no chains
   EXPECT_EQ(count(g, OpType::FusedConv), 57);
   EXPECT_TRUE(g.verify().is_ok());
   expect_same(ref, g, {{"images", test::random_f32({1, 3, 640, 640}, 11, 0, 1)}}, 1e-5);
+  // SPPF's three pools as one chain.
+  Graph chained = ref;
+  const FusionCounts cc = *fuse_graph(chained, {}, FusionRules{kAnyChain});
+  EXPECT_EQ(cc.pool_chains, 1);
+  EXPECT_EQ(count(chained, OpType::MaxPoolChain), 1);
+  EXPECT_EQ(count(chained, OpType::MaxPool), 0);
+  expect_same(ref, chained, {{"images", test::random_f32({1, 3, 640, 640}, 12, 0, 1)}}, 1e-5);
 }
 
 }  // namespace

@@ -94,7 +94,7 @@ int run_inspect(const InspectArgs& a) {
   std::optional<PrecisionTable> int8_table;
   if (*int8) int8_table = precision_table(**int8);
   std::optional<FusionCounts> fusions;
-  std::vector<std::string> fused_layers;
+  std::vector<std::string> fused_layers, chain_layers;
   if (a.target == "cuda" && prepared.is_ok()) {
     Graph f = g;
     std::set<std::string> keep_bn;
@@ -103,10 +103,17 @@ int run_inspect(const InspectArgs& a) {
         if (row.int8) keep_bn.insert(row.node);
       }
     }
-    auto c = fuse_graph(f, keep_bn);
+    auto precision = parse_precision(a.build.precision);
+    if (!precision) return report(precision.status());
+    auto c = fuse_graph(f, keep_bn, cuda::cuda_fusion_rules(*precision));
     if (!c) return report(Status(c.status()).prefix(a.model));
     fusions = *c;
     for (const Node& n : f.nodes) {
+      if (n.op == OpType::MaxPoolChain) {
+        std::string line = n.name + " (MaxPoolChain, " + std::to_string(n.outputs.size()) + " pools)";
+        for (const std::string& x : ops::fused_names(n)) line += " + " + x;
+        chain_layers.push_back(line);
+      }
       if (n.op != OpType::FusedConv) continue;
       const auto attrs = ops::fused_conv_attrs(n);
       std::string line = n.name + " (" + ops::activation_name(attrs->act) + (attrs->residual ? ", residual" : "") + ")";
@@ -166,6 +173,7 @@ int run_inspect(const InspectArgs& a) {
       j["fusions"] = {{"batch_norms_folded", fusions->batch_norms},
                       {"conv_activations", fusions->activations},
                       {"conv_residuals", fusions->residuals},
+                      {"pool_chains", fusions->pool_chains},
                       {"fused_convs", fused_layers}};
     }
     std::cout << j.dump(2) << "\n";
@@ -209,9 +217,11 @@ int run_inspect(const InspectArgs& a) {
               layer_macs.size());
   if (fusions) {
     std::printf("fusions (CUDA builder): %d BatchNormalization folded into convs, %d conv activations, %d residual Adds "
-                "(%zu FusedConv)\n", fusions->batch_norms, fusions->activations, fusions->residuals, fused_layers.size());
+                "(%zu FusedConv), %d max-pool chains\n", fusions->batch_norms, fusions->activations, fusions->residuals,
+                fused_layers.size(), fusions->pool_chains);
     if (a.layers) {
       for (const std::string& l : fused_layers) std::cout << "  " << l << "\n";
+      for (const std::string& l : chain_layers) std::cout << "  " << l << "\n";
     }
   }
   if (int8_table) print_precision_table(*int8_table);

@@ -72,6 +72,20 @@ Support movement(const Graph& g, const Node& n, const NodeFormats& f) {
 
 }  // namespace
 
+bool cuda_pool_chain_fits(int C, int H, int W) {
+  return C % 16 == 0 && 2 * static_cast<int64_t>(H) * W * 16 <= 48 * 1024;
+}
+
+FusionRules cuda_fusion_rules(Precision p) {
+  FusionRules r;
+  if (p == Precision::kFp32) return r;  // fp32 plans pool with the generic kernels
+  r.pool_chain = [](const Shape& x, int pools) {
+    return x.size() == 4 && pools <= kCudaMaxPoolChain &&
+           cuda_pool_chain_fits(static_cast<int>(x[1]), static_cast<int>(x[2]), static_cast<int>(x[3]));
+  };
+  return r;
+}
+
 std::optional<Int8Gemm> int8_gemm_operands(const Graph& g, const Node& n) {
   if (n.op != OpType::Gemm || n.inputs.size() < 2 || n.inputs[0] < 0) return std::nullopt;
   Int8Gemm m;
@@ -104,6 +118,9 @@ Support CudaTarget::supports(const Graph& g, const Node& n, const NodeFormats& f
     return Support::ok("plugin kernels " + names + " (each checks shapes and dtypes when the plan is built)", kPlugins);
   }
   if (n.op == OpType::Conv || n.op == OpType::FusedConv) return conv(g, n, f);
+  if (n.op == OpType::MaxPoolChain) {  // made by fuse_pool_chains only where the CUDA rule (lower()) says it fits
+    return Support::ok("one NHWC layer for the whole chain (maxpool_chain_nhwc)", kMovement);
+  }
   if (n.op == OpType::MaxPool || n.op == OpType::Resize || n.op == OpType::Concat) {
     const Support s = movement(g, n, f);
     if (!s.yes) return s;

@@ -5,6 +5,8 @@
 
 #include <optional>
 
+#include "core/precision.h"
+#include "passes/passes.h"
 #include "plan/target.h"
 
 namespace qd::cuda {
@@ -14,6 +16,15 @@ class CudaTarget : public Target {
   std::string name() const override { return "cuda"; }
   Support supports(const Graph& g, const Node& n, const NodeFormats& formats) const override;
 };
+
+// The fusions the CUDA builder's kernels allow, for a build of precision p: SPPF's pools as one MaxPoolChain where
+// the chain kernel fits (fp16 and INT8 builds; kernels/nhwc.h's maxpool_chain_fits, which a GPU test checks this
+// against). `qdeploy inspect --target cuda` shows what they fuse.
+FusionRules cuda_fusion_rules(Precision p);
+// The chain kernel's limits as the rules state them: at most 4 pools, channels a multiple of 16, the plane's two
+// 16-byte-per-pixel copies within 48 KiB of shared memory.
+constexpr int kCudaMaxPoolChain = 4;
+bool cuda_pool_chain_fits(int C, int H, int W);
 
 // An INT8 Gemm's operands as the CUDA build runs it (a 1x1 INT8 conv over N pixels): a 2-d input [N, C], a constant
 // 2-d B ([C, K], or [K, C] with transB), no bias or a constant one per output column. Other Gemms stay in float.

@@ -330,6 +330,8 @@ Status Lowerer::lower_node(int i) {
       bool lowered = false;
       QD_RETURN_IF_ERROR(try_fused_conv(i, &lowered));
       if (lowered) return Status::ok();
+    } else if (n.op == OpType::MaxPoolChain) {
+      return lower_pool_chain(i);
     } else if (n.op == OpType::Gemm && int8_convs_.count(n.name)) {
       return lower_int8_gemm(i);
     } else if (n.op == OpType::MaxPool || n.op == OpType::Resize || n.op == OpType::Concat) {
@@ -535,8 +537,10 @@ Expected<std::shared_ptr<Instance>> lower(const LowerInput& in) {
   const Status apart = check_batch_split(g);
   Int8Choice int8;
   if (in.opt->precision == Precision::kInt8) int8 = QD_TRY(choose_int8(g, in));
+  static_assert(kCudaMaxPoolChain == kMaxPoolChain, "cuda_fusion_rules states the chain kernel's limits");
+  const FusionRules rules = cuda_fusion_rules(in.opt->precision);
   // INT8 convs keep their BatchNormalization apart: the reference normalizes after the quantized conv.
-  QD_RETURN_IF_ERROR(fuse_graph(g, int8.convs).status());
+  QD_RETURN_IF_ERROR(fuse_graph(g, int8.convs, rules).status());
   Lowerer l(std::move(g), in, std::move(int8));
   auto inst = QD_TRY(l.run());
   inst->split_refusal = apart.is_ok() ? "" : apart.message();

@@ -206,7 +206,7 @@ Status Lowerer::try_fused_conv(int i, bool* lowered) {
   bool fast_consumer = false;
   for (int c : consumers_[cur]) {
     const OpType op = g_.nodes[c].op;
-    fast_consumer |= is_conv(op) || op == OpType::MaxPool || op == OpType::Resize || op == OpType::Concat;
+    fast_consumer |= nhwc_reader(op);
   }
   // INT8 straight from the epilogue when an INT8 conv takes this tensor as its input: the value is quantized with
   // its own scale from the fp32 result, as the reference does. When other ops read it too (a residual Add, a
@@ -220,8 +220,7 @@ Status Lowerer::try_fused_conv(int i, bool* lowered) {
     others = true;
     // They must be on the NHWC fp16 path, where a quantize pass would also have left the dequantized value.
     const OpType op = g_.nodes[c].op;
-    int8_out &= is_conv(op) || op == OpType::MaxPool || op == OpType::Resize || op == OpType::Concat ||
-                op == OpType::Add;
+    int8_out &= nhwc_reader(op) || op == OpType::Add;
   }
   if (head_value >= 0) {  // the Reshape's layout; only the slice_concat reads it
     TensorRef r = generic_ref(cur);

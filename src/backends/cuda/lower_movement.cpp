@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/cuda/lowerer.h"
+#include "ops/fused.h"
 #include "ops/window.h"
 
 namespace qd::cuda {
@@ -48,8 +49,9 @@ Status Lowerer::try_int8_concat(int i, bool* lowered) {
       return Status::ok();
     }
     for (int c : consumers_[v]) {
-      const bool pool =
-          g_.nodes[c].op == OpType::MaxPool && input_index(g_.nodes[c].outputs[0]) > static_cast<int>(k);
+      const OpType op = g_.nodes[c].op;
+      const bool pool = (op == OpType::MaxPool || op == OpType::MaxPoolChain) &&
+                        input_index(g_.nodes[c].outputs[0]) > static_cast<int>(k);
       if (c != i && !pool && !int8_conv_input(c, v) && !int8_resizes_.count(c)) return Status::ok();
     }
     const auto pit = producer_.find(fast_t_[v]);
@@ -67,9 +69,8 @@ Status Lowerer::try_int8_concat(int i, bool* lowered) {
     } else if (dynamic_cast<MaxPoolLayer*>(l) || dynamic_cast<MaxPoolChainLayer*>(l)) {
       // A pool of an input before it (SPPF). A single pool reads that input itself; a chain's later pools read the
       // pool before them, and every output of the chain must be an input too (each gets a slice).
-      const int pi = g_.values[v].producer;
-      if (pi < 0 || g_.nodes[pi].op != OpType::MaxPool || g_.nodes[pi].outputs[0] != v) return Status::ok();
-      const int pooled = g_.nodes[pi].inputs[0];
+      const int pooled = pooled_value(v);
+      if (pooled < 0) return Status::ok();
       const int src = input_index(pooled);
       const bool reads_src = l->ins[0] == fast_t_[pooled];
       if (src >= static_cast<int>(k)) return Status::ok();
@@ -215,6 +216,17 @@ Status Lowerer::try_int8_concat(int i, bool* lowered) {
   return Status::ok();
 }
 
+// The value MaxPool (or a MaxPoolChain's step) v pools, or -1 when no pool makes v.
+int Lowerer::pooled_value(int v) const {
+  const int p = g_.values[v].producer;
+  if (p < 0) return -1;
+  const Node& n = g_.nodes[p];
+  if (n.op == OpType::MaxPool) return n.outputs[0] == v ? n.inputs[0] : -1;
+  if (n.op != OpType::MaxPoolChain) return -1;
+  const auto k = std::find(n.outputs.begin(), n.outputs.end(), v) - n.outputs.begin();
+  return k == 0 ? n.inputs[0] : n.outputs[static_cast<size_t>(k) - 1];
+}
+
 // MaxPool / nearest Resize / Concat on NHWC inputs.
 Status Lowerer::try_nhwc_movement(int i, bool* lowered) {
   const Node& n = g_.nodes[i];
@@ -230,8 +242,6 @@ Status Lowerer::try_nhwc_movement(int i, bool* lowered) {
   const Shape& is = g_.values[x].shape;
   std::unique_ptr<Layer> layer;
   if (n.op == OpType::MaxPool) {
-    QD_RETURN_IF_ERROR(try_pool_chain(i, lowered));
-    if (*lowered) return Status::ok();
     if (n.outputs.size() > 1 || QD_TRY(n.attrs.get_int("ceil_mode", 0)) != 0) return Status::ok();
     auto k = QD_TRY(n.attrs.get_ints("kernel_shape", std::vector<int64_t>{}));
     if (k.size() != 2) return Status::ok();
@@ -288,44 +298,14 @@ Status Lowerer::try_nhwc_movement(int i, bool* lowered) {
   return Status::ok();
 }
 
-// The window of MaxPool m when it is odd, stride 1, with (k - 1) / 2 padding on every side (the output the input's
-// size), else empty.
-Expected<std::vector<int64_t>> Lowerer::same_size_pool(const Node& m) {
-  if (m.op != OpType::MaxPool || m.outputs.size() != 1 || m.inputs.empty() || !is_float4d(m.inputs[0]) ||
-      QD_TRY(m.attrs.get_int("ceil_mode", 0)) != 0) {
-    return std::vector<int64_t>{};
-  }
-  const std::vector<int64_t> k = QD_TRY(m.attrs.get_ints("kernel_shape", std::vector<int64_t>{}));
-  if (k.size() != 2 || k[0] % 2 == 0 || k[1] % 2 == 0) return std::vector<int64_t>{};
-  ops::Window win = QD_TRY(ops::read_window(m.attrs, 2, k));
-  const Shape& is = g_.values[m.inputs[0]].shape;
-  const std::vector<int64_t> o = QD_TRY(ops::window_output({is[2], is[3]}, &win, false));
-  const bool same = win.strides[0] == 1 && win.strides[1] == 1 && win.dilations[0] == 1 && win.dilations[1] == 1 &&
-                    o[0] == is[2] && o[1] == is[3] && win.pads[0] == k[0] / 2 && win.pads[1] == k[1] / 2 &&
-                    win.pads[2] == k[0] / 2 && win.pads[3] == k[1] / 2;
-  return same ? k : std::vector<int64_t>{};
-}
-
-// YOLOv5's SPPF: MaxPool i and the MaxPools after it that each pool the one before with the same odd window, stride
-// 1 and (k - 1) / 2 padding, as one maxpool_chain_nhwc layer (on fp16 tensors; in INT8 plans try_int8_concat moves
-// it to the int8 slices of the Concat that takes the pools). The later pools run no layers.
-Status Lowerer::try_pool_chain(int i, bool* lowered) {
-  const std::vector<int64_t> k = QD_TRY(same_size_pool(g_.nodes[i]));
-  const Shape& is = g_.values[g_.nodes[i].inputs[0]].shape;
-  if (k.empty() || !maxpool_chain_fits(static_cast<int>(is[1]), static_cast<int>(is[2]), static_cast<int>(is[3]))) {
-    return Status::ok();
-  }
-  std::vector<int> chain = {i};
-  while (chain.size() < kMaxPoolChain) {
-    const int y = g_.nodes[chain.back()].outputs[0];
-    int next = -1;
-    for (int c : consumers_[y]) {
-      if (!done_[c] && g_.nodes[c].inputs[0] == y && QD_TRY(same_size_pool(g_.nodes[c])) == k) next = c;
-    }
-    if (next < 0) break;
-    chain.push_back(next);
-  }
-  if (chain.size() < 2) return Status::ok();
+// A MaxPoolChain (passes/fuse_pool_chain.cpp; lower() lets it make one only where maxpool_chain_nhwc fits) as one
+// layer with an output per pool, on fp16 tensors; in INT8 plans try_int8_concat moves it to the int8 slices of the
+// Concat that takes the pools.
+Status Lowerer::lower_pool_chain(int i) {
+  const Node& n = g_.nodes[i];
+  const Shape& is = g_.values[n.inputs[0]].shape;
+  const std::vector<int64_t> k = QD_TRY(ops::same_size_pool_window(n, is));
+  if (k.empty() || n.outputs.size() > kMaxPoolChain) return internal("MaxPoolChain '" + n.name + "' cannot be lowered");
   auto l = std::make_unique<MaxPoolChainLayer>();
   l->N = static_cast<int>(is[0]);
   l->C = static_cast<int>(is[1]);
@@ -333,18 +313,13 @@ Status Lowerer::try_pool_chain(int i, bool* lowered) {
   l->W = static_cast<int>(is[3]);
   l->kh = static_cast<int>(k[0]);
   l->kw = static_cast<int>(k[1]);
-  l->ins = {QD_TRY(ensure_fast(g_.nodes[i].inputs[0]))};
-  std::string names;
-  for (int c : chain) {
-    const int y = g_.nodes[c].outputs[0];
-    l->outs.push_back(fast_t_[y] = nhwc_tensor(g_.values[y].shape));
-    names += (names.empty() ? "" : "+") + g_.nodes[c].name;
-    done_[c] = true;
-  }
+  l->ins = {QD_TRY(ensure_fast(n.inputs[0]))};
+  for (int y : n.outputs) l->outs.push_back(fast_t_[y] = nhwc_tensor(g_.values[y].shape));
+  std::string names = n.name;
+  for (const std::string& f : ops::fused_names(n)) names += "+" + f;
   l->info = {names, "MaxPool_nhwc", "maxpool_chain_nhwc", "fp16", fmt_of(inst_->tensors[l->ins[0]]),
              fmt_of(inst_->tensors[l->outs[0]]), 0};
   add_layer(std::move(l));
-  *lowered = true;
   return Status::ok();
 }
 

@@ -34,6 +34,11 @@ namespace qd::cuda {
 
 constexpr int round_up(int v, int m) { return (v + m - 1) / m * m; }
 inline bool is_conv(OpType op) { return op == OpType::Conv || op == OpType::FusedConv; }
+// Ops whose layers read NHWC fp16 (or int8) tensors on the fast path.
+inline bool nhwc_reader(OpType op) {
+  return is_conv(op) || op == OpType::MaxPool || op == OpType::MaxPoolChain || op == OpType::Resize ||
+         op == OpType::Concat;
+}
 // A layer's name in profiles: the node's, joined by the nodes a fusion pass folded into it.
 std::string layer_name(const Node& n);
 
@@ -122,8 +127,8 @@ class Lowerer {
   // ---- MaxPool, Resize, Concat on NHWC tensors (lower_movement.cpp) ----
   Status try_int8_concat(int i, bool* lowered);
   Status try_nhwc_movement(int i, bool* lowered);
-  Expected<std::vector<int64_t>> same_size_pool(const Node& m);
-  Status try_pool_chain(int i, bool* lowered);
+  int pooled_value(int v) const;
+  Status lower_pool_chain(int i);
   void concat_in_place();
 
   // ---- elementwise chains and the detection head's decode (lower_head.cpp) ----
