@@ -189,7 +189,9 @@ const std::vector<Config>& all_configs() {
 int num_configs() { return static_cast<int>(all_configs().size()); }
 // Resident blocks per SM (conv_igemm_init), for the persistent grids.
 std::vector<int> g_blocks_per_sm(num_configs(), 1);
-std::vector<char> g_runs(num_configs(), 0);  // the device runs the configuration (conv_igemm_init, kernel_arch.h)
+// The device runs the configuration (conv_igemm_init, kernel_arch.h); all of them until it has asked the device, as
+// for the host-side checks of the tests without a GPU.
+std::vector<char> g_runs(num_configs(), 1);
 int64_t g_sms = 1;                      // the device's SMs (conv_igemm_init)
 bool g_wgmma = false;                   // the wgmma configurations can run (conv_igemm_init)
 bool g_tma = false;                     // the TMA configurations can run: wgmma and the encoders
