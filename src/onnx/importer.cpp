@@ -13,6 +13,7 @@
 #include "onnx/tensor_proto.h"
 #include "ops/op.h"
 #include "ops/plugin_registry.h"
+#include "quant/fp16_regions.h"
 
 namespace qd {
 
@@ -449,6 +450,8 @@ Expected<Graph> import_onnx_bytes(const std::string& bytes, const std::string& m
   // Values referenced but defined nowhere are reported by topo_sort (dangling edges), as are cycles.
   Status st = g.topo_sort();
   if (!st.is_ok()) return fail(st);
+  // A Q/DQ model's FP16 casts (a strongly typed export) go: qdeploy computes its float layers as for any model.
+  widen_fp16_casts(g);
   return g;
 }
 

@@ -52,6 +52,12 @@ TEST(DlaCli, UsageErrors) {
   expect_usage_error(run_cli(dir, "export " + model("model_bn.onnx") + " --target trt11 --precision fp16 -o " +
                                       dir + "/x"),
                      "writes a Q/DQ model");
+  expect_usage_error(run_cli(dir, "export " + model("model_bn.onnx") + " --target trt11 --float-dtype bf16 -o " +
+                                      dir + "/x"),
+                     "use fp16 or fp32");
+  expect_usage_error(run_cli(dir, "export " + model("model_bn.onnx") + " --target trt10 --float-dtype fp32 -o " +
+                                      dir + "/x"),
+                     "applies to --target trt11");
 }
 
 class DlaExport : public ::testing::Test {
@@ -89,22 +95,29 @@ TEST_F(DlaExport, DlaFilesAndTrtexecLine) {
   EXPECT_EQ(slurp(dir_ + "/t10/trtexec.sh").find("useDLACore"), std::string::npos);
 }
 
-// The trt11 Q/DQ model built INT8 by qdeploy equals the float model built with the cache, to the bit.
+// The trt11 Q/DQ model built INT8 by qdeploy equals the float model built with the cache, to the bit: with its float
+// layers cast to FP16 (the default; the casts go on import) and kept in float32 (--float-dtype fp32, no casts).
 TEST_F(DlaExport, QdqModelBuildsAsTheCache) {
-  CliResult r = run_cli(dir_, "export " + model("model_bn.onnx") + " --target trt11 -o " + dir_ + "/t11 " +
-                                  "--precision int8 --calib-cache " + dir_ + "/bn.cache");
+  CliResult r = run_cli(dir_, "run " + model("model_bn.onnx") + " --precision int8 --calib-cache " + dir_ +
+                                  "/bn.cache --input input=" + dir_ + "/in.npy --output-dir " + dir_ + "/b");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("5 INT8 layers: 5 activation and 5 weight quantizers"), std::string::npos) << r.out;
-  EXPECT_NE(slurp(dir_ + "/t11/trtexec.sh").find("--stronglyTyped"), std::string::npos);
-  r = run_cli(dir_, "run " + dir_ + "/t11/model_qdq.onnx --precision int8 --input input=" + dir_ +
-                        "/in.npy --output-dir " + dir_ + "/a");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = run_cli(dir_, "run " + model("model_bn.onnx") + " --precision int8 --calib-cache " + dir_ +
-                        "/bn.cache --input input=" + dir_ + "/in.npy --output-dir " + dir_ + "/b");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string a = slurp(dir_ + "/a/output.npy"), b = slurp(dir_ + "/b/output.npy");
-  ASSERT_FALSE(a.empty());
-  EXPECT_EQ(a, b);
+  const std::string b = slurp(dir_ + "/b/output.npy");
+  ASSERT_FALSE(b.empty());
+  for (const std::string dtype : {"fp16", "fp32"}) {
+    const std::string out = dir_ + "/t11_" + dtype;
+    r = run_cli(dir_, "export " + model("model_bn.onnx") + " --target trt11 -o " + out + " --precision int8 " +
+                          "--calib-cache " + dir_ + "/bn.cache --float-dtype " + dtype);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("5 INT8 layers: 5 activation and 5 weight quantizers"), std::string::npos) << r.out;
+    const std::string onnx = slurp(out + "/model_qdq.onnx");
+    EXPECT_EQ(onnx.find("/CastToFp16") != std::string::npos, dtype == "fp16");
+    EXPECT_EQ(onnx.find("/CastToFp32") != std::string::npos, dtype == "fp16");
+    EXPECT_NE(slurp(out + "/trtexec.sh").find("--stronglyTyped"), std::string::npos);
+    r = run_cli(dir_, "run " + out + "/model_qdq.onnx --precision int8 --input input=" + dir_ + "/in.npy " +
+                          "--output-dir " + out + "/a");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(slurp(out + "/a/output.npy"), b) << dtype;
+  }
 }
 
 }  // namespace

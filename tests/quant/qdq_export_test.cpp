@@ -8,6 +8,7 @@
 #include "onnx/importer.h"
 #include "ops/interpret.h"
 #include "passes/passes.h"
+#include "quant/fp16_regions.h"
 #include "quant/int8.h"
 #include "quant/qdq.h"
 #include "quant/qdq_export.h"
@@ -76,6 +77,100 @@ TEST(QdqExport, BuildOfTheQdqModelEqualsTheBuildFromScales) {
   const Tensor b = run_int8(*back, from_qdq, "input", x);
   ASSERT_EQ(a.numel(), b.numel());
   EXPECT_EQ(std::memcmp(a.data<float>(), b.data<float>(), a.nbytes()), 0) << test::max_abs_diff(a, b);
+
+  // The strongly typed form (float layers cast to FP16) builds the same: strip_qdq widens the casts back.
+  std::set<std::string> int8_layers(rep.int8_nodes.begin(), rep.int8_nodes.end());
+  Fp16RegionReport fp16;
+  auto typed = cast_float_regions_to_fp16(*qdq, int8_layers, &fp16);
+  ASSERT_TRUE(typed) << typed.status().to_string();
+  EXPECT_GT(fp16.fp16_nodes, 0);
+  EXPECT_GT(fp16.casts_to_fp16, 0);
+  EXPECT_GT(fp16.casts_to_fp32, 0);
+  // The float conv kept out of INT8 computes in FP16 (reads FP16 copies of its input and weights); the INT8 ones
+  // read their DequantizeLinear outputs directly.
+  for (const Node& n : typed->nodes) {
+    if (n.op != OpType::Conv) continue;
+    const bool reads_fp16 = typed->values[n.inputs[0]].dtype == DType::kFloat16 ||
+                            typed->values[n.inputs[0]].name.find("_fp16") != std::string::npos;
+    EXPECT_EQ(reads_fp16, n.name == "/cnn/cnn.6/Conv") << n.name;
+  }
+  auto typed_bytes = export_onnx_bytes(*typed);
+  ASSERT_TRUE(typed_bytes) << typed_bytes.status().to_string();
+  auto typed_back = import_onnx_bytes(*typed_bytes, "", "model_qdq.onnx");
+  ASSERT_TRUE(typed_back) << typed_back.status().to_string();
+  EXPECT_EQ(typed_back->outputs.size(), g->outputs.size());
+  EXPECT_EQ(typed_back->values[typed_back->outputs[0]].name, g->values[g->outputs[0]].name);
+  auto typed_scales = strip_qdq(*typed_back);
+  ASSERT_TRUE(typed_scales) << typed_scales.status().to_string();
+  EXPECT_EQ(typed_scales->act_scales, scales->act_scales);
+  EXPECT_EQ(typed_scales->weight_scales, scales->weight_scales);
+  for (const Node& n : typed_back->nodes) EXPECT_NE(n.op, OpType::Cast) << n.name;
+  const Tensor c = run_int8(*typed_back, from_qdq, "input", x);
+  ASSERT_EQ(a.numel(), c.numel());
+  EXPECT_EQ(std::memcmp(a.data<float>(), c.data<float>(), a.nbytes()), 0) << test::max_abs_diff(a, c);
+}
+
+// x -> DQ(Q(x)) -> Conv (INT8) -> Sigmoid -> Mul(conv, sigmoid) -> output, and Mul -> Q -> DQ -> Conv (INT8) ->
+// second output: the SiLU computes in FP16 between a cast of the conv's float32 output and a cast back that writes
+// the original tensor name (read by the quantizer and the graph output).
+TEST(Fp16Regions, CastsAtTheBoundariesOfTheFloatRegion) {
+  Graph g;
+  g.opset = 13;
+  auto f32 = [&](const std::string& name) { return g.add_value(name); };
+  const int x = f32("x"), c1 = f32("c1"), s = f32("s"), m = f32("m"), c2 = f32("c2");
+  g.inputs = {x};
+  g.values[x].dtype = DType::kFloat32;
+  g.values[x].shape = {1, 1, 2, 2};
+  g.values[x].has_shape = true;
+  const int w1 = g.add_constant("w1", Tensor::from_f32({1, 1, 1, 1}, {0.5f}));
+  const int w2 = g.add_constant("w2", Tensor::from_f32({1, 1, 1, 1}, {2.f}));
+  g.nodes.push_back(Node{"conv1", OpType::Conv, 13, {}, {x, w1}, {c1}});
+  g.nodes.push_back(Node{"sig", OpType::Sigmoid, 13, {}, {c1}, {s}});
+  g.nodes.push_back(Node{"mul", OpType::Mul, 13, {}, {c1, s}, {m}});
+  g.nodes.push_back(Node{"conv2", OpType::Conv, 13, {}, {m, w2}, {c2}});
+  g.outputs = {m, c2};
+  g.relink();
+  Int8Options opt;
+  opt.act_scales["x"] = 1.f / 127;
+  opt.act_scales["m"] = 1.f / 127;
+  QdqExportReport rep;
+  auto qdq = insert_qdq(g, opt, &rep);
+  ASSERT_TRUE(qdq) << qdq.status().to_string();
+  ASSERT_EQ(rep.int8_nodes.size(), 2u);
+  Fp16RegionReport fp16;
+  auto typed = cast_float_regions_to_fp16(*qdq, {"conv1", "conv2"}, &fp16);
+  ASSERT_TRUE(typed) << typed.status().to_string();
+  EXPECT_EQ(fp16.fp16_nodes, 2);     // Sigmoid, Mul
+  EXPECT_EQ(fp16.casts_to_fp16, 1);  // conv1's output
+  EXPECT_EQ(fp16.casts_to_fp32, 1);  // m, read by its quantizer and the graph output
+  const Graph& t = *typed;
+  auto producer = [&](const std::string& name) -> const Node& {
+    const int v = t.find_value(name);
+    EXPECT_GE(v, 0) << name;
+    return t.nodes[t.values[v].producer];
+  };
+  const Node& back = producer("m");
+  EXPECT_EQ(back.op, OpType::Cast);
+  EXPECT_EQ(*back.attrs.get_int("to"), 1);
+  EXPECT_EQ(t.values[back.inputs[0]].name, "m_fp16");
+  EXPECT_EQ(producer("m_fp16").name, "mul");
+  const Node& to_half = producer("c1_fp16");
+  EXPECT_EQ(*to_half.attrs.get_int("to"), 10);
+  EXPECT_EQ(t.values[to_half.inputs[0]].name, "c1");
+  EXPECT_EQ(producer("c1").name, "conv1");
+  for (const char* n : {"sig", "mul"}) {
+    for (const Node& node : t.nodes) {
+      if (node.name != n) continue;
+      for (int in : node.inputs) EXPECT_NE(t.values[in].name, "c1") << n << " reads the float32 tensor";
+    }
+  }
+  EXPECT_EQ(t.values[t.outputs[0]].name, "m");
+  // Widening gives back the Q/DQ graph's tensors, names and nodes.
+  Graph w = t;
+  EXPECT_EQ(widen_fp16_casts(w), 2);
+  EXPECT_EQ(w.nodes.size(), qdq->nodes.size());
+  for (const Node& n : w.nodes) EXPECT_NE(n.op, OpType::Cast);
+  EXPECT_EQ(w.nodes[w.values[w.find_value("m")].producer].name, "mul");
 }
 
 TEST(QdqExport, RefusesOldOpsets) {

@@ -3,7 +3,8 @@
 //   trt10, dla: the float ONNX (a QAT model's Q/DQ removed, its scales carried as qat2ptq does), the calibration
 //               cache, the layer precisions, and trtexec.sh (dla: --useDLACore, I/O formats from the DLA placement,
 //               which is written too);
-//   trt11:      a Q/DQ ONNX (explicit quantization, quant/qdq_export.h) and its strongly typed trtexec line.
+//   trt11:      a Q/DQ ONNX (explicit quantization, quant/qdq_export.h) whose float layers are cast to FP16
+//               (quant/fp16_regions.h; --float-dtype fp32 keeps them float32) and its strongly typed trtexec line.
 // Everything is serialized before the first file is written, and each file is written atomically.
 #include <cctype>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "core/file_io.h"
 #include "inspect_dla.h"
 #include "onnx/exporter.h"
+#include "quant/fp16_regions.h"
 #include "quant/qdq_export.h"
 #include "trt_model.h"
 
@@ -23,6 +25,7 @@ namespace {
 
 struct ExportArgs {
   std::string model, target, out;
+  std::string float_dtype = "fp16";
   BuildFlags build;
   int dla_core = 0;
 };
@@ -78,6 +81,13 @@ int run_export(const ExportArgs& a) {
     return report(invalid("--target " + a.target + ": use trt10 (TensorRT <= 10, calibration cache), dla[:8.6|10] "
                           "(Orin's DLA through TensorRT <= 10) or trt11 (TensorRT 11, Q/DQ ONNX)"));
   }
+  if (a.float_dtype != "fp16" && a.float_dtype != "fp32") {
+    return report(invalid("--float-dtype " + a.float_dtype + ": use fp16 or fp32"));
+  }
+  if (a.target != "trt11" && a.float_dtype != "fp16") {
+    return report(
+        invalid("--float-dtype applies to --target trt11 (trt10 and dla take --fp16 with --layerPrecisions)"));
+  }
   if (a.target == "trt11" && a.build.precision != "int8") {
     return report(invalid("--target trt11 writes a Q/DQ model: add --precision int8 with its scales"));
   }
@@ -91,17 +101,32 @@ int run_export(const ExportArgs& a) {
     QdqExportReport rep;
     auto qdq = insert_qdq(m->model, m->int8_options, &rep);
     if (!qdq) return report(Status(qdq.status()).prefix(a.model));
+    Fp16RegionReport fp16;
+    if (a.float_dtype == "fp16") {
+      const std::set<std::string> int8_layers(rep.int8_nodes.begin(), rep.int8_nodes.end());
+      qdq = cast_float_regions_to_fp16(*qdq, int8_layers, &fp16);
+      if (!qdq) return report(Status(qdq.status()).prefix(a.model));
+    }
     auto bytes = export_onnx_bytes(*qdq);
     if (!bytes) return report(bytes.status());
     files.emplace_back("model_qdq.onnx", *bytes);
     files.emplace_back("trtexec.sh",
-                       script("TensorRT 11 (strongly typed): INT8 where the model has Q/DQ, float layers as typed",
+                       script(a.float_dtype == "fp16"
+                                  ? "TensorRT 11 (strongly typed): INT8 where the model has Q/DQ, float layers in FP16"
+                                  : "TensorRT 11 (strongly typed): INT8 where the model has Q/DQ, float layers in FP32",
                               "trtexec --onnx=model_qdq.onnx --stronglyTyped" + common_flags(*m, a.build, false) +
                                   " \\\n  --saveEngine=model.engine"));
-    char buf[200];
+    char buf[300];
     std::snprintf(buf, sizeof buf, "%zu INT8 layers: %d activation and %d weight quantizers", rep.int8_nodes.size(),
                   rep.activation_quantizers, rep.weight_quantizers);
     summary = buf;
+    if (a.float_dtype == "fp16") {
+      std::snprintf(buf, sizeof buf, "\n%d float nodes in FP16: %d casts to FP16, %d back to FP32 (I/O stays float32)",
+                    fp16.fp16_nodes, fp16.casts_to_fp16, fp16.casts_to_fp32);
+    } else {
+      std::snprintf(buf, sizeof buf, "\nfloat nodes in FP32 (--float-dtype fp32)");
+    }
+    summary += buf;
   } else {
     auto onnx = export_onnx_bytes(m->model);
     if (!onnx) return report(onnx.status());
@@ -155,6 +180,10 @@ RunFn add_export(CLI::App& app) {
   sub->add_option("model", a->model, "ONNX model (float, or QAT with Q/DQ)")->required();
   sub->add_option("--target", a->target, "trt10, dla[:8.6|10] or trt11")->required();
   sub->add_option("-o,--out", a->out, "Output folder (created if missing)")->required();
+  sub->add_option("--float-dtype", a->float_dtype,
+                  "trt11: the type of the layers left in float (not quantized): fp16 (casts around them, graph I/O "
+                  "kept float32) or fp32")
+      ->capture_default_str();
   sub->add_option("--dla-core", a->dla_core, "dla: the DLA core trtexec builds for (--useDLACore)")->capture_default_str();
   add_build_flags(sub, a->build);
   return [a] { return run_export(*a); };

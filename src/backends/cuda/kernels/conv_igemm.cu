@@ -10,6 +10,7 @@
 #include <cudaTypedefs.h>
 
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/kernel_arch.h"
 #include "backends/cuda/kernels/conv_igemm_kernels.cuh"
 
 namespace qd::cuda {
@@ -188,12 +189,22 @@ const std::vector<Config>& all_configs() {
 int num_configs() { return static_cast<int>(all_configs().size()); }
 // Resident blocks per SM (conv_igemm_init), for the persistent grids.
 std::vector<int> g_blocks_per_sm(num_configs(), 1);
+// The device runs the configuration (conv_igemm_init, kernel_arch.h); all of them until it has asked the device, as
+// for the host-side checks of the tests without a GPU.
+std::vector<char> g_runs(num_configs(), 1);
 int64_t g_sms = 1;                      // the device's SMs (conv_igemm_init)
 bool g_wgmma = false;                   // the wgmma configurations can run (conv_igemm_init)
 bool g_tma = false;                     // the TMA configurations can run: wgmma and the encoders
 
-// Whether this binary's code for the device has wgmma (sm_90a): written by the code the device runs.
-__global__ void wgmma_probe_kernel(int* out) { *out = QD_WGMMA_DEVICE; }
+// What this binary's code for the device has, written by the code the device runs: bit 0 wgmma (sm_90a), bit 1
+// griddepcontrol (sm_90+, pdl.cuh).
+__global__ void arch_probe_kernel(int* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  *out = QD_WGMMA_DEVICE | 2;
+#else
+  *out = QD_WGMMA_DEVICE;
+#endif
+}
 
 }  // namespace
 
@@ -212,6 +223,7 @@ bool conv_igemm_wgmma() { return g_wgmma; }
 bool conv_igemm_config_fits(int config, const ConvParams& p) {
   if (config < 0 || config >= num_configs()) return false;
   const Config& c = all_configs()[config];
+  if (!g_runs[config]) return false;
   if (c.in != p.in_format || (c.in != InFormat::kNhwc && c.nchw != p.in_nchw)) return false;
   if (c.wg && !g_wgmma) return false;
   // The stems' and conv_warp_halo_kernel's register epilogues quantize with out_scale alone.
@@ -361,11 +373,22 @@ Status conv_igemm_init() {
   int* flag = nullptr;
   int has = 0;
   QD_CUDA_TRY(cudaMalloc(&flag, sizeof(int)));
-  wgmma_probe_kernel<<<1, 1>>>(flag);
+  arch_probe_kernel<<<1, 1>>>(flag);
   const cudaError_t err = cudaMemcpy(&has, flag, sizeof(int), cudaMemcpyDeviceToHost);
   cudaFree(flag);
   QD_CUDA_TRY(err);
-  g_wgmma = has != 0;
+  // The device's compute capability, where the candidates are set up: below sm_90 (Orin's sm_87) only the
+  // cp.async / mma.sync configurations are offered, whatever the binary holds.
+  DeviceArch arch;
+  int dev = 0, sms = 0;
+  QD_CUDA_TRY(cudaGetDevice(&dev));
+  QD_CUDA_TRY(cudaDeviceGetAttribute(&arch.cc_major, cudaDevAttrComputeCapabilityMajor, dev));
+  QD_CUDA_TRY(cudaDeviceGetAttribute(&arch.cc_minor, cudaDevAttrComputeCapabilityMinor, dev));
+  QD_CUDA_TRY(cudaDeviceGetAttribute(&arch.smem_per_block_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  arch.wgmma_code = (has & 1) != 0;
+  arch.pdl_code = (has & 2) != 0;
+  g_wgmma = has_sm90_features(arch);
+  g_pdl_code = has_pdl(arch);
   void* im2col = nullptr;
   void* tiled = nullptr;
   cudaDriverEntryPointQueryResult found1 = cudaDriverEntryPointSymbolNotFound, found2 = found1;
@@ -379,13 +402,13 @@ Status conv_igemm_init() {
   }
   (void)cudaGetLastError();  // a missing entry point is not an error of the next launch
   g_tma = g_wgmma && g_encode_im2col && g_encode_tiled;
-  int dev = 0, sms = 0;
-  QD_CUDA_TRY(cudaGetDevice(&dev));
   QD_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   g_sms = std::max(sms, 1);
   for (int i = 0; i < num_configs(); ++i) {
     const Config& c = all_configs()[i];
     const int smem = config_smem(c);
+    g_runs[i] = kernel_runs_on(KernelNeeds{c.wg || c.tma, smem}, arch);
+    if (!g_runs[i]) continue;  // its shared memory may exceed the device's: no attribute to set
     const void* fn = c.tma ? reinterpret_cast<const void*>(c.tma) : reinterpret_cast<const void*>(c.kernel);
     QD_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     for (const void* copy : {reinterpret_cast<const void*>(c.tma_lean), reinterpret_cast<const void*>(c.lean),

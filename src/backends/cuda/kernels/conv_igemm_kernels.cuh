@@ -871,6 +871,13 @@ constexpr int wg_min_blocks(int threads, int smem_bytes, int bn) {
 // fit the shared memory (tile_stages); the caller has waited for its loads and MMAs.
 template <int kThreads, typename Acc, int kMT, int kNT>
 __device__ __forceinline__ bool cluster_split_reduce(Acc (&acc)[kMT][kNT][4], unsigned char* smem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  // No clusters before sm_90: conv_igemm_config_fits offers split_in_cluster only where the wgmma code runs.
+  (void)acc;
+  (void)smem;
+  __trap();
+  return false;
+#else
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   Acc* mine = reinterpret_cast<Acc*>(smem);
@@ -896,6 +903,7 @@ __device__ __forceinline__ bool cluster_split_reduce(Acc (&acc)[kMT][kNT][4], un
   }
   cluster.sync();  // the others' shared memory stays until the first has read it
   return first;
+#endif
 }
 
 // Whether a block's epilogue can stage its BM x BN fp32 tile in the pipeline's shared memory (kStages

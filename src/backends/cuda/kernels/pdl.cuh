@@ -2,8 +2,9 @@
 // stream finishes (its blocks take free SMs and do what needs no input, e.g. load weights), instead of after it and
 // the launch latency. Such a kernel must call pdl_wait() before its first read of anything an earlier kernel wrote
 // and before its first write: it blocks until that kernel has completed and its writes are visible. pdl_trigger()
-// lets the next such kernel be scheduled once every block of this one has triggered or exited. On older GPUs, or for an
-// engine whose KernelPolicy has pdl off (A/B runs), kernels launch as usual and the two calls do nothing.
+// lets the next such kernel be scheduled once every block of this one has triggered or exited. On older GPUs, with code
+// compiled for them (g_pdl_code), or for an engine whose KernelPolicy has pdl off (A/B runs), kernels launch as usual
+// and the two calls do nothing.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -34,7 +35,7 @@ inline bool pdl_enabled() {
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
     return major >= 9;
   }();
-  return on && !t_pdl_off;
+  return on && g_pdl_code.load(std::memory_order_relaxed) && !t_pdl_off;
 }
 
 // kernel<<<grid, block, smem, s>>>(args...) with programmatic stream serialization allowed; the kernel calls pdl_wait.

@@ -2,7 +2,13 @@
 // layers can switch programmatic dependent launch off without including the device header.
 #pragma once
 
+#include <atomic>
+
 namespace qd::cuda {
+
+// Whether the loaded device code waits in pdl_wait (griddepcontrol, sm_90+): conv_igemm_init clears it where it does
+// not (kernel_arch.h, has_pdl), and launch_pdl then launches as usual.
+inline std::atomic<bool> g_pdl_code{true};
 
 // Set while an engine whose KernelPolicy has pdl off enqueues or times its layers (PdlOff), on the thread doing it:
 // the policy is the engine's, and other engines in the process keep theirs.
