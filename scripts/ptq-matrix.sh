@@ -8,7 +8,7 @@
 #   --no-cuda: the CPU columns only (a machine without a GPU).
 #   CALIB_COUNT (environment): calibration scenes (default 64, as in the docs; fewer to try the script out).
 # CPU work runs in parallel (JOBS processes, default nproc/3, three BLAS threads each); the CUDA evaluations run one
-# after the other next to it. On 16 cores and an H100 the whole set takes about 8 minutes.
+# after the other next to it.
 set -euo pipefail
 set -f  # the layer regexes go through word splitting: no globbing
 CUDA=1
@@ -76,14 +76,6 @@ wait_all() {
   [ $failed = 0 ] || exit 1
 }
 
-for c in "${CONFIGS[@]}"; do
-  IFS='|' read -r name flags model cache layers <<< "$c"
-  [ -z "$flags" ] || [ "$flags" = - ] && continue
-  # shellcheck disable=SC2086 # flags is a list
-  bg "$OUT/calibrate_$name.log" "$QD" calibrate "$M" --data "$D/calib/images" --cache "$OUT/$cache" $flags
-done
-wait_all
-
 EVAL=(--images "$D/val/images" --annotations "$D/val/annotations/instances_val.json" -q)
 eval_cmd() {  # eval_cmd DEVICE NAME MODEL CACHE LAYERS -> writes OUT/NAME.DEVICE.json
   local dev=$1 name=$2 model=$3 cache=$4 layers=$5
@@ -99,21 +91,34 @@ eval_cmd() {  # eval_cmd DEVICE NAME MODEL CACHE LAYERS -> writes OUT/NAME.DEVIC
   fi
   "${args[@]}" > "$OUT/$name.$dev.json"
 }
-if [ $CUDA = 1 ]; then  # one GPU: the CUDA evaluations one after the other, next to the CPU ones
-  (
-    for c in "${CONFIGS[@]}"; do
-      IFS='|' read -r name flags model cache layers <<< "$c"
-      eval_cmd cuda "$name" "$model" "$cache" "$layers" 2> "$OUT/eval_$name.cuda.log"
-    done
-  ) > "$OUT/cuda.log" 2>&1 &
-  CUDA_PID=$!
-fi
+# One job per configuration: its calibration (if any), a marker file for the CUDA queue, its CPU evaluation; the
+# FP32 evaluation and the short calibrations' evaluations run while the weight fits still run.
+config_job() {  # config_job NAME FLAGS MODEL CACHE LAYERS
+  local name=$1 flags=$2 model=$3 cache=$4 layers=$5
+  if [ -n "$flags" ]; then
+    # shellcheck disable=SC2086 # flags is a list
+    "$QD" calibrate "$M" --data "$D/calib/images" --cache "$OUT/$cache" $flags > "$OUT/calibrate_$name.log" 2>&1 ||
+      { touch "$D/$name.failed"; return 1; }
+  fi
+  touch "$D/$name.ready"
+  eval_cmd cpu "$name" "$model" "$cache" "$layers"
+}
 for c in "${CONFIGS[@]}"; do
   IFS='|' read -r name flags model cache layers <<< "$c"
-  bg "$OUT/eval_$name.cpu.log" eval_cmd cpu "$name" "$model" "$cache" "$layers"
+  bg "$OUT/eval_$name.cpu.log" config_job "$name" "$flags" "$model" "$cache" "$layers"
 done
+if [ $CUDA = 1 ]; then  # one GPU: the CUDA evaluations one after the other, each once its calibration is there
+  for c in "${CONFIGS[@]}"; do
+    IFS='|' read -r name flags model cache layers <<< "$c"
+    while [ ! -e "$D/$name.ready" ]; do
+      [ ! -e "$D/$name.failed" ] || { echo "ptq-matrix: calibration failed: $OUT/calibrate_$name.log" >&2; exit 1; }
+      sleep 2
+    done
+    eval_cmd cuda "$name" "$model" "$cache" "$layers" 2> "$OUT/eval_$name.cuda.log" ||
+      { echo "ptq-matrix: failed: $OUT/eval_$name.cuda.log" >&2; exit 1; }
+  done
+fi
 wait_all
-if [ $CUDA = 1 ]; then wait "$CUDA_PID" || { echo "ptq-matrix: a CUDA evaluation failed, see $OUT/cuda.log" >&2; exit 1; }; fi
 
 # The share of conv MACs in INT8 (the same on both devices: the plan's precisions come from the same rules).
 macs() {  # macs CACHE LAYERS
