@@ -204,9 +204,14 @@ TEST_F(CalibDataCli, SameScalesInEveryCommand) {
   const CliResult r = cli("run " + model + " --precision int8 --calib " + samples + " --calib-cache " +
                           quote(c + "run.cache"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  const CliResult cmp = cli("compare " + model + " --data " + samples + " --precision int8 --calib " + samples +
+                            " --calib-cache " + quote(c + "compare.cache"));
+  ASSERT_EQ(cmp.exit_code, 0) << cmp.err;
   const std::string want = slurp(c + "calibrate.cache");
   EXPECT_NE(want.find("TRT-8600-"), std::string::npos) << want;
-  for (const char* f : {"build.cache", "sensitivity.cache", "run.cache"}) EXPECT_EQ(slurp(c + f), want) << f;
+  for (const char* f : {"build.cache", "sensitivity.cache", "run.cache", "compare.cache"}) {
+    EXPECT_EQ(slurp(c + f), want) << f;
+  }
 }
 
 // A third-party model with its own preprocessing calibrates from the command line on images: PP-OCRv4's text

@@ -80,6 +80,17 @@ TEST_F(CalibCompareCli, AdjustedWeightsExportUnderTheSameNames) {
     return json(dir_ + "/cmp.json")["layers"].size();
   };
   EXPECT_EQ(layers(dir_ + "/adj.onnx"), layers(model_));
+  // Layers the deployment keeps in float are left out of the fit (a bias corrected for INT8 is wrong in float).
+  const CliResult fl = cli("calibrate " + model_ + " --fmnist " + fm_ + " --cache " + dir_ + "/c3.cache " +
+                           "--bias-correction -o " + dir_ + "/fl.onnx --float-layers /cnn/cnn.0/Conv --json " + dir_ +
+                           "/fl.json");
+  ASSERT_EQ(fl.exit_code, 0) << fl.err;
+  const auto jf = json(dir_ + "/fl.json");
+  ASSERT_EQ(jf["weight_adjustments"].size(), 3u);
+  for (const auto& l : jf["weight_adjustments"]) EXPECT_NE(l["node"], "/cnn/cnn.0/Conv");
+  expect_usage_error(cli("calibrate " + model_ + " --fmnist " + fm_ + " --cache " + dir_ + "/x.cache " +
+                         "--float-layers /cnn/cnn.0/Conv"),
+                     "--float-layers");
   // -o needs one of the two flags, and the two flags need -o.
   expect_usage_error(cli("calibrate " + model_ + " --fmnist " + fm_ + " --cache " + dir_ + "/x.cache --adaround"),
                      "-o FILE.onnx");

@@ -188,5 +188,28 @@ TEST(WeightAdjust, WritesByNameAndRefusesAnotherModel) {
   EXPECT_NE(s.message().find("w1"), std::string::npos) << s.message();
 }
 
+// Layers the deployment keeps in float stay out of the fit: their weights and biases are left as they are.
+TEST(WeightAdjust, SkippedLayersKeepTheirWeights) {
+  const Graph g = two_convs();
+  std::vector<Tensor> calib;
+  for (uint32_t i = 0; i < 6; ++i) calib.push_back(input(100 + i));
+  WeightAdjustOptions o;
+  o.adaround = o.bias_correction = true;
+  o.samples_per_batch = 144;
+  o.skip_layers = {"conv1"};
+  auto r = adjust_weights(g, minmax_scales(g, calib), 6,
+                          [&](int k) -> Expected<std::map<std::string, Tensor>> {
+                            return std::map<std::string, Tensor>{{"x", calib[k]}};
+                          },
+                          o);
+  ASSERT_TRUE(r) << r.status().to_string();
+  ASSERT_EQ(r->layers.size(), 1u);
+  EXPECT_EQ(r->layers[0].node, "conv2");
+  EXPECT_EQ(r->weights.count("w1"), 0u);
+  EXPECT_EQ(r->biases.count("conv1"), 0u);
+  EXPECT_EQ(r->weights.count("w2"), 1u);
+  EXPECT_EQ(r->biases.count("conv2"), 1u);
+}
+
 }  // namespace
 }  // namespace qd

@@ -1,5 +1,5 @@
 // qdeploy calibrate MODEL --data DIR|FILES|NPY|NPZ --algo minmax|entropy|percentile|mse|auto --cache out.cache
-//                  [--bias-correction] [--adaround] [-o adjusted.onnx] [--json report.json]
+//                  [--bias-correction] [--adaround] [--float-layers L,...] [-o adjusted.onnx] [--json report.json]
 // Runs representative data through the reference backend (images preprocessed exactly as `qdeploy eval` does: a
 // --preprocess spec, else the detector's letterbox in the style of --letterbox, default val as eval's, and eval
 // --classes' classifier_input for other image models; or .npy/.npz tensors as they are) and writes per-tensor INT8
@@ -31,6 +31,7 @@ struct CalibrateArgs {
   std::string preprocess;
   bool no_head_rule = false;
   bool bias_correction = false, adaround = false;
+  std::vector<std::string> float_layers;  // left out of the weight fit
   std::string output;  // the model with adjusted weights
   std::string json;
 };
@@ -47,6 +48,10 @@ int run_calibrate(const CalibrateArgs& a) {
   if (!algo) return report(algo.status());
   if ((a.bias_correction || a.adaround) && a.output.empty()) {
     return report(invalid("--bias-correction and --adaround change the weights: give the model to write, -o FILE.onnx"));
+  }
+  if (!a.float_layers.empty() && a.output.empty()) {
+    return report(invalid("--float-layers leaves layers out of the weight fit: add --bias-correction and/or "
+                          "--adaround and -o FILE.onnx"));
   }
   if (!a.output.empty() && !(a.bias_correction || a.adaround)) {
     return report(invalid("-o writes the model with adjusted weights: add --bias-correction and/or --adaround"));
@@ -98,6 +103,7 @@ int run_calibrate(const CalibrateArgs& a) {
     WeightAdjustOptions wo;
     wo.adaround = a.adaround;
     wo.bias_correction = a.bias_correction;
+    wo.skip_layers = a.float_layers;
     auto adjusted = adjust_and_export(a.model, data, cache, wo, a.output, false);
     if (!adjusted) return report(adjusted.status());
     std::printf("wrote the model with adjusted weights to %s (use it with %s)\n", a.output.c_str(), a.cache.c_str());
@@ -141,6 +147,11 @@ RunFn add_calibrate(CLI::App& app) {
                 "Fold the mean output shift INT8 causes in each conv (measured on the data) into its bias; needs -o");
   sub->add_flag("--adaround", a->adaround,
                 "Round each conv's weights up or down to reconstruct its float output on the data; needs -o");
+  sub->add_option("--float-layers", a->float_layers,
+                  "With --bias-correction/--adaround: the layers the deployment keeps in float (its --fp16-layers or "
+                  "--fp32-layers; names or regexes, comma separated) keep their weights and biases: a bias corrected "
+                  "for INT8 is wrong in float")
+      ->delimiter(',');
   sub->add_option("-o,--output", a->output, "With --bias-correction/--adaround: the ONNX model to write");
   sub->add_option("--json", a->json, "Write auto's choices, the head rule's tensors and the adjustments as JSON");
   return [a] { return run_calibrate(*a); };
