@@ -1,6 +1,8 @@
 // The CUDA target's and the CPU reference's answers (plan/target.h) on one-node graphs, without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backends/cuda/cuda_target.h"
 #include "ops/op.h"
 #include "ops/op_traits.h"
@@ -94,6 +96,21 @@ TEST(CudaTarget, NhwcMovementLayers) {
   pool.set("kernel_shape", std::vector<int64_t>{3, 3});
   EXPECT_TRUE(ask(t, one_node(OpType::MaxPool, pool, {1, 16, 8, 8}), kF16, kF16).yes);
   EXPECT_TRUE(ask(t, one_node(OpType::MaxPool, pool, {1, 16, 8, 8}), kF32).yes);
+  // Resize: nearest upsampling by integer factors only.
+  const auto resize = [&](const char* mode, const char* ctm, float f) {
+    AttrMap a;
+    a.set("mode", std::string(mode));
+    a.set("coordinate_transformation_mode", std::string(ctm));
+    a.set("nearest_mode", std::string("floor"));
+    Tensor scales(DType::kFloat32, {4});
+    const float v[4] = {1.f, 1.f, f, f};
+    std::copy(v, v + 4, scales.data<float>());
+    Graph g = one_node(OpType::Resize, a, {1, 16, 4, 4}, {Tensor(DType::kFloat32, {0}), scales});
+    return ask(t, g, kF16, kF16);
+  };
+  EXPECT_TRUE(resize("nearest", "asymmetric", 2.f).yes);
+  EXPECT_FALSE(resize("nearest", "asymmetric", 1.5f).yes);  // 4 -> 6: not an integer factor
+  EXPECT_FALSE(resize("linear", "asymmetric", 2.f).yes);
   // Other ops run in their ONNX dtype.
   const Support relu16 = ask(t, one_node(OpType::Relu, {}, {1, 16, 8, 8}), kF16, kF16);
   EXPECT_FALSE(relu16.yes);

@@ -50,6 +50,24 @@ Support conv(const Graph& g, const Node& n, const NodeFormats& f) {
   return Support::ok(n.op == OpType::FusedConv ? "generic fp32 conv with the fused epilogue" : "", kTraits);
 }
 
+// A nearest Resize by integer factors of H and W whose coordinates map output x to input floor(x / f), as
+// lower_movement.cpp's UpsampleLayer computes: asymmetric + floor, or half_pixel + round_prefer_floor/ceil.
+bool integer_nearest_upsample(const Graph& g, const Node& n) {
+  if (attr_string(n, "mode", "nearest") != "nearest" || n.inputs.empty() || n.inputs[0] < 0 || n.outputs.empty() ||
+      n.outputs[0] < 0) {
+    return false;
+  }
+  const std::string ctm = attr_string(n, "coordinate_transformation_mode", "half_pixel");
+  const std::string nm = attr_string(n, "nearest_mode", "round_prefer_floor");
+  const bool half = ctm == "half_pixel" || ctm == "pytorch_half_pixel";
+  if (!(ctm == "asymmetric" && nm == "floor") && !(half && (nm == "round_prefer_floor" || nm == "round_prefer_ceil"))) {
+    return false;
+  }
+  const Shape &is = g.values[n.inputs[0]].shape, &os = g.values[n.outputs[0]].shape;
+  return is.size() == 4 && os.size() == 4 && is[0] == os[0] && is[1] == os[1] && is[2] > 0 && is[3] > 0 &&
+         os[2] % is[2] == 0 && os[3] % is[3] == 0;
+}
+
 // MaxPool, Resize and channel Concats have NHWC layers in fp16, and in int8 where a Concat feeds INT8 convs.
 Support movement(const Graph& g, const Node& n, const NodeFormats& f) {
   const bool int8 = any_of(f, TensorPrecision::kInt8);
@@ -63,8 +81,8 @@ Support movement(const Graph& g, const Node& n, const NodeFormats& f) {
     const int64_t axis = attr_int(n, "axis", 0);
     if (axis != 1 && axis != -3) return Support::no("NHWC Concats join channels (axis 1)", kMovement);
   }
-  if (n.op == OpType::Resize && attr_string(n, "mode", "nearest") != "nearest") {
-    return Support::no("NHWC Resize is nearest-neighbour upsampling by an integer factor", kMovement);
+  if (n.op == OpType::Resize && !integer_nearest_upsample(g, n)) {
+    return Support::no("NHWC Resize is nearest-neighbour upsampling by an integer factor (floor mapping)", kMovement);
   }
   return Support::ok(int8 ? "in int8 where the Concat it feeds is read by INT8 convs only" : "NHWC fp16 layer",
                      kMovement);
