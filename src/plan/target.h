@@ -4,6 +4,7 @@
 // construction and tactics behind the same question.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,11 @@ const char* precision_name(TensorPrecision p);
 // input, in input order, and one per output.
 struct NodeFormats {
   std::vector<TensorPrecision> inputs, outputs;
+  // Whether any input or output is in precision p.
+  bool has(TensorPrecision p) const {
+    return std::find(inputs.begin(), inputs.end(), p) != inputs.end() ||
+           std::find(outputs.begin(), outputs.end(), p) != outputs.end();
+  }
 };
 
 // A target's answer: yes or no, why (for a no: what breaks the rule; for a yes: notes worth showing, e.g. a fusion),

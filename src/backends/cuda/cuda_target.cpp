@@ -1,6 +1,5 @@
 #include "backends/cuda/cuda_target.h"
 
-#include <algorithm>
 
 #include "ops/op.h"
 #include "ops/op_traits.h"
@@ -25,10 +24,6 @@ std::string attr_string(const Node& n, const char* name, const char* def) {
   return v ? *v : def;
 }
 
-bool any_of(const NodeFormats& f, TensorPrecision p) {
-  return std::count(f.inputs.begin(), f.inputs.end(), p) + std::count(f.outputs.begin(), f.outputs.end(), p) > 0;
-}
-
 // A conv's weights as the tensor-core layers take them: a constant 4-d float tensor.
 const Tensor* conv_weights(const Graph& g, const Node& n) {
   const Tensor* w = n.inputs.size() > 1 && n.inputs[1] >= 0 ? g.constant(n.inputs[1]) : nullptr;
@@ -38,11 +33,11 @@ const Tensor* conv_weights(const Graph& g, const Node& n) {
 Support conv(const Graph& g, const Node& n, const NodeFormats& f) {
   const Tensor* w = conv_weights(g, n);
   const int64_t group = attr_int(n, "group", 1);
-  if (any_of(f, TensorPrecision::kInt8)) {
+  if (f.has(TensorPrecision::kInt8)) {
     if (!w) return Support::no("INT8 convs need constant 4-d float weights", kConvs);
     return Support::ok(group == 1 ? "INT8 tensor-core conv, NHWC" : "INT8 grouped conv (conv_grouped_i8)", kConvs);
   }
-  if (any_of(f, TensorPrecision::kFp16)) {
+  if (f.has(TensorPrecision::kFp16)) {
     if (!w) return Support::no("fp16 convs need constant 4-d float weights (others run the generic fp32 kernel)", kConvs);
     if (group != 1) return Support::no("grouped float convs run the generic fp32 kernel", kConvs);
     return Support::ok("fp16 tensor-core conv, NHWC", kConvs);
@@ -70,8 +65,8 @@ bool integer_nearest_upsample(const Graph& g, const Node& n) {
 
 // MaxPool, Resize and channel Concats have NHWC layers in fp16, and in int8 where a Concat feeds INT8 convs.
 Support movement(const Graph& g, const Node& n, const NodeFormats& f) {
-  const bool int8 = any_of(f, TensorPrecision::kInt8);
-  if (!int8 && !any_of(f, TensorPrecision::kFp16)) return Support::ok({}, kTraits);
+  const bool int8 = f.has(TensorPrecision::kInt8);
+  if (!int8 && !f.has(TensorPrecision::kFp16)) return Support::ok({}, kTraits);
   for (int v : n.op == OpType::Concat ? n.inputs : std::vector<int>{n.inputs.empty() ? -1 : n.inputs[0]}) {
     if (v < 0 || g.values[v].shape.size() != 4 || g.values[v].shape[1] % 8 != 0) {
       return Support::no("NHWC layers take 4-d tensors with a multiple of 8 channels", kMovement);
@@ -130,7 +125,7 @@ Support CudaTarget::supports(const Graph& g, const Node& n, const NodeFormats& f
     if (p->def.cuda_kernels.empty()) {
       return Support::no(p->qualified + " has no CUDA kernel (its plugin gives a reference only)", kPlugins);
     }
-    if (any_of(f, TensorPrecision::kInt8)) return Support::no("plugin kernels take float tensors", kPlugins);
+    if (f.has(TensorPrecision::kInt8)) return Support::no("plugin kernels take float tensors", kPlugins);
     std::string names;
     for (const auto& k : p->def.cuda_kernels) names += (names.empty() ? "" : ", ") + k.name;
     return Support::ok("plugin kernels " + names + " (each checks shapes and dtypes when the plan is built)", kPlugins);
@@ -142,12 +137,12 @@ Support CudaTarget::supports(const Graph& g, const Node& n, const NodeFormats& f
   if (n.op == OpType::MaxPool || n.op == OpType::Resize || n.op == OpType::Concat) {
     const Support s = movement(g, n, f);
     if (!s.yes) return s;
-  } else if (n.op == OpType::Gemm && any_of(f, TensorPrecision::kInt8)) {
+  } else if (n.op == OpType::Gemm && f.has(TensorPrecision::kInt8)) {
     if (!int8_gemm_operands(g, n)) {
       return Support::no("INT8 Gemms need a 2-d input and constant 2-d weights (and bias)", kConvs);
     }
     return Support::ok("INT8 Gemm as a 1x1 INT8 conv", kConvs);
-  } else if (any_of(f, TensorPrecision::kInt8) || any_of(f, TensorPrecision::kFp16)) {
+  } else if (f.has(TensorPrecision::kInt8) || f.has(TensorPrecision::kFp16)) {
     return Support::no(op + " runs in its ONNX dtype (fp32 for float tensors); the build converts at its borders",
                        kTraits);
   }
