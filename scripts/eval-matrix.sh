@@ -25,24 +25,7 @@ $QD dataset fmnist-det --split train --count 64 --seed 1 --source-limit 30000 --
   --quiet >/dev/null
 export OPENBLAS_NUM_THREADS=2
 # Background jobs, each with the file it writes; wait_all fails (naming them) if any of them failed.
-PIDS=()
-NAMES=()
-bg() {  # bg OUTFILE CMD...: runs CMD in the background, stdout to OUTFILE (stderr too for .log files)
-  local f=$1
-  shift
-  if [[ $f == *.log ]]; then "$@" > "$f" 2>&1 & else "$@" > "$f" & fi
-  PIDS+=($!)
-  NAMES+=("$f")
-}
-wait_all() {
-  local failed=0
-  for i in "${!PIDS[@]}"; do
-    wait "${PIDS[$i]}" || { echo "eval-matrix: failed: ${NAMES[$i]}" >&2; failed=1; }
-  done
-  PIDS=()
-  NAMES=()
-  [ $failed = 0 ] || exit 1
-}
+source "$(dirname "$0")/lib/bg-jobs.sh"
 for algo in minmax entropy percentile mse; do
   bg "$OUT/calibrate_$algo.log" $QD calibrate $M --data "$D/calib/images" --algo $algo --cache "$OUT/$algo.cache"
 done

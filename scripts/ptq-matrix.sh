@@ -56,25 +56,8 @@ LABELS=(
 )
 
 # Runs "$@" in the background, at most JOBS at a time; wait_all fails (naming the log) if any failed.
-PIDS=()
-NAMES=()
-bg() {  # bg LOGFILE CMD...
-  local f=$1
-  shift
-  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do sleep 1; done
-  "$@" > "$f" 2>&1 &
-  PIDS+=($!)
-  NAMES+=("$f")
-}
-wait_all() {
-  local failed=0
-  for i in "${!PIDS[@]}"; do
-    wait "${PIDS[$i]}" || { echo "ptq-matrix: failed: ${NAMES[$i]}" >&2; failed=1; }
-  done
-  PIDS=()
-  NAMES=()
-  [ $failed = 0 ] || exit 1
-}
+BG_JOBS=$JOBS
+source "$(dirname "$0")/lib/bg-jobs.sh"
 
 EVAL=(--images "$D/val/images" --annotations "$D/val/annotations/instances_val.json" -q)
 eval_cmd() {  # eval_cmd DEVICE NAME MODEL CACHE LAYERS -> writes OUT/NAME.DEVICE.json
