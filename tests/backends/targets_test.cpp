@@ -75,11 +75,35 @@ TEST(CudaTarget, Int8GemmNeedsConstantWeights) {
   tb.set("transB", int64_t{1});
   const Graph gemm = one_node(OpType::Gemm, tb, {4, 16}, {Tensor(DType::kFloat32, {8, 16})});
   EXPECT_TRUE(ask(t, gemm, kI8).yes);
-  EXPECT_TRUE(cuda::int8_gemm_operands(gemm, gemm.nodes[0]).has_value());
+  EXPECT_TRUE(cuda::linear_operands(gemm, gemm.nodes[0]).has_value());
   const Graph dyn = one_node(OpType::Gemm, {}, {16, 16}, {}, true);
   EXPECT_FALSE(ask(t, dyn, kI8).yes);
-  EXPECT_FALSE(cuda::int8_gemm_operands(dyn, dyn.nodes[0]).has_value());
-  EXPECT_FALSE(ask(t, gemm, kF16, kF16).yes);  // float Gemms run in fp32
+  EXPECT_FALSE(cuda::linear_operands(dyn, dyn.nodes[0]).has_value());
+}
+
+// fp16 plans run linear layers with constant weights as 1x1 fp16 convs over their rows (16-byte multiples).
+TEST(CudaTarget, Fp16LinearLayers) {
+  const cuda::CudaTarget t;
+  AttrMap tb;
+  tb.set("transB", int64_t{1});
+  EXPECT_TRUE(ask(t, one_node(OpType::Gemm, tb, {4, 16}, {Tensor(DType::kFloat32, {8, 16})}), kF16, kF16).yes);
+  const Graph mm = one_node(OpType::MatMul, {}, {2, 5, 7, 16}, {Tensor(DType::kFloat32, {16, 12})});
+  const auto lin = cuda::linear_operands(mm, mm.nodes[0]);
+  ASSERT_TRUE(lin.has_value());
+  EXPECT_EQ(lin->N, 70);
+  EXPECT_EQ(lin->C, 16);
+  EXPECT_EQ(lin->K, 12);
+  const Support s = ask(t, mm, kF16, kF16);
+  EXPECT_TRUE(s.yes) << s.reason;
+  EXPECT_NE(s.reason.find("70 rows"), std::string::npos) << s.reason;
+  EXPECT_FALSE(ask(t, one_node(OpType::MatMul, {}, {3, 12}, {Tensor(DType::kFloat32, {12, 8})}), kF16, kF16).yes)
+      << "rows of 12 fp16 values are no 16-byte multiple";
+  EXPECT_FALSE(ask(t, one_node(OpType::MatMul, {}, {16, 16}, {}, true), kF16, kF16).yes) << "run-time weights";
+  AttrMap ta;
+  ta.set("transA", int64_t{1});
+  const Graph gta = one_node(OpType::Gemm, ta, {16, 4}, {Tensor(DType::kFloat32, {16, 8})});
+  EXPECT_FALSE(cuda::linear_operands(gta, gta.nodes[0]).has_value()) << "transA";
+  EXPECT_TRUE(ask(t, mm, kF32).yes) << "fp32 plans: the generic kernel";
 }
 
 TEST(CudaTarget, NhwcMovementLayers) {

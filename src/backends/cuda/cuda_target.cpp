@@ -99,17 +99,35 @@ FusionRules cuda_fusion_rules(Precision p) {
   return r;
 }
 
-std::optional<Int8Gemm> int8_gemm_operands(const Graph& g, const Node& n) {
-  if (n.op != OpType::Gemm || n.inputs.size() < 2 || n.inputs[0] < 0) return std::nullopt;
-  Int8Gemm m;
+std::optional<LinearOperands> linear_operands(const Graph& g, const Node& n) {
+  if ((n.op != OpType::Gemm && n.op != OpType::MatMul) || n.inputs.size() < 2 || n.inputs[0] < 0) {
+    return std::nullopt;
+  }
+  LinearOperands m;
   m.b = g.constant(n.inputs[1]);
-  const Shape& xs = g.values[n.inputs[0]].shape;
-  if (!m.b || m.b->dtype() != DType::kFloat32 || m.b->shape().size() != 2 || xs.size() != 2) return std::nullopt;
-  const auto trans_b = n.attrs.get_int("transB", 0);
-  if (!trans_b) return std::nullopt;
+  const Value& x = g.values[n.inputs[0]];
+  const Shape& xs = x.shape;
+  if (!m.b || m.b->dtype() != DType::kFloat32 || m.b->shape().size() != 2 || x.dtype != DType::kFloat32 ||
+      g.is_constant(n.inputs[0])) {
+    return std::nullopt;
+  }
+  if (n.op == OpType::MatMul) {
+    if (xs.size() < 2) return std::nullopt;
+    m.C = m.b->shape()[0];
+    m.K = m.b->shape()[1];
+    if (xs.back() != m.C) return std::nullopt;
+    m.N = numel(xs) / m.C;
+    return m;
+  }
+  const auto trans_a = n.attrs.get_int("transA", 0), trans_b = n.attrs.get_int("transB", 0);
+  const auto alpha = n.attrs.get_float("alpha", 1.f), beta = n.attrs.get_float("beta", 1.f);
+  if (xs.size() != 2 || !trans_a || *trans_a != 0 || !trans_b || !alpha || *alpha != 1.f || !beta || *beta != 1.f) {
+    return std::nullopt;
+  }
   m.trans_b = *trans_b != 0;
   m.C = m.b->shape()[m.trans_b ? 1 : 0];
   m.K = m.b->shape()[m.trans_b ? 0 : 1];
+  m.N = xs[0];
   if (m.C != xs[1]) return std::nullopt;
   if (n.inputs.size() < 3 || n.inputs[2] < 0) return m;
   m.bias = g.constant(n.inputs[2]);
@@ -138,10 +156,20 @@ Support CudaTarget::supports(const Graph& g, const Node& n, const NodeFormats& f
     const Support s = movement(g, n, f);
     if (!s.yes) return s;
   } else if (n.op == OpType::Gemm && f.has(TensorPrecision::kInt8)) {
-    if (!int8_gemm_operands(g, n)) {
-      return Support::no("INT8 Gemms need a 2-d input and constant 2-d weights (and bias)", kConvs);
+    const auto l = linear_operands(g, n);
+    if (!l) {
+      return Support::no("INT8 Gemms need a 2-d input, constant 2-d weights (and bias), no transA, alpha = beta = 1",
+                         kConvs);
     }
     return Support::ok("INT8 Gemm as a 1x1 INT8 conv", kConvs);
+  } else if ((n.op == OpType::Gemm || n.op == OpType::MatMul) && f.has(TensorPrecision::kFp16)) {
+    const auto l = linear_operands(g, n);
+    if (!l || !linear_fp16(*l)) {
+      return Support::no(op + " in fp16 needs constant 2-d fp32 weights, a float input whose rows are a multiple of 8 "
+                              "values (and for a Gemm: a 2-d input, constant bias, no transA, alpha = beta = 1)",
+                         kConvs);
+    }
+    return Support::ok(op + " as a 1x1 fp16 tensor-core conv over its " + std::to_string(l->N) + " rows", kConvs);
   } else if (f.has(TensorPrecision::kInt8) || f.has(TensorPrecision::kFp16)) {
     return Support::no(op + " runs in its ONNX dtype (fp32 for float tensors); the build converts at its borders",
                        kTraits);

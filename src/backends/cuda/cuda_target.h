@@ -3,6 +3,7 @@
 // it before making a generic layer; lower_conv.cpp, lower_movement.cpp and kernels/ hold the layers it describes.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 
 #include "core/precision.h"
@@ -26,14 +27,18 @@ FusionRules cuda_fusion_rules(Precision p);
 constexpr int kCudaMaxPoolChain = 4;
 bool cuda_pool_chain_fits(int C, int H, int W);
 
-// An INT8 Gemm's operands as the CUDA build runs it (a 1x1 INT8 conv over N pixels): a 2-d input [N, C], a constant
-// 2-d B ([C, K], or [K, C] with transB), no bias or a constant one per output column. Other Gemms stay in float.
-struct Int8Gemm {
+// A linear layer's operands as the CUDA build runs it on the tensor cores (a 1x1 conv over the input's rows): a Gemm
+// with a 2-d input [N, C] (no transA, alpha = beta = 1), or a MatMul of a float input [..., C] (N = its other
+// dimensions' product); a constant fp32 2-d B ([C, K], or [K, C] with a Gemm's transB); for a Gemm no bias or a
+// constant one per output column (a MatMul's bias is the Add after it, which the lowering fuses). INT8 takes the Gemms
+// among them, fp16 plans all of them whose rows are 16-byte multiples (linear_fp16); other ones stay in fp32.
+struct LinearOperands {
   const Tensor* b = nullptr;
   const Tensor* bias = nullptr;
   bool trans_b = false;
-  int64_t C = 0, K = 0;
+  int64_t N = 0, C = 0, K = 0;
 };
-std::optional<Int8Gemm> int8_gemm_operands(const Graph& g, const Node& n);
+std::optional<LinearOperands> linear_operands(const Graph& g, const Node& n);
+inline bool linear_fp16(const LinearOperands& l) { return l.C % 8 == 0 && l.N * l.C <= INT32_MAX; }
 
 }  // namespace qd::cuda

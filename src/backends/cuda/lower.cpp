@@ -34,7 +34,7 @@ Expected<Int8Choice> choose_int8(const Graph& g, const LowerInput& in) {
   } else {
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
-      if (plan.is_int8(i) && (n.op == OpType::Conv || int8_gemm_operands(g, n))) c.convs.insert(n.name);
+      if (plan.is_int8(i) && (n.op == OpType::Conv || (n.op == OpType::Gemm && linear_operands(g, n)))) c.convs.insert(n.name);
     }
     if (in.int8_convs) *in.int8_convs = c.convs;
   }
@@ -333,7 +333,10 @@ Status Lowerer::lower_node(int i) {
     } else if (n.op == OpType::MaxPoolChain) {
       return lower_pool_chain(i);
     } else if (n.op == OpType::Gemm && int8_convs_.count(n.name)) {
-      return lower_int8_gemm(i);
+      return lower_linear(i);
+    } else if (n.op == OpType::Gemm || n.op == OpType::MatMul) {
+      const auto lin = linear_operands(g_, n);
+      if (lin && linear_fp16(*lin)) return lower_linear(i);
     } else if (n.op == OpType::MaxPool || n.op == OpType::Resize || n.op == OpType::Concat) {
       bool lowered = false;
       if (n.op == OpType::Concat && !qscale_.empty()) {

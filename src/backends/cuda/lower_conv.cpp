@@ -1,4 +1,4 @@
-// Convs and INT8 Gemms as tensor-core layers: the stem's space-to-depth, the fused epilogue (activation, residual,
+// Convs and linear layers (Gemm, MatMul) as tensor-core layers: the stem's space-to-depth, the fused epilogue (activation, residual,
 // INT8 output with a second output), the detection head's transposed write, weight packing; and, once every layer
 // exists, sibling convs reading one tensor merged into one.
 #include <algorithm>
@@ -275,16 +275,31 @@ const std::vector<float>* Lowerer::qat_weight_scales(int w) const {
   return it == in_.int8->weight_scales.end() ? nullptr : &it->second;
 }
 
-// An INT8 Gemm (the reference's conditions: no transA, alpha = beta = 1; int8_gemm_operands') as the 1x1 INT8 conv
-// it is on N pixels of 1x1: the same kernels and epilogue, y = acc * (s_x * s_w[k]) + bias[k], written as the
-// [N, K] fp32 result.
-Status Lowerer::lower_int8_gemm(int i) {
+// A linear layer (linear_operands: an INT8 Gemm, or in fp16 a Gemm or MatMul with constant weights) as the 1x1 conv
+// it is over its N input rows: the same kernels and epilogue. INT8 reads the input's int8 copy and computes
+// y = acc * (s_x * s_w[k]) + bias[k]; fp16 reads an fp16 copy of the rows (ensure_rows_f16). The result goes in fp32
+// straight into the value: [N, K] row-major is the ONNX layout of [..., K]. A MatMul's bias Add that only it feeds
+// becomes the epilogue's bias.
+Status Lowerer::lower_linear(int i) {
   const Node& n = g_.nodes[i];
   const int x = n.inputs[0];
-  const auto gemm = int8_gemm_operands(g_, n);
-  if (!gemm || q8_[x] < 0) return internal("INT8 Gemm '" + n.name + "' cannot be lowered");
-  const auto [b, bias, trans_b, C, K] = *gemm;
-  const std::string key = n.name + ":int8";
+  const bool int8 = int8_convs_.count(n.name) > 0;
+  auto lin = linear_operands(g_, n);
+  if (!lin || (int8 && q8_[x] < 0) || (!int8 && !linear_fp16(*lin))) {
+    return internal("linear layer '" + n.name + "' cannot be lowered");
+  }
+  const auto [b, bias, trans_b, N, C, K] = *lin;
+  int y = n.outputs[0];
+  std::string names = layer_name(n);
+  const Tensor* add_bias = bias;
+  if (const int add = bias_add(y, K); add >= 0) {
+    const Node& a = g_.nodes[add];
+    add_bias = g_.constant(a.inputs[a.inputs[0] == y ? 1 : 0]);
+    done_[add] = true;
+    names += "+" + a.name;
+    y = a.outputs[0];
+  }
+  const std::string key = names + (int8 ? ":int8" : ":linear");
   auto it = in_.weights->find(key);
   if (it == in_.weights->end()) {
     Tensor w(DType::kFloat32, {K, C, 1, 1});  // B as conv weights [K][C]
@@ -293,30 +308,66 @@ Status Lowerer::lower_int8_gemm(int i) {
         w.data<float>()[k * C + c] = b->data<float>()[trans_b ? k * C + c : c * K + k];
       }
     Tensor bv(DType::kFloat32, {K});
-    if (bias) std::copy(bias->data<float>(), bias->data<float>() + K, bv.data<float>());
-    auto packed = QD_TRY(pack_conv_int8(w, &bv, qscale_[x], qat_weight_scales(n.inputs[1])));
+    if (add_bias) std::copy(add_bias->data<float>(), add_bias->data<float>() + K, bv.data<float>());
+    auto packed = int8 ? QD_TRY(pack_conv_int8(w, &bv, qscale_[x], qat_weight_scales(n.inputs[1])))
+                       : QD_TRY(pack_conv(w, &bv));
     it = in_.weights->emplace(key, packed).first;
   }
   auto l = std::make_unique<ConvLayer>();
-  l->int8 = true;
+  l->int8 = int8;
   l->w = it->second;
   ConvParams& p = l->p;
-  p.N = static_cast<int>(g_.values[x].shape[0]);
+  p.N = static_cast<int>(N);
   p.H = p.W = p.OH = p.OW = p.R = p.S = 1;
   p.C = l->w->C;
   p.K = static_cast<int>(K);
   p.Kp = l->w->Kp;
   p.out_format = OutFormat::kNchwF32;
-  l->in = q8_[x];
-  const int y = n.outputs[0];
+  l->in = int8 ? q8_[x] : QD_TRY(ensure_rows_f16(x, N, C));
   l->out = gen_[y] = add_tensor(generic_ref(y));
   l->ins = {l->in};
   l->outs = {l->out};
-  l->info = {n.name, "gemm", "", "int8", fmt_of(inst_->tensors[l->in]), fmt_of(inst_->tensors[l->out]),
-             static_cast<double>(node_macs(g_, n))};
+  l->info = {names, n.op == OpType::MatMul ? "matmul" : "gemm", "", int8 ? "int8" : "fp16",
+             fmt_of(inst_->tensors[l->in]), fmt_of(inst_->tensors[l->out]), static_cast<double>(node_macs(g_, n))};
   conv_layers_.push_back(static_cast<int>(inst_->layers.size()));
   add_layer(std::move(l));
   return Status::ok();
+}
+
+// The Add that only consumes a MatMul's result y and adds a constant fp32 vector of its K columns (a Linear's bias,
+// broadcast over the rows, not widening y), or -1.
+int Lowerer::bias_add(int y, int64_t K) const {
+  const int c = sole_consumer(y);
+  if (c < 0 || g_.nodes[c].op != OpType::Add || g_.nodes[c].inputs.size() != 2) return -1;
+  const Node& a = g_.nodes[c];
+  const int o = a.inputs[0] == y ? a.inputs[1] : a.inputs[0];
+  const Tensor* t = o >= 0 && o != y ? g_.constant(o) : nullptr;
+  if (!t || t->dtype() != DType::kFloat32 || t->numel() != K || t->shape().empty() || t->shape().back() != K ||
+      t->shape().size() > g_.values[y].shape.size() || a.outputs.size() != 1 ||
+      g_.values[a.outputs[0]].shape != g_.values[y].shape) {
+    return -1;
+  }
+  return c;
+}
+
+// Float value v's rows [N, C] (C its last dimension) as an fp16 NHWC tensor [N, C, 1, 1], converted once: what an
+// fp16 linear layer reads.
+Expected<int> Lowerer::ensure_rows_f16(int v, int64_t N, int64_t C) {
+  if (auto it = rows_f16_.find(v); it != rows_f16_.end()) return it->second;
+  const int src = QD_TRY(ensure_generic(v));
+  TensorRef rows = inst_->tensors[src];  // a view of the same memory, as [N, C, 1, 1]
+  rows.shape = {N, C, 1, 1};
+  inst_->tensors.push_back(rows);
+  const int view = static_cast<int>(inst_->tensors.size() - 1);
+  if (rows.buffer >= 0) ++buffer_users_[rows.buffer];
+  const int t = nhwc_tensor(rows.shape);
+  auto l = std::make_unique<ConvertLayer>();
+  l->info = {g_.values[v].name + ":to_f16_rows", "reformat", "convert_tensor", "fp32->fp16",
+             fmt_of(inst_->tensors[view]), fmt_of(inst_->tensors[t]), 0};
+  l->ins = {view};
+  l->outs = {t};
+  add_layer(std::move(l));
+  return rows_f16_[v] = t;
 }
 
 // Sibling convs as one: two convs that read the same tensor with the same geometry, precision and epilogue

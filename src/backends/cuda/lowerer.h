@@ -3,7 +3,7 @@
 // elsewhere, reformats at the borders), INT8 quantization points, Concat in place, kernel choice (plan/tactics.h) and
 // the activation memory plan. One class, its members defined by concern:
 //   lower.cpp           run(), tensors and reformats, generic layers, stream schedule and memory plan
-//   lower_conv.cpp      convs and INT8 Gemms (stem space-to-depth, epilogues, weight packing), sibling-conv merging
+//   lower_conv.cpp      convs and linear layers (stem space-to-depth, epilogues, weight packing), sibling-conv merging
 //   lower_movement.cpp  MaxPool / Resize / Concat on NHWC tensors, in INT8 where a Concat feeds INT8 convs
 //   lower_head.cpp      elementwise chains and the detection head's slice/concat decode
 //   lower_plugin.cpp    plugin ops (qdeploy/plugin.h)
@@ -105,7 +105,9 @@ class Lowerer {
   Expected<int> image_stem_input(int v, const ops::ConvGeom& geo, bool int8);
   Status try_fused_conv(int i, bool* lowered);
   const std::vector<float>* qat_weight_scales(int w) const;
-  Status lower_int8_gemm(int i);
+  Status lower_linear(int i);
+  int bias_add(int y, int64_t K) const;
+  Expected<int> ensure_rows_f16(int v, int64_t N, int64_t C);
   Status merge_sibling_convs();
   static bool mergeable(const ConvLayer& c) {
     const bool out_ok = c.int8 ? c.p.out_format == OutFormat::kNhwcI8 && !c.p.exact_silu && c.p.out_split > c.p.K
@@ -215,6 +217,7 @@ class Lowerer {
   std::vector<int> q8_;               // per value: its int8 NHWC tensor, once quantized (s2d layout for s2d_ values)
   std::vector<bool> s2d_;             // per value: a graph input the stem convs read as its space-to-depth
   std::vector<int> s2d_t_;            // its fp16 space-to-depth tensor, once made
+  std::map<int, int> rows_f16_;       // per value: its rows as fp16 for linear layers (ensure_rows_f16)
   std::map<int, bool> aliased_;
   std::set<int> int8_resizes_;  // Resize nodes try_int8_concat moved to int8 (they no longer read the fp16 tensor)
   std::vector<std::vector<int>> int8_concat_slices_;  // try_int8_concat's: each Concat's input tensors, in order

@@ -1,0 +1,103 @@
+// Linear layers (MatMul with constant weights, Gemm) in fp16 plans run as 1x1 fp16 tensor-core convs over their
+// input's rows, their bias Add in the epilogue; the others stay on the generic fp32 kernel.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "backends/cuda/cuda_engine.h"
+#include "cuda/gpu_test.h"
+#include "ops/interpret.h"
+#include "passes/passes.h"
+#include "test_util.h"
+
+namespace qd {
+namespace {
+
+double snr_db(const Tensor& ref, const Tensor& x) {
+  double s = 0, e = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double r = ref.data<float>()[i], d = r - x.data<float>()[i];
+    s += r * r;
+    e += d * d;
+  }
+  return 10 * std::log10(s / std::max(e, 1e-30));
+}
+
+// x [2, 7, 5, 64] feeds a MatMul + bias Add (the bias as [1, 40]), a MatMul without bias whose result a Relu reads,
+// and, through a Slice to 30 columns (rows that are no 16-byte multiple), a MatMul that stays generic; a Gemm
+// (transB) with its bias over x reshaped to [70, 64] reads the same fp16 rows.
+Graph linear_graph() {
+  test::GraphBuilder b;
+  const int x = b.input("x", {2, 7, 5, 64});
+  const int y1 = b.node(OpType::MatMul, "fc1", {x, b.constant("w1", test::random_f32({64, 40}, 1, -0.2f, 0.2f))});
+  const int z1 = b.node(OpType::Add, "fc1_bias", {b.constant("b1", test::random_f32({1, 40}, 2)), y1});
+  const int y2 = b.node(OpType::MatMul, "fc2", {x, b.constant("w2", test::random_f32({64, 24}, 3, -0.2f, 0.2f))});
+  const int r2 = b.node(OpType::Relu, "relu2", {y2});
+  const int xs = b.node(OpType::Slice, "cut",
+                        {x, b.constant("st", Tensor::from_i64({0})), b.constant("en", Tensor::from_i64({30})),
+                         b.constant("ax", Tensor::from_i64({3}))});
+  const int y3 = b.node(OpType::MatMul, "fc3", {xs, b.constant("w3", test::random_f32({30, 16}, 4, -0.2f, 0.2f))});
+  const int flat = b.node(OpType::Reshape, "rows", {x, b.constant("sh", Tensor::from_i64({70, 64}))});
+  AttrMap tb;
+  tb.set("transB", int64_t{1});
+  const int y4 = b.node(OpType::Gemm, "fc4",
+                        {flat, b.constant("w4", test::random_f32({48, 64}, 5, -0.2f, 0.2f)),
+                         b.constant("b4", test::random_f32({48}, 6))},
+                        tb);
+  b.g.outputs = {z1, r2, y3, y4};
+  b.g.relink();
+  return b.g;
+}
+
+TEST(CudaLinear, Fp16LinearsRunOnTensorCoresWithTheirBias) {
+  SKIP_WITHOUT_GPU();
+  const Graph g = linear_graph();
+  std::map<std::string, Tensor> in{{"x", test::random_f32({2, 7, 5, 64}, 9, -1.f, 1.f)}};
+  Graph ref_g = g;
+  ASSERT_TRUE(prepare_graph(ref_g, {{{"x", in.at("x").shape()}}}).is_ok());
+  auto ref = run_reference(ref_g, in);
+  ASSERT_TRUE(ref) << ref.status().to_string();
+  for (const char* precision : {"fp32", "fp16"}) {
+    BuildOptions opt;
+    opt.device = "cuda";
+    opt.precision = *parse_precision(precision);
+    auto engine = test::cuda_engine_of(g, opt);
+    ASSERT_TRUE(engine);
+    auto layers = engine->layer_info({{"x", in.at("x").shape()}});
+    ASSERT_TRUE(layers);
+    std::map<std::string, std::string> kind;
+    int rows = 0;
+    for (const auto& l : *layers) {
+      kind[l.name] = l.kind + ":" + l.precision;
+      rows += l.name == "x:to_f16_rows";
+    }
+    const bool fp16 = std::string(precision) == "fp16";
+    if (fp16) {
+      EXPECT_EQ(kind["fc1+fc1_bias"], "matmul:fp16");
+      EXPECT_EQ(kind.count("fc1_bias"), 0u) << "the bias is the epilogue's";
+      EXPECT_EQ(kind["fc2"], "matmul:fp16");
+      EXPECT_EQ(kind["fc4"], "gemm:fp16");
+      EXPECT_EQ(rows, 1) << "the rows of x are converted once, for fc1 and fc2";
+      EXPECT_EQ(kind["fc3"].rfind("MatMul:", 0), 0u) << kind["fc3"] << ": rows of 30 values stay generic";
+    } else {
+      EXPECT_EQ(kind["fc1"].rfind("MatMul:", 0), 0u) << kind["fc1"];
+      EXPECT_EQ(rows, 0);
+    }
+    auto out = engine->run(in);
+    ASSERT_TRUE(out) << out.status().to_string();
+    ASSERT_EQ(out->size(), ref->size());
+    for (size_t i = 0; i < ref->size(); ++i) {
+      ASSERT_EQ((*out)[i].shape(), (*ref)[i].shape());
+      const double snr = snr_db((*ref)[i], (*out)[i]);
+      std::cout << precision << " output " << i << ": SNR " << snr << " dB, max |diff| "
+                << test::max_abs_diff((*ref)[i], (*out)[i]) << "\n";
+      EXPECT_GE(snr, fp16 && i != 2 ? 55.0 : 100.0) << "output " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qd
