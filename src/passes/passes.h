@@ -57,14 +57,18 @@ using PoolChainRule = std::function<bool(const Shape& x, int pools)>;
 // MaxPools that each pool the one before with the same size-keeping window (SPPF) become one MaxPoolChain, as long
 // as `fits` agrees (null: none). Returns the number of chains.
 Expected<int> fuse_pool_chains(Graph& g, const PoolChainRule& fits);
+// GELU written out as x * 0.5 * (1 + Erf(x / sqrt(2))) (exports before opset 20; the products in any of the orders
+// exporters use) becomes one Gelu node (approximate "none"). Returns the number fused.
+Expected<int> fuse_gelu(Graph& g);
 struct FusionCounts {
-  int batch_norms = 0, activations = 0, residuals = 0, pool_chains = 0;
+  int batch_norms = 0, activations = 0, residuals = 0, pool_chains = 0, gelus = 0;
 };
 // What the target's kernels decide about the fusions: the pool chains it runs as one layer.
 struct FusionRules {
   PoolChainRule pool_chain;
 };
-// The builder's fusions in their order (BatchNorm, activation, residual, pool chains); `keep_bn` as fold_batch_norm's
+// The builder's fusions in their order (BatchNorm, activation, residual, pool chains, GELU); `keep_bn` as
+// fold_batch_norm's
 // `keep`.
 Expected<FusionCounts> fuse_graph(Graph& g, const std::set<std::string>& keep_bn = {}, const FusionRules& rules = {});
 

@@ -18,6 +18,7 @@ Expected<FusionCounts> fuse_graph(Graph& g, const std::set<std::string>& keep_bn
   c.activations = QD_TRY(fuse_conv_activation(g));
   c.residuals = QD_TRY(fuse_conv_residual(g));
   c.pool_chains = QD_TRY(fuse_pool_chains(g, rules.pool_chain));
+  c.gelus = QD_TRY(fuse_gelu(g));
   return c;
 }
 

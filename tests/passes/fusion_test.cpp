@@ -1,5 +1,6 @@
-// The fusion passes (fold_batch_norm, fuse_conv_activation, fuse_conv_residual, fuse_pool_chains): each fused graph
-// against the graph it came from on the reference, what each leaves alone, and the shipped detector fused whole.
+// The fusion passes (fold_batch_norm, fuse_conv_activation, fuse_conv_residual, fuse_pool_chains, fuse_gelu): each
+// fused graph against the graph it came from on the reference, what each leaves alone, and the shipped detector fused
+// whole.
 #include <gtest/gtest.h>
 
 #include "onnx/importer.h"
@@ -354,6 +355,51 @@ TEST(Fusion, ShippedDetectorFusedWhole) {
   EXPECT_EQ(count(chained, OpType::MaxPoolChain), 1);
   EXPECT_EQ(count(chained, OpType::MaxPool), 0);
   expect_same(ref, chained, {{"images", test::random_f32({1, 3, 640, 640}, 12, 0, 1)}}, 1e-5);
+}
+
+// GELU as exporters write it before opset 20, in each order of the products (PyTorch's, HuggingFace's and one more),
+// becomes one Gelu node with the same values; a constant that is not 1/sqrt(2), 1 or 0.5, or an intermediate value
+// read elsewhere, leaves the nodes alone.
+TEST(FuseGelu, ErfFormsBecomeOneNode) {
+  Builder b;
+  const int x = b.input("x", {2, 5, 16});
+  const auto c = [&](const std::string& n, float v) { return b.constant(n, Tensor::scalar_f32(v)); };
+  // (x * (1 + erf(x / sqrt2))) * 0.5
+  int e = b.node(OpType::Erf, "e1", {b.node(OpType::Div, "d1", {x, c("s1", 1.4142135f)})});
+  int a = b.node(OpType::Add, "a1", {e, c("o1", 1.f)});
+  const int y1 = b.node(OpType::Mul, "h1", {b.node(OpType::Mul, "m1", {x, a}), c("f1", 0.5f)});
+  // x * ((1 + erf(x * (1 / sqrt2))) * 0.5), the Add's constant first
+  e = b.node(OpType::Erf, "e2", {b.node(OpType::Mul, "d2", {c("s2", 0.70710677f), y1})});
+  a = b.node(OpType::Add, "a2", {c("o2", 1.f), e});
+  const int y2 = b.node(OpType::Mul, "h2", {y1, b.node(OpType::Mul, "m2", {a, c("f2", 0.5f)})});
+  // (x * 0.5) * (1 + erf(x / sqrt2))
+  const int half = b.node(OpType::Mul, "p3", {y2, c("f3", 0.5f)});
+  e = b.node(OpType::Erf, "e3", {b.node(OpType::Div, "d3", {y2, c("s3", 1.4142135f)})});
+  const int y3 = b.node(OpType::Mul, "h3", {half, b.node(OpType::Add, "a3", {e, c("o3", 1.f)})});
+  // Not GELU: x / 2 inside the Erf.
+  e = b.node(OpType::Erf, "e4", {b.node(OpType::Div, "d4", {y3, c("s4", 2.f)})});
+  a = b.node(OpType::Add, "a4", {e, c("o4", 1.f)});
+  const int y4 = b.node(OpType::Mul, "h4", {b.node(OpType::Mul, "m4", {y3, a}), c("f4", 0.5f)});
+  // GELU, but the Erf's result is an output too.
+  e = b.node(OpType::Erf, "e5", {b.node(OpType::Div, "d5", {y4, c("s5", 1.4142135f)})});
+  a = b.node(OpType::Add, "a5", {e, c("o5", 1.f)});
+  const int y5 = b.node(OpType::Mul, "h5", {b.node(OpType::Mul, "m5", {y4, a}), c("f5", 0.5f)});
+  b.g.outputs = {y5, e};
+  const Graph ref = b.prepared();
+  Graph g = ref;
+  EXPECT_EQ(*fuse_gelu(g), 3);
+  EXPECT_EQ(count(g, OpType::Gelu), 3);
+  EXPECT_EQ(count(g, OpType::Erf), 2);
+  for (const char* name : {"h1", "h2", "h3"}) {
+    const Node* n = find_node(g, name);
+    ASSERT_NE(n, nullptr) << name;
+    EXPECT_EQ(n->op, OpType::Gelu) << name;
+    EXPECT_EQ(n->inputs.size(), 1u);
+  }
+  EXPECT_TRUE(g.verify().is_ok());
+  expect_same(ref, g, {{"x", test::random_f32({2, 5, 16}, 7, -4.f, 4.f)}});
+  Graph again = g;
+  EXPECT_EQ(*fuse_gelu(again), 0);
 }
 
 }  // namespace

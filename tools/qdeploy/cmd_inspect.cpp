@@ -174,6 +174,7 @@ int run_inspect(const InspectArgs& a) {
                       {"conv_activations", fusions->activations},
                       {"conv_residuals", fusions->residuals},
                       {"pool_chains", fusions->pool_chains},
+                      {"gelus", fusions->gelus},
                       {"fused_convs", fused_layers}};
     }
     std::cout << j.dump(2) << "\n";
@@ -217,8 +218,8 @@ int run_inspect(const InspectArgs& a) {
               layer_macs.size());
   if (fusions) {
     std::printf("fusions (CUDA builder): %d BatchNormalization folded into convs, %d conv activations, %d residual Adds "
-                "(%zu FusedConv), %d max-pool chains\n", fusions->batch_norms, fusions->activations, fusions->residuals,
-                fused_layers.size(), fusions->pool_chains);
+                "(%zu FusedConv), %d max-pool chains, %d GELUs\n", fusions->batch_norms, fusions->activations,
+                fusions->residuals, fused_layers.size(), fusions->pool_chains, fusions->gelus);
     if (a.layers) {
       for (const std::string& l : fused_layers) std::cout << "  " << l << "\n";
       for (const std::string& l : chain_layers) std::cout << "  " << l << "\n";
