@@ -34,7 +34,8 @@ Expected<Int8Choice> choose_int8(const Graph& g, const LowerInput& in) {
   } else {
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
-      if (plan.is_int8(i) && (n.op == OpType::Conv || (n.op == OpType::Gemm && linear_operands(g, n)))) c.convs.insert(n.name);
+      const bool gemm = n.op == OpType::Gemm && linear_operands(g, n);
+      if (plan.is_int8(i) && (n.op == OpType::Conv || gemm)) c.convs.insert(n.name);
     }
     if (in.int8_convs) *in.int8_convs = c.convs;
   }

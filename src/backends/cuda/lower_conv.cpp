@@ -1,6 +1,6 @@
-// Convs and linear layers (Gemm, MatMul) as tensor-core layers: the stem's space-to-depth, the fused epilogue (activation, residual,
-// INT8 output with a second output), the detection head's transposed write, weight packing; and, once every layer
-// exists, sibling convs reading one tensor merged into one.
+// Convs and linear layers (Gemm, MatMul) as tensor-core layers: the stem's space-to-depth, the fused epilogue
+// (activation, residual, INT8 output with a second output), the detection head's transposed write, weight packing;
+// and, once every layer exists, sibling convs reading one tensor merged into one.
 #include <algorithm>
 
 #include "backends/cuda/lowerer.h"
