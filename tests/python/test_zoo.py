@@ -28,7 +28,8 @@ OPS = {
     "efficientnet_b0": {"Conv", "Sigmoid", "Mul", "GlobalAveragePool", "Gemm"},
     "regnet_y_400mf": {"Conv", "Relu", "Sigmoid", "Mul", "Add", "GlobalAveragePool", "Gemm"},
     "convnext_tiny": {"Conv", "Transpose", "LayerNormalization", "MatMul", "Erf", "Mul", "Add", "GlobalAveragePool"},
-    "shufflenet_v2_x1_0": {"Conv", ("Split", "Slice"), "Concat", "Reshape", "Transpose", "MaxPool", "ReduceMean", "Gemm"},
+    "shufflenet_v2_x1_0": {"Conv", ("Split", "Slice"), "Concat", "Reshape", "Transpose", "MaxPool", "ReduceMean",
+                           "Gemm"},
 }
 
 

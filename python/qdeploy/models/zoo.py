@@ -450,7 +450,7 @@ def randomize(model, seed=0, imgsz=224, batch=8):
     """Non-trivial values for what an initialization leaves trivial: norm weights in [0.5, 1.5] and biases N(0, 0.1),
     conv and Linear biases N(0, 0.02), ConvNeXt layer scales in [0.1, 0.5]; then every BatchNorm's running mean and
     variance measured on ``batch`` random normalized images (N(0, 1)) of ``imgsz`` pixels, in one train-mode forward
-    with a cumulative average. Returns the model in eval mode."""
+    with a cumulative average (on the model's device). Returns the model in eval mode."""
     g = torch.Generator().manual_seed(seed)
 
     def uniform(t, lo, hi):
@@ -471,7 +471,7 @@ def randomize(model, seed=0, imgsz=224, batch=8):
             m.reset_running_stats()
             m.momentum = None  # cumulative average: after one batch, that batch's statistics
             m.train()
-        model(torch.randn(batch, 3, imgsz, imgsz, generator=g))
+        model(torch.randn(batch, 3, imgsz, imgsz, generator=g).to(bns[0].weight.device))
         for m, momentum in zip(bns, momenta):
             m.momentum = momentum
     return model.eval()
