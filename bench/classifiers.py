@@ -13,8 +13,8 @@ Per model, each step a process of its own with a time limit, so that one failure
 - qdeploy: `qdeploy calibrate --algo minmax` on a few N(0, 1) batches (.npy; random weights: the scales only have to be
   plausible for a speed measurement), `qdeploy bench --cuda-graph --input-format fp16:nhwc --output-format fp16` at
   FP16 and INT8 (PyTorch's bindings; one call per set of batches timed with the same iteration counts), and
-  `qdeploy run --device cuda` at FP32, FP16 and INT8 on the check images, compared with ONNX Runtime FP32 and PyTorch FP16 (max |difference| over the reference's output range, top-1
-  agreement).
+  `qdeploy run --device cuda` at FP32, FP16 and INT8 on the check images, compared with ONNX Runtime FP32 and
+  PyTorch FP16 (max |difference| over the reference's output range, top-1 agreement).
 
 Latency is GPU time per forward from CUDA events (median); throughput is images/s over back-to-back forwards; batches
 above 32 run fewer iterations (--iters scaled by 32/batch, at least --min-iters). Writes OUTDIR/results.json and

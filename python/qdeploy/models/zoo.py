@@ -485,3 +485,29 @@ def export_onnx(model, path, imgsz=224, batch=1, dynamic=False, opset=17):
 
     m = copy.deepcopy(model).cpu().float().eval()
     onnx_export(m, torch.zeros(batch, 3, imgsz, imgsz), path, ["input"], ["output"], dynamic=dynamic, opset=opset)
+
+
+def main(argv=None):
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python3 -m qdeploy.models.zoo",
+                                 description="Export a standard classifier (seeded random weights) to ONNX.")
+    ap.add_argument("--model", choices=MODEL_NAMES, required=True)
+    ap.add_argument("--num-classes", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--imgsz", type=int, default=224)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--dynamic", action="store_true", help="dynamic batch axis")
+    ap.add_argument("--no-randomize", action="store_true", help="keep the initialization's trivial BatchNorm "
+                    "statistics, norm affines, biases and layer scales")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    model = build(args.model, args.num_classes, args.seed)
+    if not args.no_randomize:
+        randomize(model, seed=args.seed, imgsz=args.imgsz)
+    export_onnx(model, args.out, imgsz=args.imgsz, batch=args.batch, dynamic=args.dynamic)
+    print(f"{args.model}: {count_parameters(model):,} parameters -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
