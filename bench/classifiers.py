@@ -221,7 +221,7 @@ def run_model(args, name, deadline):
     d = model_dir(args, name)
     entry = {"model": name, "parameters": PARAMETERS[name], "imgsz": args.imgsz, "check_batch": args.check_batch,
              "rows": [], "accuracy": [], "errors": [], "steps": {},
-             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": args.command}
     t0 = time.time()
     common = ["--model", name, "--out", args.out, "--work", args.work, "--imgsz", args.imgsz, "--batches",
               args.batches, "--seed", args.seed, "--warmup", args.warmup, "--iters", args.iters, "--min-iters",
@@ -325,7 +325,7 @@ def render(results):
     lines = ["# Standard classifiers: PyTorch against qdeploy", "",
              f"GPU: {', '.join(gpus)}; torch {', '.join(sorted({m.get('torch', '?') for m in models.values()}))}; "
              f"dates {', '.join(sorted({m['date'] for m in models.values()}))}", "",
-             f"Command: `{results.get('command', '')}`", "",
+             "Commands: " + "; ".join(sorted({f"`{models[n].get('command', '')}`" for n in names})), "",
              "Latency: GPU time per forward (median, ms); images/s over back-to-back forwards; speed-ups are "
              "throughput ratios at the same batch. PyTorch: FP16, channels_last; qdeploy: fp16 NHWC input, fp16 "
              "output, CUDA graph.", "",
@@ -399,7 +399,6 @@ def main():
         results = {"models": {}}
         for path in args.render:
             r = json.loads(Path(path).read_text())
-            results["command"] = r.get("command", "")
             results["models"].update(r["models"])
         save(args.out, results)
         print(render(results))
@@ -415,7 +414,7 @@ def main():
         sys.exit(f"--precisions {bad}: expected fp32, fp16 or int8")
     old = Path(args.out) / "results.json"
     results = json.loads(old.read_text()) if old.exists() and not args.fresh else {"models": {}}
-    results["command"] = "python3 bench/classifiers.py " + " ".join(sys.argv[1:])
+    args.command = "python3 bench/classifiers.py " + " ".join(sys.argv[1:])
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
     deadline = t0 + args.budget if args.budget else None
