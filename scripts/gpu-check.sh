@@ -11,6 +11,9 @@
 #             (its QAT row from the shipped QAT model, or QD_PRECISION_QAT=MODEL.onnx)
 #   exports   real exports of python/qdeploy's models with the installed torch (dynamo and legacy exporters) checked
 #             against ONNX Runtime and against each other (scripts/onnx-exports.py)
+#   classifiers  ResNet-50, MobileNetV2/V3-Large, EfficientNet-B0, RegNetY-400MF, ConvNeXt-T and ShuffleNetV2 against
+#             PyTorch eager and torch.compile, FP16 and INT8, batch 1, 32 and 256, with correctness checks
+#             (bench/classifiers.py; QD_CLASSIFIERS_ARGS adds flags, e.g. --models resnet50,convnext_tiny)
 #   qat       QAT fine-tuning of the shipped detector (python -m qdeploy.qat; QD_QAT_ARGS replaces its flags), then INT8 GPU
 #             plans built from its Q/DQ model (all INT8, and with layers in fp16: QD_QAT_FALLBACKS) evaluated on the val set
 # QD_TEST_FILTER narrows the tests (a gtest filter), QD_TEST_SHARDS runs them as that many processes at once;
@@ -132,6 +135,14 @@ for step in $STEPS; do
         --precisions fp16,fp16:qdeploy,int8 --calib-images "$calib" ${QD_BENCH_ARGS:-} > "$OUT/bench.log" 2>&1 || rc=1
       tail -25 "$OUT/bench.log"
       tar -C "$OUT" -cJf "$OUT/bench.tar.xz" bench && rm -rf "$OUT/bench"  # few files come back from the machine
+      ;;
+    classifiers)
+      # Minutes per model (torch.compile at three batches most of it): a few models per call.
+      PYTHONPATH=python python3 bench/classifiers.py --qdeploy "$B/qdeploy" --out "$OUT/classifiers" \
+        ${QD_CLASSIFIERS_ARGS:-} > "$OUT/classifiers.log" 2>&1 || rc=1
+      grep -E "^\[.*(done in|FAILED)" "$OUT/classifiers.log"
+      cat "$OUT/classifiers/results.md" 2>/dev/null
+      tar -C "$OUT" -cJf "$OUT/classifiers.tar.xz" classifiers && rm -rf "$OUT/classifiers"
       ;;
     pipeline)
       fmnist_det val val 1000 0
