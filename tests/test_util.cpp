@@ -65,6 +65,16 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+double snr_db(const Tensor& ref, const Tensor& x) {
+  double s = 0, e = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double r = ref.get_f64(i), d = r - x.get_f64(i);
+    s += r * r;
+    e += d * d;
+  }
+  return e == 0 ? 200.0 : 10.0 * std::log10(s / e);
+}
+
 Status write_minmax_cache(const std::string& model, const std::string& input, const Tensor& feed,
                           const std::string& path) {
   auto g = import_onnx_file(model);

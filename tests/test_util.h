@@ -21,6 +21,8 @@ Tensor random_f32(const Shape& shape, uint32_t seed, float lo = -1.f, float hi =
 Image pattern_image(int w, int h, uint32_t seed);
 // max |a - b| over all elements (shapes must match; returns +inf otherwise).
 double max_abs_diff(const Tensor& a, const Tensor& b);
+// Signal-to-noise ratio of float tensor x against ref in dB: 10 log10(sum ref^2 / sum (ref - x)^2); 200 when equal.
+double snr_db(const Tensor& ref, const Tensor& x);
 // A min-max calibration cache (TensorRT text format) for the ONNX model's input `input`, from the one batch `feed`
 // (the model is prepared for its shape), written to `path`.
 Status write_minmax_cache(const std::string& model, const std::string& input, const Tensor& feed,

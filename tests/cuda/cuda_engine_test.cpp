@@ -38,17 +38,6 @@ Tensor round_to_fp16(Tensor t) {
   return t;
 }
 
-// 10*log10(sum ref^2 / sum (ref - x)^2)
-double snr_db(const Tensor& ref, const Tensor& x) {
-  double s = 0, e = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    const double r = ref.data<float>()[i], d = r - x.data<float>()[i];
-    s += r * r;
-    e += d * d;
-  }
-  return e == 0 ? 200.0 : 10.0 * std::log10(s / e);
-}
-
 // The ONNX Conv nodes a layer runs, from its name (the fused nodes' names joined by '+'; YOLOv5's are ".../Conv").
 int onnx_convs(const std::string& layer) {
   int n = 0;
@@ -925,7 +914,7 @@ void check_model(const std::string& path, const std::map<std::string, Shape>& sh
     for (size_t i = 0; i < ref->size(); ++i) {
       const double range = std::max(1e-6, max_abs((*ref)[i]));
       const double err = test::max_abs_diff((*ref)[i], (*out)[i]);
-      const double snr = snr_db((*ref)[i], (*out)[i]);
+      const double snr = test::snr_db((*ref)[i], (*out)[i]);
       std::cout << path << " " << precision << (sources.empty() ? "" : " " + sources[0]) << " output " << i
                 << ": max |diff| " << err << " of range " << range << ", SNR " << snr << " dB\n";
       if (precision == "fp32") {
@@ -1068,7 +1057,7 @@ TEST(CudaEngine, Int8MatchesReferenceInt8) {
   std::map<std::string, Tensor> in{{"images", test::random_f32({1, 3, 640, 640}, 21, 0.f, 1.f)}};
   auto a = (*cpu)->run(in), b = (*gpu)->run(in), f = (*fp32)->run(in);
   ASSERT_TRUE(a && b && f) << b.status().to_string();
-  const double gpu_vs_ref = snr_db((*a)[0], (*b)[0]), ref_vs_fp32 = snr_db((*f)[0], (*a)[0]);
+  const double gpu_vs_ref = test::snr_db((*a)[0], (*b)[0]), ref_vs_fp32 = test::snr_db((*f)[0], (*a)[0]);
   std::cout << "yolov5n int8: cuda vs reference INT8 SNR " << gpu_vs_ref << " dB; reference INT8 vs fp32 SNR "
             << ref_vs_fp32 << " dB\n";
   EXPECT_GT(gpu_vs_ref, ref_vs_fp32 + 10.0);
@@ -1155,7 +1144,7 @@ TEST(CudaEngine, Int8ClassifiersMatchReferenceInt8) {
     EXPECT_EQ(int8_gemm, 1) << name;
     auto a = (*cpu)->run(in), b = (*gpu)->run(in);
     ASSERT_TRUE(a && b) << b.status().to_string();
-    const double snr = snr_db((*a)[0], (*b)[0]);
+    const double snr = test::snr_db((*a)[0], (*b)[0]);
     std::cout << name << " int8: cuda vs reference INT8 logits SNR " << snr << " dB, max abs diff "
               << test::max_abs_diff((*a)[0], (*b)[0]) << "\n";
     EXPECT_GT(snr, 60.0) << name;
@@ -1457,7 +1446,7 @@ TEST(CudaContext, BatchSplitLanesMatchTheWholeBatch) {
         if (precision == "int8") {
           EXPECT_EQ(test::max_abs_diff(whole[0], got[0]), 0.0);
         } else {
-          EXPECT_GT(snr_db(whole[0], got[0]), 50.0);
+          EXPECT_GT(test::snr_db(whole[0], got[0]), 50.0);
         }
         // Each half differs from the other (the lanes did not both compute one half).
         const int64_t half = got[0].numel() / 2;
@@ -1483,7 +1472,7 @@ TEST(CudaContext, BatchSplitLanesMatchTheWholeBatch) {
     if (precision == "int8") {
       EXPECT_EQ(test::max_abs_diff(whole[0], got), 0.0);
     } else {
-      EXPECT_GT(snr_db(whole[0], got), 50.0);
+      EXPECT_GT(test::snr_db(whole[0], got), 50.0);
     }
     // A plan keeps the choice.
     const std::string plan = dir + "/" + precision + ".plan";

@@ -2,8 +2,7 @@
 // input's rows, their bias Add in the epilogue; the others stay on the generic fp32 kernel.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
+#include <iostream>
 #include <map>
 #include <string>
 
@@ -15,16 +14,6 @@
 
 namespace qd {
 namespace {
-
-double snr_db(const Tensor& ref, const Tensor& x) {
-  double s = 0, e = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    const double r = ref.data<float>()[i], d = r - x.data<float>()[i];
-    s += r * r;
-    e += d * d;
-  }
-  return 10 * std::log10(s / std::max(e, 1e-30));
-}
 
 // x [2, 7, 5, 64] feeds a MatMul + bias Add (the bias as [1, 40]), a MatMul without bias whose result a Relu reads,
 // and, through a Slice to 30 columns (rows that are no 16-byte multiple), a MatMul that stays generic; a Gemm
@@ -91,7 +80,7 @@ TEST(CudaLinear, Fp16LinearsRunOnTensorCoresWithTheirBias) {
     ASSERT_EQ(out->size(), ref->size());
     for (size_t i = 0; i < ref->size(); ++i) {
       ASSERT_EQ((*out)[i].shape(), (*ref)[i].shape());
-      const double snr = snr_db((*ref)[i], (*out)[i]);
+      const double snr = test::snr_db((*ref)[i], (*out)[i]);
       std::cout << precision << " output " << i << ": SNR " << snr << " dB, max |diff| "
                 << test::max_abs_diff((*ref)[i], (*out)[i]) << "\n";
       EXPECT_GE(snr, fp16 && i != 2 ? 55.0 : 100.0) << "output " << i;
