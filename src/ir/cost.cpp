@@ -7,6 +7,17 @@ namespace qd {
 
 namespace {
 const Shape& shape_of(const Graph& g, int v) { return g.values[v].shape; }
+// a * b, saturating at INT64_MAX (dims are never negative here).
+int64_t mul_sat(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+// The product of dims [from, end) of s, saturating.
+int64_t dims_product(const Shape& s, size_t from) {
+  int64_t k = 1;
+  for (size_t i = from; i < s.size(); ++i) k = mul_sat(k, s[i]);
+  return k;
+}
 }  // namespace
 
 int64_t node_macs(const Graph& g, const Node& n) {
@@ -25,30 +36,22 @@ int64_t node_macs(const Graph& g, const Node& n) {
   switch (op_traits(n.op).macs) {  // the op's `macs` trait in ops.def
     case MacsRule::kConv: {
       // out elements x (input channels per group x kernel window)
-      const Shape& w = shape_of(g, n.inputs[1]);
-      const Shape& y = shape_of(g, n.outputs[0]);
-      int64_t k = 1;
-      for (size_t i = 1; i < w.size(); ++i) k *= w[i];
-      return numel(y) * k;
+      return mul_sat(dims_product(shape_of(g, n.outputs[0]), 0), dims_product(shape_of(g, n.inputs[1]), 1));
     }
     case MacsRule::kGemm: {
       const Shape& a = shape_of(g, n.inputs[0]);
       const Shape& y = shape_of(g, n.outputs[0]);
       const bool trans_a = n.attrs.get_int("transA", 0).has_value() && *n.attrs.get_int("transA", 0) != 0;
-      return numel(y) * (a.size() == 2 ? a[trans_a ? 0 : 1] : 0);
+      return mul_sat(dims_product(y, 0), a.size() == 2 ? a[trans_a ? 0 : 1] : 0);
     }
     case MacsRule::kMatMul: {
       const Shape& a = shape_of(g, n.inputs[0]);
       const Shape& y = shape_of(g, n.outputs[0]);
-      return a.empty() ? 0 : numel(y) * a.back();
+      return a.empty() ? 0 : mul_sat(dims_product(y, 0), a.back());
     }
     case MacsRule::kConvTranspose: {
       // every input element is multiplied by (output channels per group x kernel window)
-      const Shape& x = shape_of(g, n.inputs[0]);
-      const Shape& w = shape_of(g, n.inputs[1]);
-      int64_t k = 1;
-      for (size_t i = 1; i < w.size(); ++i) k *= w[i];
-      return numel(x) * k;
+      return mul_sat(dims_product(shape_of(g, n.inputs[0]), 0), dims_product(shape_of(g, n.inputs[1]), 1));
     }
     case MacsRule::kNone:
       break;

@@ -6,8 +6,14 @@
 
 namespace qd {
 
-// MACs of one node of a shape-inferred graph (0 for ops without a matrix product).
+// MACs of one node of a shape-inferred graph (0 for ops without a matrix product), saturating at INT64_MAX: the shapes
+// of an untrusted model may multiply past 2^63.
 int64_t node_macs(const Graph& g, const Node& n);
+// a + b for MAC totals, saturating the same way.
+inline int64_t add_macs(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
 // Elements in the graph's constants of floating-point type (the model's parameters).
 int64_t parameter_count(const Graph& g);
 

@@ -130,14 +130,14 @@ Int8Report int8_report(const Graph& g, const PrecisionPlan& plan) {
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const Node& n = g.nodes[ni];
     const int64_t macs = node_macs(g, n);
-    rep.total_macs += macs;
+    rep.total_macs = add_macs(rep.total_macs, macs);
     if (n.op != OpType::Conv && n.op != OpType::Gemm) continue;
     const NodePrecision& p = plan.nodes[ni];
     rep.layers.push_back({n.name, op_name(n.op), macs, p});
     switch (p.reason) {
       case PrecisionReason::kQuantized:
         rep.int8_nodes.push_back(n.name);
-        rep.int8_macs += macs;
+        rep.int8_macs = add_macs(rep.int8_macs, macs);
         break;
       case PrecisionReason::kAsked: rep.float_nodes.push_back(n.name); break;
       case PrecisionReason::kNoScale:

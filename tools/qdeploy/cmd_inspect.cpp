@@ -85,7 +85,7 @@ int run_inspect(const InspectArgs& a) {
   if (prepared.is_ok()) {
     for (const Node& n : g.nodes) {
       const int64_t m = node_macs(g, n);
-      total_macs += m;
+      total_macs = add_macs(total_macs, m);
       if (m) layer_macs.emplace_back(&n, m);
     }
   }

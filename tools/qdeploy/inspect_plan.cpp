@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "ir/cost.h"
 #include "plan/plan_file.h"
 #include "precision_table.h"
 #include "runtime/plan_sections.h"
@@ -20,8 +21,8 @@ PrecisionTable as_table(const std::vector<PlanLayer>& layers) {
   for (const auto& l : layers) {
     const bool int8 = plan_layer_int8(l);
     t.rows.push_back({l.name, l.op, l.macs, l.precision, int8});
-    t.total_macs += l.macs;
-    if (int8) t.int8_macs += l.macs;
+    t.total_macs = add_macs(t.total_macs, l.macs);  // a damaged plan's numbers may overflow
+    if (int8) t.int8_macs = add_macs(t.int8_macs, l.macs);
   }
   return t;
 }
