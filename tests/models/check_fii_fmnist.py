@@ -58,7 +58,8 @@ def main():
     ap.add_argument("--model", default=str(MODEL))
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--expect", type=int, default=None, help="correct predictions expected with the given eval "
-                    "arguments; without it (and with --count 200 and no eval arguments), the card's FP32 and INT8 counts")
+                    "arguments; without it (and with --count 200 and no eval arguments), the card's FP32 and INT8 "
+                    "counts")
     args, extra = ap.parse_known_args()  # the rest: more `qdeploy eval` arguments
     data = Path(args.data)
     if not any((data / f"t10k-images-idx3-ubyte{ext}").exists() for ext in ("", ".gz")):
