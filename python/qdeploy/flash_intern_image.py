@@ -13,7 +13,8 @@ The architecture of ``classification/models/flash_intern_image.py`` (the T confi
 
 ``CONFIGS["t"]``: channels 64, depths 4/4/18/4, groups 4/8/16/32 (16 channels a group everywhere), offset scale 1,
 no layer scale (the official T), 30.0M parameters. ``CONFIGS["mini"]``: the same structure at width 16 and depths
-1/1/2/1, for tests.
+1/1/2/1, for tests. ``CONFIGS["fmnist"]``: width 32, three stages of depths 1/2/1 (groups 2/4/8), 0.43M parameters,
+for Fashion-MNIST's 32x32 inputs (models/fii_fmnist.onnx; trained with ``qdeploy.train_cls --model fii``).
 
 The export (``export_onnx``, and ``python3 -m qdeploy.flash_intern_image``) writes DCNv4 as one ``ai.qdeploy::DCNv4``
 node (qdeploy.dcnv4). ``fused=True`` writes each block's ``value_proj`` and ``offset_mask`` as one MatMul with the
@@ -29,11 +30,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .dcnv4 import DOMAIN, VERSION, DCNv4Function
+from .dcnv4 import DOMAIN, VERSION, DCNv4Function, dcnv4
 
 CONFIGS = {
     "t": dict(channels=64, depths=(4, 4, 18, 4), groups=(4, 8, 16, 32)),
     "mini": dict(channels=16, depths=(1, 1, 2, 1), groups=(1, 2, 4, 8)),
+    # Fashion-MNIST at 32x32 (qdeploy.data.to_classifier_input): the stem leaves 8x8, so three stages (8x8, 4x4, 2x2);
+    # a fourth would run DCNv4 on 1x1 maps, where its 3x3 sampling sees one pixel and the zero border.
+    "fmnist": dict(channels=32, depths=(1, 2, 1), groups=(2, 4, 8)),
 }
 LN_EPS = 1e-6  # the official model's LayerNorm epsilon
 
@@ -93,8 +97,10 @@ class DCNv4Layer(nn.Module):
             value, offset_mask = self.value_proj(x), self.offset_mask(x)
         value = value.reshape(-1, h, w, c)
         offset_mask = offset_mask.reshape(-1, h, w, self.offset_mask.out_features)
-        y = DCNv4Function.apply(value, offset_mask, 3, 3, 1, 1, 1, 1, 1, 1, self.group, self.group_channels,
-                                float(self.offset_scale), 256, 0)
+        # The autograd Function only writes the ONNX node; dcnv4 itself is plain differentiable tensor ops (training).
+        op = DCNv4Function.apply if torch.onnx.is_in_onnx_export() else dcnv4
+        y = op(value, offset_mask, 3, 3, 1, 1, 1, 1, 1, 1, self.group, self.group_channels, float(self.offset_scale),
+               256, 0)
         return self.output_proj(y.reshape(-1, h * w, c))
 
 
@@ -301,7 +307,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m qdeploy.flash_intern_image",
                                  description="Export FlashInternImage to ONNX with DCNv4 as ai.qdeploy::DCNv4 nodes.")
     ap.add_argument("--config", choices=sorted(CONFIGS), default="t", help="t: FlashInternImage-T; mini: a test-size "
-                    "model of the same structure")
+                    "model of the same structure; fmnist: three stages for 32x32 Fashion-MNIST inputs")
     ap.add_argument("--weights", help="state dict of this module's or the official model's names (an official "
                     "checkpoint's {'model': ...} too); random initialization when omitted")
     ap.add_argument("--num-classes", type=int, default=1000)

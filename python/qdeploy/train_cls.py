@@ -1,6 +1,11 @@
-"""Train the seed-004 classifiers (ModelBN / ModelGN) on Fashion-MNIST and report top-1 on the test split.
+"""Train the seed-004 classifiers (ModelBN / ModelGN) or a small FlashInternImage on Fashion-MNIST and report top-1
+on the test split.
 
     python3 -m qdeploy.train_cls --model bn --epochs 10 --out runs/bn
+    python3 -m qdeploy.train_cls --model fii --optimizer adamw --lr 2e-3 --weight-decay 0.05 --out runs/fii
+
+``fii`` is flash_intern_image's ``fmnist`` configuration (export it with ``python3 -m qdeploy.flash_intern_image
+--config fmnist --num-classes 10 --imgsz 32 --weights OUT/best.pt``).
 
 Inputs follow qdeploy.data.to_classifier_input (28x28 zero-padded to 32x32, three equal channels, pixel / 255).
 SGD with nesterov momentum, one warmup epoch then cosine decay, fp16 AMP on CUDA. The whole split lives in memory
@@ -18,7 +23,11 @@ import torch.nn.functional as F
 
 from .checkpoint import save_checkpoint
 from .data import FASHION_MNIST_DIR, augment_classifier_batch, load_fashion_mnist, to_classifier_input
+from .flash_intern_image import flash_intern_image
 from .models import CLASSIFIERS, build_model
+
+# Trainable here but not by qdeploy.export / qat: FlashInternImage exports through flash_intern_image (the DCNv4 node).
+EXTRA_MODELS = {"fii": lambda nc: flash_intern_image("fmnist", nc)}
 from .optim import apply_lr, autocast, default_device, grad_scaler, lr_factor, make_optimizer
 
 
@@ -38,6 +47,8 @@ def top1(model, images, labels, device, batch=1000):
 
 def train(args):
     device = torch.device(args.device) if args.device else default_device()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -45,8 +56,9 @@ def train(args):
     test_x, test_y = load_fashion_mnist("test", args.data)
     if args.limit:
         train_x, train_y = train_x[:args.limit], train_y[:args.limit]
-    model = build_model(args.model, 10).to(device).train()
-    optimizer = make_optimizer(model, "sgd", args.lr, 0.9, args.weight_decay)
+    model = (EXTRA_MODELS[args.model](10) if args.model in EXTRA_MODELS else build_model(args.model, 10))
+    model = model.to(device).train()
+    optimizer = make_optimizer(model, args.optimizer, args.lr, 0.9, args.weight_decay)
     scaler = grad_scaler(device)
     train_x, train_y = train_x.to(device), train_y.to(device)
     nb = math.ceil(len(train_y) / args.batch)
@@ -82,14 +94,17 @@ def train(args):
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m qdeploy.train_cls", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", choices=sorted(CLASSIFIERS), default="bn")
+    ap.add_argument("--model", choices=sorted(CLASSIFIERS) + sorted(EXTRA_MODELS), default="bn")
     ap.add_argument("--data", default=FASHION_MNIST_DIR, help="folder with the Fashion-MNIST IDX .gz files")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd", help="sgd: nesterov, momentum 0.9; "
+                    "adamw: betas (0.9, 0.999)")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--weight-decay", type=float, default=5e-4)
     ap.add_argument("--limit", type=int, default=None, help="use only the first N training images")
     ap.add_argument("--device", default=None)
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True)
     return ap.parse_args(argv)

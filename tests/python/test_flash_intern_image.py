@@ -35,6 +35,17 @@ def test_t_configuration_has_the_official_size():
     assert stages == [(4, 4, 64), (4, 8, 128), (18, 16, 256), (4, 32, 512)]
 
 
+def test_fmnist_configuration_trains_through_dcnv4():
+    # qdeploy.train_cls --model fii: gradients must reach the offsets (the op's autograd Function only exports).
+    torch.manual_seed(0)
+    model = flash_intern_image("fmnist", 10)
+    assert sum(p.numel() for p in model.parameters()) == 427_930
+    loss = torch.nn.functional.cross_entropy(model(torch.rand(4, 3, 32, 32)), torch.tensor([0, 1, 2, 3]))
+    loss.backward()
+    grad = model.levels[0].blocks[0].dcn.offset_mask.weight.grad
+    assert grad is not None and grad.abs().max() > 0
+
+
 def test_fused_projections_compute_the_same(mini):
     x = torch.randn(2, 3, SIZE, SIZE)
     with torch.no_grad():
