@@ -17,7 +17,7 @@ namespace {
 
 // x [2, 7, 5, 64] feeds a MatMul + bias Add (the bias as [1, 40]), a MatMul without bias whose result a Relu reads,
 // and, through a Slice to 30 columns (rows that are no 16-byte multiple), a MatMul that stays generic; a Gemm
-// (transB) with its bias over x reshaped to [70, 64] reads the same fp16 rows.
+// (transB) with its bias over x reshaped to [70, 64] reads the same fp16 rows, and an Add of a constant follows it.
 Graph linear_graph() {
   test::GraphBuilder b;
   const int x = b.input("x", {2, 7, 5, 64});
@@ -36,7 +36,9 @@ Graph linear_graph() {
                         {flat, b.constant("w4", test::random_f32({48, 64}, 5, -0.2f, 0.2f)),
                          b.constant("b4", test::random_f32({48}, 6))},
                         tb);
-  b.g.outputs = {z1, r2, y3, y4};
+  // An Add after a Gemm with a bias stays apart: the Gemm's own bias is its epilogue's.
+  const int z4 = b.node(OpType::Add, "fc4_add", {y4, b.constant("b5", test::random_f32({48}, 7))});
+  b.g.outputs = {z1, r2, y3, z4};
   b.g.relink();
   return b.g;
 }
@@ -68,7 +70,7 @@ TEST(CudaLinear, Fp16LinearsRunOnTensorCoresWithTheirBias) {
       EXPECT_EQ(kind["fc1+fc1_bias"], "matmul:fp16");
       EXPECT_EQ(kind.count("fc1_bias"), 0u) << "the bias is the epilogue's";
       EXPECT_EQ(kind["fc2"], "matmul:fp16");
-      EXPECT_EQ(kind["fc4"], "gemm:fp16");
+      EXPECT_EQ(kind["fc4"], "gemm:fp16") << "the Add after a Gemm with a bias is not fused";
       EXPECT_EQ(rows, 1) << "the rows of x are converted once, for fc1 and fc2";
       EXPECT_EQ(kind["fc3"].rfind("MatMul:", 0), 0u) << kind["fc3"] << ": rows of 30 values stay generic";
     } else {

@@ -1,6 +1,5 @@
 #include "backends/cuda/cuda_target.h"
 
-
 #include "ops/op.h"
 #include "ops/op_traits.h"
 #include "ops/plugin_registry.h"

@@ -292,7 +292,7 @@ Status Lowerer::lower_linear(int i) {
   int y = n.outputs[0];
   std::string names = layer_name(n);
   const Tensor* add_bias = bias;
-  if (const int add = bias_add(y, K); add >= 0) {
+  if (const int add = n.op == OpType::MatMul ? bias_add(y, K) : -1; add >= 0) {  // a Gemm has its own bias input
     const Node& a = g_.nodes[add];
     add_bias = g_.constant(a.inputs[a.inputs[0] == y ? 1 : 0]);
     done_[add] = true;
