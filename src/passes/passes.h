@@ -60,16 +60,22 @@ Expected<int> fuse_pool_chains(Graph& g, const PoolChainRule& fits);
 // GELU written out as x * 0.5 * (1 + Erf(x / sqrt(2))) (exports before opset 20; the products in any of the orders
 // exporters use) becomes one Gelu node (approximate "none"). Returns the number fused.
 Expected<int> fuse_gelu(Graph& g);
+// Whether a target runs SliceConcat node `fused` (not yet in g; its inputs are g's values) as one layer.
+using SliceConcatRule = std::function<bool(const Graph& g, const Node& fused)>;
+// A Concat along the last axis of Slices of one tensor's last axis, each directly or through elementwise steps with
+// constants (a detector head's decode), becomes one SliceConcat that keeps the Concat's name, as long as `fits`
+// agrees (null: none). Returns the number fused.
+Expected<int> fuse_slice_concat(Graph& g, const SliceConcatRule& fits);
 struct FusionCounts {
-  int batch_norms = 0, activations = 0, residuals = 0, pool_chains = 0, gelus = 0;
+  int batch_norms = 0, activations = 0, residuals = 0, pool_chains = 0, gelus = 0, slice_concats = 0;
 };
-// What the target's kernels decide about the fusions: the pool chains it runs as one layer.
+// What the target's kernels decide about the fusions: the pool chains and head decodes it runs as one layer.
 struct FusionRules {
   PoolChainRule pool_chain;
+  SliceConcatRule slice_concat;
 };
-// The builder's fusions in their order (BatchNorm, activation, residual, pool chains, GELU); `keep_bn` as
-// fold_batch_norm's
-// `keep`.
+// The builder's fusions in their order (BatchNorm, activation, residual, pool chains, GELU, slice/concat decodes);
+// `keep_bn` as fold_batch_norm's `keep`.
 Expected<FusionCounts> fuse_graph(Graph& g, const std::set<std::string>& keep_bn = {}, const FusionRules& rules = {});
 
 struct PrepareOptions {

@@ -19,6 +19,7 @@ Expected<FusionCounts> fuse_graph(Graph& g, const std::set<std::string>& keep_bn
   c.residuals = QD_TRY(fuse_conv_residual(g));
   c.pool_chains = QD_TRY(fuse_pool_chains(g, rules.pool_chain));
   c.gelus = QD_TRY(fuse_gelu(g));
+  c.slice_concats = QD_TRY(fuse_slice_concat(g, rules.slice_concat));
   return c;
 }
 

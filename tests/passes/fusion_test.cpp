@@ -350,7 +350,7 @@ TEST(Fusion, ShippedDetectorFusedWhole) {
   expect_same(ref, g, {{"images", test::random_f32({1, 3, 640, 640}, 11, 0, 1)}}, 1e-5);
   // SPPF's three pools as one chain.
   Graph chained = ref;
-  const FusionCounts cc = *fuse_graph(chained, {}, FusionRules{kAnyChain});
+  const FusionCounts cc = *fuse_graph(chained, {}, FusionRules{kAnyChain, nullptr});
   EXPECT_EQ(cc.pool_chains, 1);
   EXPECT_EQ(count(chained, OpType::MaxPoolChain), 1);
   EXPECT_EQ(count(chained, OpType::MaxPool), 0);

@@ -114,6 +114,12 @@ int run_inspect(const InspectArgs& a) {
         for (const std::string& x : ops::fused_names(n)) line += " + " + x;
         chain_layers.push_back(line);
       }
+      if (n.op == OpType::SliceConcat) {
+        const auto attrs = ops::slice_concat_attrs(n);
+        std::string line = n.name + " (SliceConcat, " + std::to_string(attrs ? attrs->segments.size() : 0) + " segments)";
+        for (const std::string& x : ops::fused_names(n)) line += " + " + x;
+        chain_layers.push_back(line);
+      }
       if (n.op != OpType::FusedConv) continue;
       const auto attrs = ops::fused_conv_attrs(n);
       std::string line = n.name + " (" + ops::activation_name(attrs->act) + (attrs->residual ? ", residual" : "") + ")";
@@ -175,6 +181,7 @@ int run_inspect(const InspectArgs& a) {
                       {"conv_residuals", fusions->residuals},
                       {"pool_chains", fusions->pool_chains},
                       {"gelus", fusions->gelus},
+                      {"slice_concats", fusions->slice_concats},
                       {"fused_convs", fused_layers}};
     }
     std::cout << j.dump(2) << "\n";
@@ -218,8 +225,9 @@ int run_inspect(const InspectArgs& a) {
               layer_macs.size());
   if (fusions) {
     std::printf("fusions (CUDA builder): %d BatchNormalization folded into convs, %d conv activations, %d residual Adds "
-                "(%zu FusedConv), %d max-pool chains, %d GELUs\n", fusions->batch_norms, fusions->activations,
-                fusions->residuals, fused_layers.size(), fusions->pool_chains, fusions->gelus);
+                "(%zu FusedConv), %d max-pool chains, %d GELUs, %d slice/concat decodes\n", fusions->batch_norms,
+                fusions->activations, fusions->residuals, fused_layers.size(), fusions->pool_chains, fusions->gelus,
+                fusions->slice_concats);
     if (a.layers) {
       for (const std::string& l : fused_layers) std::cout << "  " << l << "\n";
       for (const std::string& l : chain_layers) std::cout << "  " << l << "\n";

@@ -1,5 +1,6 @@
 #include "backends/cuda/cuda_target.h"
 
+#include "ops/fused.h"
 #include "ops/op.h"
 #include "ops/op_traits.h"
 #include "ops/plugin_registry.h"
@@ -11,6 +12,7 @@ namespace {
 constexpr const char* kTraits = "src/ops/ops.def (cuda trait)";
 constexpr const char* kConvs = "src/backends/cuda/lower_conv.cpp";
 constexpr const char* kMovement = "src/backends/cuda/lower_movement.cpp";
+constexpr const char* kHead = "src/backends/cuda/lower_head.cpp";
 constexpr const char* kPlugins = "include/qdeploy/plugin.h (OpDef::cuda_kernels)";
 
 // An attribute, or `def` when it is absent or malformed (the build reports malformed ones with the node).
@@ -88,8 +90,58 @@ bool cuda_pool_chain_fits(int C, int H, int W) {
   return C % 16 == 0 && 2 * static_cast<int64_t>(H) * W * 16 <= 48 * 1024;
 }
 
+bool broadcast_terms(const Shape& xs, const Shape& cs, BroadcastTerms* t) {
+  if (cs.size() > xs.size()) return false;
+  const size_t lead = xs.size() - cs.size();
+  int terms = 0;
+  int64_t inner_x = 1, inner_c = 1;  // products of the dims after d, in x and in c
+  bool in_run = false;
+  for (size_t d = xs.size(); d-- > 0;) {
+    const int64_t cd = d >= lead ? cs[d - lead] : 1;
+    if (cd != 1 && cd != xs[d]) return false;
+    const bool kept = cd == xs[d] && xs[d] > 1;
+    if (kept && !in_run) {
+      if (terms == 2) return false;
+      t->div[terms] = inner_x;
+      t->mul[terms] = inner_c;
+      t->mod[terms] = 1;
+      ++terms;
+    }
+    if (kept) t->mod[terms - 1] *= xs[d];
+    if (xs[d] > 1) in_run = kept;
+    inner_x *= xs[d];
+    inner_c *= cd;
+  }
+  return true;
+}
+
+namespace {
+
+bool slice_concat_fits(const Graph& g, const Node& f) {
+  const auto a = ops::slice_concat_attrs(f);
+  if (!a || a->segments.size() > static_cast<size_t>(kCudaMaxSliceSegments)) return false;
+  for (const ops::SliceConcatSegment& s : a->segments) {
+    if (s.steps.size() > static_cast<size_t>(kCudaMaxEwSteps)) return false;
+    Shape slice = g.values[f.inputs[0]].shape;
+    slice.back() = s.len;
+    int tensors = 0;
+    for (const ops::ElementwiseStep& st : s.steps) {
+      if (st.operand < 0) continue;
+      const Tensor* c = g.constant(f.inputs[st.operand]);
+      BroadcastTerms t;
+      if (!c || (c->numel() > 1 && (++tensors > kCudaMaxEwOperands || !broadcast_terms(slice, c->shape(), &t)))) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 FusionRules cuda_fusion_rules(Precision p) {
   FusionRules r;
+  r.slice_concat = slice_concat_fits;
   if (p == Precision::kFp32) return r;  // fp32 plans pool with the generic kernels
   r.pool_chain = [](const Shape& x, int pools) {
     return x.size() == 4 && pools <= kCudaMaxPoolChain &&
@@ -150,6 +202,9 @@ Support CudaTarget::supports(const Graph& g, const Node& n, const NodeFormats& f
   if (n.op == OpType::Conv || n.op == OpType::FusedConv) return conv(g, n, f);
   if (n.op == OpType::MaxPoolChain) {  // made by fuse_pool_chains only where the CUDA rule (lower()) says it fits
     return Support::ok("one NHWC layer for the whole chain (maxpool_chain_nhwc)", kMovement);
+  }
+  if (n.op == OpType::SliceConcat) {  // made by fuse_slice_concat only where the CUDA rule says it fits
+    return Support::ok("one layer for the whole decode (slice_concat)", kHead);
   }
   if (n.op == OpType::MaxPool || n.op == OpType::Resize || n.op == OpType::Concat) {
     const Support s = movement(g, n, f);

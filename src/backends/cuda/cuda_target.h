@@ -20,12 +20,24 @@ class CudaTarget : public Target {
 
 // The fusions the CUDA builder's kernels allow, for a build of precision p: SPPF's pools as one MaxPoolChain where
 // the chain kernel fits (fp16 and INT8 builds; kernels/nhwc.h's maxpool_chain_fits, which a GPU test checks this
-// against). `qdeploy inspect --target cuda` shows what they fuse.
+// against), and head decodes as one SliceConcat within the decode kernel's limits (every precision).
+// `qdeploy inspect --target cuda` shows what they fuse.
 FusionRules cuda_fusion_rules(Precision p);
 // The chain kernel's limits as the rules state them: at most 4 pools, channels a multiple of 16, the plane's two
 // 16-byte-per-pixel copies within 48 KiB of shared memory.
 constexpr int kCudaMaxPoolChain = 4;
 bool cuda_pool_chain_fits(int C, int H, int W);
+
+// The head decode kernel's limits (kernels/eltwise_chain.h), which the rules state for fuse_slice_concat: segments,
+// elementwise steps per segment, and constant tensors (not scalars) per segment.
+constexpr int kCudaMaxSliceSegments = 4, kCudaMaxEwSteps = 16, kCudaMaxEwOperands = 8;
+// How the elementwise kernels read a constant of shape `cs` broadcast to x of shape `xs`: element i of x reads
+// sum_t (i / div[t]) % mod[t] * mul[t], one term per run of dims the constant does not broadcast over. False when it
+// does not broadcast to xs or needs more than two terms.
+struct BroadcastTerms {
+  int64_t div[2] = {1, 1}, mod[2] = {1, 1}, mul[2] = {0, 0};
+};
+bool broadcast_terms(const Shape& xs, const Shape& cs, BroadcastTerms* t);
 
 // A linear layer's operands as the CUDA build runs it on the tensor cores (a 1x1 conv over the input's rows): a Gemm
 // with a 2-d input [N, C] (no transA, alpha = beta = 1), or a MatMul of a float input [..., C] (N = its other

@@ -542,6 +542,9 @@ Expected<std::shared_ptr<Instance>> lower(const LowerInput& in) {
   Int8Choice int8;
   if (in.opt->precision == Precision::kInt8) int8 = QD_TRY(choose_int8(g, in));
   static_assert(kCudaMaxPoolChain == kMaxPoolChain, "cuda_fusion_rules states the chain kernel's limits");
+  static_assert(kCudaMaxSliceSegments == kMaxSliceSegments && kCudaMaxEwSteps == kMaxEwSteps &&
+                    kCudaMaxEwOperands == kMaxEwOperands,
+                "cuda_fusion_rules states the decode kernel's limits");
   const FusionRules rules = cuda_fusion_rules(in.opt->precision);
   // INT8 convs keep their BatchNormalization apart: the reference normalizes after the quantized conv.
   QD_RETURN_IF_ERROR(fuse_graph(g, int8.convs, rules).status());

@@ -107,8 +107,8 @@ Status Lowerer::try_fused_conv(int i, bool* lowered) {
   const float aa = epi.a, ab = epi.b;
   const int res_value = epi.residual ? n.inputs[3] : -1;
   // A detection head: Conv -> Reshape [N, A, G, OH, OW] -> Transpose (0, 1, 3, 4, 2) [-> Sigmoid] read only by
-  // the Slices of one slice_concat. The conv writes its NCHW result (after the Sigmoid), and the slice_concat
-  // reads it transposed; the Reshape, Transpose and Sigmoid run no layers.
+  // one SliceConcat. The conv writes its NCHW result (after the Sigmoid), and the SliceConcat's layer reads it
+  // transposed; the Reshape, Transpose and Sigmoid run no layers.
   int head_value = -1, head_hw = 0;
   if (act == Act::kNone && res_value < 0 && !s2d_[n.inputs[0]]) {
     const int r = sole_consumer(cur);

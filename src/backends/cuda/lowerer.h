@@ -25,6 +25,7 @@
 #include "backends/cuda/instance.h"
 #include "backends/cuda/kernels/eltwise_chain.h"
 #include "backends/cuda/layers.h"
+#include "ops/fused.h"
 #include "ops/op_geometry.h"
 #include "ops/window.h"
 #include "plan/tactics.h"
@@ -136,9 +137,9 @@ class Lowerer {
   // ---- elementwise chains and the detection head's decode (lower_head.cpp) ----
   // How an elementwise chain's constant tensors are read (EwOperand, without the device pointer yet).
   using EwConstants = std::vector<std::pair<const Tensor*, EwOperand>>;
-  static bool broadcast_terms(const Shape& xs, const Shape& cs, EwOperand* o);
+  static bool ew_step(const ops::ElementwiseStep& es, const Shape& xs, const Tensor* c, EwStep* st,
+                      EwConstants* operands);
   Expected<bool> chain_step(const Node& n, int x, EwStep* st, EwConstants* operands);
-  Expected<bool> clip_bounds(const Node& n, float* lo, float* hi) const;
   Status upload_operands(const EwConstants& operands, EwProgram* prog);
   Status try_eltwise_chain(int i, bool* lowered);
   Status plan_slice_concats();
@@ -191,19 +192,17 @@ class Lowerer {
   bool fast_ = false;
   std::vector<int> gen_, fast_t_, uses_;
   std::vector<int> io_in_;  // per value: the slot tensor of an input given in a format other than the ONNX form
-  // Concat nodes lowered as one SliceConcatLayer (plan_slice_concats).
+  // SliceConcat nodes, each lowered as one SliceConcatLayer (plan_slice_concats).
   struct SliceConcatPlan {
     int src = -1;                          // the value every input slices
-    std::vector<SliceSegment> seg;         // columns (the programs are filled when lowered)
-    std::vector<int> slices;               // per segment: its Slice node
-    std::vector<std::vector<int>> chains;  // per segment: the elementwise nodes after the Slice, in order
-    int reshape = -1, target = -1;         // the Reshape and the axis-1 Concat the result lands in, or -1
-    int binding = -1;                      // the output slot written directly (an fp16 binding), or -1
+    std::vector<SliceSegment> seg;  // columns (the programs are filled when lowered)
+    int reshape = -1, target = -1;  // the Reshape and the axis-1 Concat the result lands in, or -1
+    int binding = -1;               // the output slot written directly (an fp16 binding), or -1
   };
   std::map<int, SliceConcatPlan> slice_concat_;
   std::map<int, std::map<int, InPlaceSlice>> plugin_slices_;  // plugin node -> its inputs read in place
-  std::set<int> slice_sources_;                    // values read only by the Slices of one slice_concat, whose
-                                                   // transposed tile fits its kernel (slice_concat_transposed_fits)
+  std::set<int> slice_sources_;                    // values read only by one SliceConcat, whose transposed tile
+                                                   // fits its kernel (slice_concat_transposed_fits)
   std::set<int> half_sources_;                     // those whose slice_concat writes an fp16 binding
   std::map<int, int> bound_outputs_;               // graph output -> the tensor in its slot, written by a layer
   std::map<int, std::pair<int, int>> transposed_;  // such a value held transposed by a head conv: tensor, H*W
