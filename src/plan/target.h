@@ -45,6 +45,13 @@ class Target {
   virtual std::string name() const = 0;
   // `g` is prepared (shapes inferred); `n` is one of its nodes.
   virtual Support supports(const Graph& g, const Node& n, const NodeFormats& formats) const = 0;
+  // Whether n, run in the target's own formats (plan/layout.h's fast layout), can also write its result in the ONNX
+  // form itself (a conv epilogue writing NCHW fp32), so that readers in the ONNX form need no reformat.
+  virtual bool writes_onnx_form(const Graph& g, const Node& n) const {
+    (void)g;
+    (void)n;
+    return false;
+  }
 };
 
 // Every data tensor of n (the inputs that are not constants, and the outputs) in precision p.

@@ -32,12 +32,21 @@ TEST(InspectCli, CudaTargetListsTheFusions) {
   EXPECT_EQ(j["fusions"]["fused_convs"].size(), 57u);
   EXPECT_EQ(j["fusions"]["pool_chains"], 0);  // fp32 plans pool with the generic kernels
   EXPECT_EQ(j["fusions"]["slice_concats"], 3);  // the Detect head's three decodes
+  EXPECT_EQ(j["layouts"]["fast_nodes"], 0);      // fp32: every node in the ONNX form
+  EXPECT_EQ(j["layouts"]["reformats"].size(), 0u);
   // fp16 (and INT8) plans run SPPF's three pools as one chain.
   r = run_cli(dir, "inspect " + det + " --target cuda --precision fp16 --layers");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("(57 FusedConv), 1 max-pool chains, 0 GELUs, 3 slice/concat decodes"), std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("/model.24/Concat (SliceConcat, 3 segments) + /model.24/Slice + /model.24/Mul + "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/model.24/Concat (SliceConcat, 3 segments) + /model.24/Slice + /model.24/Mul + "),
+            std::string::npos)
+      << r.out;
+  // The layout plan: the image is the one reformat (fp32 NCHW -> the stem conv's NHWC fp16).
+  EXPECT_NE(r.out.find("layouts (CUDA builder): 76 nodes on fast layers, 16 in the ONNX form; 1 reformat\n"
+                       "  images -> fast for /model.0/conv/Conv"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("/model.9/m/MaxPool (MaxPoolChain, 3 pools) + /model.9/m_1/MaxPool + /model.9/m_2/MaxPool"),
             std::string::npos)
       << r.out;

@@ -16,6 +16,7 @@
 #include "onnx/importer.h"
 #include "ops/fused.h"
 #include "passes/passes.h"
+#include "plan/layout.h"
 #include "runtime/cpu_target.h"
 #include "runtime/model.h"
 
@@ -94,6 +95,8 @@ int run_inspect(const InspectArgs& a) {
   std::optional<PrecisionTable> int8_table;
   if (*int8) int8_table = precision_table(**int8);
   std::optional<FusionCounts> fusions;
+  std::optional<LayoutPlan> layouts;
+  std::vector<std::string> reformat_lines;
   std::vector<std::string> fused_layers, chain_layers;
   if (a.target == "cuda" && prepared.is_ok()) {
     Graph f = g;
@@ -108,6 +111,19 @@ int run_inspect(const InspectArgs& a) {
     auto c = fuse_graph(f, keep_bn, cuda::cuda_fusion_rules(*precision));
     if (!c) return report(Status(c.status()).prefix(a.model));
     fusions = *c;
+    // Where the builder puts each node of the fused graph (fast layers or the ONNX form), and the reformats it implies.
+    layouts = plan_layouts(f, cuda::CudaTarget(), [&](int i) {
+      const Node& n = f.nodes[static_cast<size_t>(i)];
+      if (*precision == Precision::kFp32) return TensorPrecision::kFp32;
+      const bool int8_op = n.op == OpType::Conv || n.op == OpType::FusedConv || n.op == OpType::Gemm;
+      return int8_op && keep_bn.count(n.name) ? TensorPrecision::kInt8 : TensorPrecision::kFp16;
+    });
+    for (const auto& r : layouts->reformats) {
+      std::string line = f.values[r.value].name + " -> " + layout_name(r.to) + " for";
+      for (int k : r.readers) line += " " + f.nodes[k].name;
+      if (r.readers.empty()) line += " the output binding";
+      reformat_lines.push_back(line);
+    }
     for (const Node& n : f.nodes) {
       if (n.op == OpType::MaxPoolChain) {
         std::string line = n.name + " (MaxPoolChain, " + std::to_string(n.outputs.size()) + " pools)";
@@ -184,6 +200,11 @@ int run_inspect(const InspectArgs& a) {
                       {"slice_concats", fusions->slice_concats},
                       {"fused_convs", fused_layers}};
     }
+    if (layouts) {
+      j["layouts"] = {{"fast_nodes", layouts->count(Layout::kFast)},
+                      {"onnx_nodes", layouts->count(Layout::kOnnx)},
+                      {"reformats", reformat_lines}};
+    }
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -231,6 +252,14 @@ int run_inspect(const InspectArgs& a) {
     if (a.layers) {
       for (const std::string& l : fused_layers) std::cout << "  " << l << "\n";
       for (const std::string& l : chain_layers) std::cout << "  " << l << "\n";
+    }
+  }
+  if (layouts) {
+    std::printf("layouts (CUDA builder): %d nodes on fast layers, %d in the ONNX form; %zu reformat%s\n",
+                layouts->count(Layout::kFast), layouts->count(Layout::kOnnx), reformat_lines.size(),
+                reformat_lines.size() == 1 ? "" : "s");
+    if (a.layers) {
+      for (const std::string& l : reformat_lines) std::cout << "  " << l << "\n";
     }
   }
   if (int8_table) print_precision_table(*int8_table);

@@ -188,6 +188,11 @@ std::optional<LinearOperands> linear_operands(const Graph& g, const Node& n) {
   return m;
 }
 
+bool CudaTarget::writes_onnx_form(const Graph& g, const Node& n) const {
+  (void)g;
+  return n.op == OpType::Conv || n.op == OpType::FusedConv || n.op == OpType::Gemm || n.op == OpType::MatMul;
+}
+
 Support CudaTarget::supports(const Graph& g, const Node& n, const NodeFormats& f) const {
   const std::string op = op_name(n.op);
   if (const PluginOp* p = plugin_op(n.op)) {
@@ -204,6 +209,9 @@ Support CudaTarget::supports(const Graph& g, const Node& n, const NodeFormats& f
     return Support::ok("one NHWC layer for the whole chain (maxpool_chain_nhwc)", kMovement);
   }
   if (n.op == OpType::SliceConcat) {  // made by fuse_slice_concat only where the CUDA rule says it fits
+    if (f.has(TensorPrecision::kInt8) || f.has(TensorPrecision::kFp16)) {
+      return Support::no("the decode layer reads and writes the ONNX form (a head conv may write it transposed)", kHead);
+    }
     return Support::ok("one layer for the whole decode (slice_concat)", kHead);
   }
   if (n.op == OpType::MaxPool || n.op == OpType::Resize || n.op == OpType::Concat) {

@@ -16,6 +16,8 @@ class CudaTarget : public Target {
  public:
   std::string name() const override { return "cuda"; }
   Support supports(const Graph& g, const Node& n, const NodeFormats& formats) const override;
+  // Convs and linear layers: their epilogue writes fp32 in the ONNX form when no reader is on the fast path.
+  bool writes_onnx_form(const Graph& g, const Node& n) const override;
 };
 
 // The fusions the CUDA builder's kernels allow, for a build of precision p: SPPF's pools as one MaxPoolChain where

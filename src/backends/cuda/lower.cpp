@@ -66,6 +66,10 @@ Expected<std::shared_ptr<Instance>> Lowerer::run() {
     qscale_.resize(nv, 0.f);  // values the fusion passes added (folded weights) are never quantized
     q8_.assign(nv, -1);
   }
+  layout_ = plan_layouts(g_, CudaTarget(), [&](int i) {
+    if (!fast_) return TensorPrecision::kFp32;
+    return int8_convs_.count(g_.nodes[i].name) ? TensorPrecision::kInt8 : TensorPrecision::kFp16;
+  });
   QD_RETURN_IF_ERROR(plan_s2d());
   // I/O slots: inputs first, then outputs.
   io_in_.assign(nv, -1);
@@ -326,7 +330,7 @@ Status Lowerer::lower_node(int i) {
   if (slice_concat_.count(i)) return lower_slice_concat(i);
   if (is_plugin_op(n.op)) return lower_plugin(i);
   for (int v : n.inputs) QD_RETURN_IF_ERROR(resolve(v));
-  if (fast_) {
+  if (layout_.fast(i)) {
     if (n.op == OpType::Conv || n.op == OpType::FusedConv) {
       bool lowered = false;
       QD_RETURN_IF_ERROR(try_fused_conv(i, &lowered));

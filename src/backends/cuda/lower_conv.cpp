@@ -202,12 +202,10 @@ Status Lowerer::try_fused_conv(int i, bool* lowered) {
   p.act = act;
   p.act_a = aa;
   p.act_b = ab;
-  // NHWC fp16 output when a consumer stays on the fast path; NCHW fp32 straight from the epilogue otherwise.
+  // NHWC fp16 output when the layout plan puts a consumer on the fast path; NCHW fp32 straight from the epilogue
+  // otherwise.
   bool fast_consumer = false;
-  for (int c : consumers_[cur]) {
-    const OpType op = g_.nodes[c].op;
-    fast_consumer |= nhwc_reader(op);
-  }
+  for (int c : consumers_[cur]) fast_consumer |= nhwc_reader(g_.nodes[c].op) && layout_.fast(c);
   // INT8 straight from the epilogue when an INT8 conv takes this tensor as its input: the value is quantized with
   // its own scale from the fp32 result, as the reference does. When other ops read it too (a residual Add, a
   // Concat, a MaxPool), the epilogue also writes the dequantized value they read (NHWC fp16), which a quantize pass

@@ -28,6 +28,7 @@
 #include "ops/fused.h"
 #include "ops/op_geometry.h"
 #include "ops/window.h"
+#include "plan/layout.h"
 #include "plan/tactics.h"
 #include "runtime/io_format.h"
 
@@ -190,6 +191,7 @@ class Lowerer {
   const LowerInput& in_;
   std::shared_ptr<Instance> inst_;
   bool fast_ = false;
+  LayoutPlan layout_;  // where each node runs (plan_layouts over CudaTarget), decided before any layer is made
   std::vector<int> gen_, fast_t_, uses_;
   std::vector<int> io_in_;  // per value: the slot tensor of an input given in a format other than the ONNX form
   // SliceConcat nodes, each lowered as one SliceConcatLayer (plan_slice_concats).
