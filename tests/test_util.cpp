@@ -1,12 +1,16 @@
 #include "test_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <random>
 
+#include <gtest/gtest.h>
+
 #include "onnx/importer.h"
+#include "ops/interpret.h"
 #include "passes/passes.h"
 #include "quant/calib_cache.h"
 #include "quant/calibrator.h"
@@ -126,6 +130,42 @@ int GraphBuilder::node(OpType op, const std::string& name, std::vector<int> in, 
   const int out = g.add_value(name + "_out");
   g.nodes.push_back({name, op, 13, std::move(attrs), std::move(in), {out}});
   return out;
+}
+
+Graph GraphBuilder::prepared() {
+  g.relink();
+  Graph p = g;
+  const Status st = prepare_graph(p, {});
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  return p;
+}
+
+int count_op(const Graph& g, OpType op) {
+  return static_cast<int>(std::count_if(g.nodes.begin(), g.nodes.end(), [op](const Node& n) { return n.op == op; }));
+}
+
+const Node* find_node(const Graph& g, const std::string& name) {
+  for (const Node& n : g.nodes) {
+    if (n.name == name) return &n;
+  }
+  return nullptr;
+}
+
+void expect_same_outputs(const Graph& a, const Graph& b, const std::map<std::string, Tensor>& in, double tol) {
+  auto ya = run_reference(a, in), yb = run_reference(b, in);
+  ASSERT_TRUE(ya) << ya.status().to_string();
+  ASSERT_TRUE(yb) << yb.status().to_string();
+  ASSERT_EQ(ya->size(), yb->size());
+  for (size_t i = 0; i < ya->size(); ++i) {
+    EXPECT_EQ(a.values[a.outputs[i]].name, b.values[b.outputs[i]].name);
+    ASSERT_EQ((*ya)[i].shape(), (*yb)[i].shape());
+    double lo = 0, hi = 0;
+    for (int64_t k = 0; k < (*ya)[i].numel(); ++k) {
+      lo = std::min(lo, (*ya)[i].get_f64(k));
+      hi = std::max(hi, (*ya)[i].get_f64(k));
+    }
+    EXPECT_LE(max_abs_diff((*ya)[i], (*yb)[i]), tol * std::max(1.0, hi - lo)) << "output " << i;
+  }
 }
 
 }  // namespace qd::test

@@ -40,6 +40,14 @@ struct GraphBuilder {
   int input(const std::string& name, const Shape& s);
   int constant(const std::string& name, Tensor t);
   int node(OpType op, const std::string& name, std::vector<int> in, AttrMap attrs = {});
+  // A copy of the graph through prepare_graph (a test failure when that fails).
+  Graph prepared();
 };
+// The number of nodes of op `op`; the node named `name` (nullptr when there is none).
+int count_op(const Graph& g, OpType op);
+const Node* find_node(const Graph& g, const std::string& name);
+// Both graphs on the reference: same output names and shapes, values within `tol` times each output's range (at
+// least 1; tol 0: the same bits).
+void expect_same_outputs(const Graph& a, const Graph& b, const std::map<std::string, Tensor>& in, double tol);
 
 }  // namespace qd::test

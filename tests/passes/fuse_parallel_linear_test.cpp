@@ -19,21 +19,11 @@ struct Builder : test::GraphBuilder {
   }
 };
 
-int count(const Graph& g, OpType op) {
-  int n = 0;
-  for (const Node& node : g.nodes) n += node.op == op;
-  return n;
-}
+using test::count_op;
 
+// The fused graph's outputs within 1e-5 of the unfused one's (relative to their range).
 void expect_same(const Graph& a, const Graph& b, const std::map<std::string, Tensor>& in) {
-  auto ya = run_reference(a, in), yb = run_reference(b, in);
-  ASSERT_TRUE(ya) << ya.status().to_string();
-  ASSERT_TRUE(yb) << yb.status().to_string();
-  ASSERT_EQ(ya->size(), yb->size());
-  for (size_t i = 0; i < ya->size(); ++i) {
-    ASSERT_EQ((*ya)[i].shape(), (*yb)[i].shape());
-    EXPECT_LE(test::max_abs_diff((*ya)[i], (*yb)[i]), 1e-5) << "output " << i;
-  }
+  test::expect_same_outputs(a, b, in, 1e-5);
 }
 
 TEST(FuseParallelLinear, MatMulWithAndWithoutBias) {
@@ -50,9 +40,9 @@ TEST(FuseParallelLinear, MatMulWithAndWithoutBias) {
   auto n = fuse_parallel_linear(fused, {true, false});
   ASSERT_TRUE(n) << n.status().to_string();
   EXPECT_EQ(*n, 1);
-  EXPECT_EQ(count(fused, OpType::MatMul), 1);
-  EXPECT_EQ(count(fused, OpType::Add), 1);
-  EXPECT_EQ(count(fused, OpType::Slice), 2);
+  EXPECT_EQ(count_op(fused, OpType::MatMul), 1);
+  EXPECT_EQ(count_op(fused, OpType::Add), 1);
+  EXPECT_EQ(count_op(fused, OpType::Slice), 2);
   EXPECT_TRUE(fused.verify().is_ok());
   EXPECT_EQ(fused.values[fused.find_value("value_bias_out")].shape, (Shape{2, 6, 4}));
   expect_same(b.g, fused, {{"x", test::random_f32({2, 6, 8}, 4)}});
@@ -72,7 +62,7 @@ TEST(FuseParallelLinear, GemmBothLayoutsAndConvs) {
     ASSERT_TRUE(b.prepare().is_ok());
     Graph fused = b.g;
     ASSERT_EQ(*fuse_parallel_linear(fused, {true, false}), 1) << tb;
-    EXPECT_EQ(count(fused, OpType::Gemm), 1);
+    EXPECT_EQ(count_op(fused, OpType::Gemm), 1);
     expect_same(b.g, fused, {{"x", test::random_f32({3, 8}, 5)}});
   }
   Builder b;
@@ -85,7 +75,7 @@ TEST(FuseParallelLinear, GemmBothLayoutsAndConvs) {
   Graph fused = b.g;
   EXPECT_EQ(*fuse_parallel_linear(fused, {true, false}), 0);  // convs only when asked
   ASSERT_EQ(*fuse_parallel_linear(fused, {true, true}), 1);
-  EXPECT_EQ(count(fused, OpType::Conv), 1);
+  EXPECT_EQ(count_op(fused, OpType::Conv), 1);
   expect_same(b.g, fused, {{"x", test::random_f32({1, 6, 5, 4}, 4)}});
 }
 
@@ -131,8 +121,8 @@ TEST(FuseParallelLinear, Dcnv4ValueAndOffsetsFromOneGemm) {
   auto k = fuse_parallel_linear(fused);  // plugin readers: fused by default
   ASSERT_TRUE(k) << k.status().to_string();
   EXPECT_EQ(*k, 1);
-  EXPECT_EQ(count(fused, OpType::MatMul), 1);
-  EXPECT_EQ(count(fused, OpType::Slice), 2);
+  EXPECT_EQ(count_op(fused, OpType::MatMul), 1);
+  EXPECT_EQ(count_op(fused, OpType::Slice), 2);
   expect_same(b.g, fused, {{"x", test::random_f32({2, 20, 64}, 9)}});
 }
 

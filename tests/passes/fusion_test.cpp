@@ -32,43 +32,13 @@ struct Builder : test::GraphBuilder {
                  constant(name + "_v", test::random_f32({m}, seed + 3, 0.2f, 2.f))},
                 a);
   }
-  Graph prepared() {
-    g.relink();
-    Graph p = g;
-    EXPECT_TRUE(prepare_graph(p, {}).is_ok());
-    return p;
-  }
 };
 
-int count(const Graph& g, OpType op) {
-  int n = 0;
-  for (const Node& node : g.nodes) n += node.op == op;
-  return n;
-}
+using test::count_op;
+using test::find_node;
 
-const Node* find_node(const Graph& g, const std::string& name) {
-  for (const Node& n : g.nodes) {
-    if (n.name == name) return &n;
-  }
-  return nullptr;
-}
-
-// Both graphs on the reference: same output names, shapes and values within `tol` of each output's range.
 void expect_same(const Graph& a, const Graph& b, const std::map<std::string, Tensor>& in, double tol = 1e-6) {
-  auto ya = run_reference(a, in), yb = run_reference(b, in);
-  ASSERT_TRUE(ya) << ya.status().to_string();
-  ASSERT_TRUE(yb) << yb.status().to_string();
-  ASSERT_EQ(ya->size(), yb->size());
-  for (size_t i = 0; i < ya->size(); ++i) {
-    EXPECT_EQ(a.values[a.outputs[i]].name, b.values[b.outputs[i]].name);
-    ASSERT_EQ((*ya)[i].shape(), (*yb)[i].shape());
-    double lo = 0, hi = 0;
-    for (int64_t k = 0; k < (*ya)[i].numel(); ++k) {
-      lo = std::min(lo, (*ya)[i].get_f64(k));
-      hi = std::max(hi, (*ya)[i].get_f64(k));
-    }
-    EXPECT_LE(test::max_abs_diff((*ya)[i], (*yb)[i]), tol * std::max(1.0, hi - lo)) << "output " << i;
-  }
+  test::expect_same_outputs(a, b, in, tol);
 }
 
 TEST(FoldBatchNorm, ConvWithAndWithoutBias) {
@@ -79,7 +49,7 @@ TEST(FoldBatchNorm, ConvWithAndWithoutBias) {
     const Graph ref = b.prepared();
     Graph g = ref;
     EXPECT_EQ(*fold_batch_norm(g), 1);
-    EXPECT_EQ(count(g, OpType::BatchNormalization), 0);
+    EXPECT_EQ(count_op(g, OpType::BatchNormalization), 0);
     ASSERT_EQ(g.nodes.size(), 1u);
     EXPECT_EQ(g.nodes[0].name, "conv");
     EXPECT_TRUE(g.verify().is_ok());
@@ -100,7 +70,7 @@ TEST(FoldBatchNorm, LeavesKeptConvsSharedResultsAndNonConstantStatistics) {
                          b.constant("m3", test::random_f32({4}, 8)), b.constant("v3", test::random_f32({4}, 9, 1, 2))})};
   Graph g = b.prepared();
   EXPECT_EQ(*fold_batch_norm(g, {"kept"}), 0);
-  EXPECT_EQ(count(g, OpType::BatchNormalization), 3);
+  EXPECT_EQ(count_op(g, OpType::BatchNormalization), 3);
 }
 
 // Two convs sharing one weight: folding one must not change the other's.
@@ -188,7 +158,7 @@ TEST(FuseConvActivation, LeavesSharedResultsAndRuntimeBounds) {
                  b.node(OpType::Mul, "m3", {y3, s3}), s3};
   Graph g = b.prepared();
   EXPECT_EQ(*fuse_conv_activation(g), 0);
-  EXPECT_EQ(count(g, OpType::FusedConv), 0);
+  EXPECT_EQ(count_op(g, OpType::FusedConv), 0);
 }
 
 // A bottleneck: x -> conv/SiLU -> conv/SiLU -> Add(x): the second conv takes the shortcut; an Add of two results of
@@ -285,22 +255,22 @@ TEST(FusePoolChains, Sppf) {
   const Graph ref = b.prepared();
   Graph g = ref;
   EXPECT_EQ(*fuse_pool_chains(g, kAnyChain), 1);
-  ASSERT_EQ(count(g, OpType::MaxPoolChain), 1);
+  ASSERT_EQ(count_op(g, OpType::MaxPoolChain), 1);
   const Node* chain = find_node(g, "p1");
   ASSERT_NE(chain, nullptr);
   EXPECT_EQ(chain->outputs.size(), 3u);
-  EXPECT_EQ(count(g, OpType::MaxPool), 0);
+  EXPECT_EQ(count_op(g, OpType::MaxPool), 0);
   EXPECT_TRUE(g.verify().is_ok());
   expect_same(ref, g, {{"x", test::random_f32({2, 8, 9, 7}, 3)}}, 0);
   // The target's rule caps the chain, and a null rule fuses nothing.
   Graph capped = ref;
   EXPECT_EQ(*fuse_pool_chains(capped, [](const Shape& s, int pools) { return s[1] == 8 && pools <= 2; }), 1);
   EXPECT_EQ(find_node(capped, "p1")->outputs.size(), 2u);
-  EXPECT_EQ(count(capped, OpType::MaxPool), 1);
+  EXPECT_EQ(count_op(capped, OpType::MaxPool), 1);
   expect_same(ref, capped, {{"x", test::random_f32({2, 8, 9, 7}, 4)}}, 0);
   Graph none = ref;
   EXPECT_EQ(*fuse_pool_chains(none, nullptr), 0);
-  EXPECT_EQ(count(none, OpType::MaxPool), 3);
+  EXPECT_EQ(count_op(none, OpType::MaxPool), 3);
 }
 
 // Pools that change the size, differ in window, or pool something else stay apart.
@@ -317,7 +287,7 @@ TEST(FusePoolChains, LeavesOtherPools) {
   const Graph ref = b.prepared();
   Graph g = ref;
   EXPECT_EQ(*fuse_pool_chains(g, kAnyChain), 0);
-  EXPECT_EQ(count(g, OpType::MaxPool), 5);
+  EXPECT_EQ(count_op(g, OpType::MaxPool), 5);
 }
 
 TEST(MaxPoolChain, InferenceNeedsASizeKeepingWindow) {
@@ -345,15 +315,15 @@ TEST(Fusion, ShippedDetectorFusedWhole) {
   EXPECT_EQ(c.activations, 57);
   EXPECT_EQ(c.residuals, 7);
   EXPECT_EQ(c.pool_chains, 0);  // no rule: no chains
-  EXPECT_EQ(count(g, OpType::FusedConv), 57);
+  EXPECT_EQ(count_op(g, OpType::FusedConv), 57);
   EXPECT_TRUE(g.verify().is_ok());
   expect_same(ref, g, {{"images", test::random_f32({1, 3, 640, 640}, 11, 0, 1)}}, 1e-5);
   // SPPF's three pools as one chain.
   Graph chained = ref;
   const FusionCounts cc = *fuse_graph(chained, {}, FusionRules{kAnyChain, nullptr});
   EXPECT_EQ(cc.pool_chains, 1);
-  EXPECT_EQ(count(chained, OpType::MaxPoolChain), 1);
-  EXPECT_EQ(count(chained, OpType::MaxPool), 0);
+  EXPECT_EQ(count_op(chained, OpType::MaxPoolChain), 1);
+  EXPECT_EQ(count_op(chained, OpType::MaxPool), 0);
   expect_same(ref, chained, {{"images", test::random_f32({1, 3, 640, 640}, 12, 0, 1)}}, 1e-5);
 }
 
@@ -388,8 +358,8 @@ TEST(FuseGelu, ErfFormsBecomeOneNode) {
   const Graph ref = b.prepared();
   Graph g = ref;
   EXPECT_EQ(*fuse_gelu(g), 3);
-  EXPECT_EQ(count(g, OpType::Gelu), 3);
-  EXPECT_EQ(count(g, OpType::Erf), 2);
+  EXPECT_EQ(count_op(g, OpType::Gelu), 3);
+  EXPECT_EQ(count_op(g, OpType::Erf), 2);
   for (const char* name : {"h1", "h2", "h3"}) {
     const Node* n = find_node(g, name);
     ASSERT_NE(n, nullptr) << name;

@@ -44,37 +44,14 @@ struct Builder : test::GraphBuilder {
     conf = node(OpType::Clip, p + "clip", {conf, c(p + "lo", 0.f), c(p + "hi", 1.75f)});
     return concat(p + "cat", {xy, wh, conf});
   }
-  Graph prepared() {
-    g.relink();
-    Graph p = g;
-    EXPECT_TRUE(prepare_graph(p, {}).is_ok());
-    return p;
-  }
 };
 
-int count(const Graph& g, OpType op) {
-  int n = 0;
-  for (const Node& node : g.nodes) n += node.op == op;
-  return n;
-}
-
-const Node* find_node(const Graph& g, const std::string& name) {
-  for (const Node& n : g.nodes) {
-    if (n.name == name) return &n;
-  }
-  return nullptr;
-}
+using test::count_op;
+using test::find_node;
 
 // Both graphs on the reference give the same bits.
 void expect_identical(const Graph& a, const Graph& b, const std::map<std::string, Tensor>& in) {
-  auto ya = run_reference(a, in), yb = run_reference(b, in);
-  ASSERT_TRUE(ya) << ya.status().to_string();
-  ASSERT_TRUE(yb) << yb.status().to_string();
-  ASSERT_EQ(ya->size(), yb->size());
-  for (size_t i = 0; i < ya->size(); ++i) {
-    ASSERT_EQ((*ya)[i].shape(), (*yb)[i].shape());
-    EXPECT_EQ(test::max_abs_diff((*ya)[i], (*yb)[i]), 0.0) << "output " << i;
-  }
+  test::expect_same_outputs(a, b, in, 0);
 }
 
 TEST(FuseSliceConcat, YoloDecodeBecomesOneNode) {
@@ -89,10 +66,10 @@ TEST(FuseSliceConcat, YoloDecodeBecomesOneNode) {
   const Graph ref = b.prepared();
   Graph g = ref;
   EXPECT_EQ(*fuse_slice_concat(g, kAny), 2);
-  EXPECT_EQ(count(g, OpType::SliceConcat), 2);
-  EXPECT_EQ(count(g, OpType::Slice), 0);
-  EXPECT_EQ(count(g, OpType::Mul), 0);
-  EXPECT_EQ(count(g, OpType::Concat), 1);  // the levels' Concat stays
+  EXPECT_EQ(count_op(g, OpType::SliceConcat), 2);
+  EXPECT_EQ(count_op(g, OpType::Slice), 0);
+  EXPECT_EQ(count_op(g, OpType::Mul), 0);
+  EXPECT_EQ(count_op(g, OpType::Concat), 1);  // the levels' Concat stays
   EXPECT_TRUE(g.verify().is_ok());
   const Node* f = find_node(g, "p3/cat");
   ASSERT_NE(f, nullptr);
@@ -129,7 +106,7 @@ TEST(FuseSliceConcat, TheTargetsRuleDecides) {
   EXPECT_EQ(*fuse_slice_concat(none, nullptr), 0);
   Graph two = ref;
   EXPECT_EQ(*fuse_slice_concat(two, [](const Graph&, const Node& f) { return ops::slice_concat_attrs(f)->segments.size() <= 2; }), 0);
-  EXPECT_EQ(count(two, OpType::Slice), 3);
+  EXPECT_EQ(count_op(two, OpType::Slice), 3);
   Graph cuda = ref;
   EXPECT_EQ(*fuse_slice_concat(cuda, cuda::cuda_fusion_rules(Precision::kFp16).slice_concat), 1);
   expect_identical(ref, cuda, {{"x", test::random_f32(s, 7, -3, 3)}});
@@ -158,7 +135,7 @@ TEST(FuseSliceConcat, LeavesOtherConcats) {
   b.g.outputs = outs;
   Graph g = b.prepared();
   EXPECT_EQ(*fuse_slice_concat(g, kAny), 0);
-  EXPECT_EQ(count(g, OpType::SliceConcat), 0);
+  EXPECT_EQ(count_op(g, OpType::SliceConcat), 0);
 }
 
 TEST(SliceConcat, InferenceChecksSegmentsAndOperands) {
@@ -211,8 +188,8 @@ TEST(FuseSliceConcat, ShippedDetectorHeads) {
   Graph g = ref;
   const FusionCounts c = *fuse_graph(g, {}, rules);
   EXPECT_EQ(c.slice_concats, 3);
-  EXPECT_EQ(count(g, OpType::SliceConcat), 3);
-  EXPECT_EQ(count(g, OpType::Slice), 0);
+  EXPECT_EQ(count_op(g, OpType::SliceConcat), 3);
+  EXPECT_EQ(count_op(g, OpType::Slice), 0);
   expect_identical(base, g, {{"images", test::random_f32({1, 3, 640, 640}, 13, 0, 1)}});
 }
 

@@ -27,11 +27,6 @@ int pool(test::GraphBuilder& b, const std::string& name, int x) {
   a.set("strides", std::vector<int64_t>{2, 2});
   return b.node(OpType::MaxPool, name, {x}, a);
 }
-Graph prepared(test::GraphBuilder& b) {
-  b.g.relink();
-  EXPECT_TRUE(prepare_graph(b.g, {}).is_ok());
-  return b.g;
-}
 int node_index(const Graph& g, const std::string& name) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (g.nodes[i].name == name) return static_cast<int>(i);
@@ -48,7 +43,7 @@ TEST(PlanLayouts, FastWhereTheTargetSaysSoReformatsBetween) {
   const int p2 = pool(b, "pool2", conv(b, "conv2", p1, 8, 6));
   const int y = conv(b, "conv3", p2, 6, 8);
   b.g.outputs = {y, p1};
-  const Graph g = prepared(b);
+  const Graph g = b.prepared();
   const LayoutPlan p = plan_layouts(g, cuda::CudaTarget(), kFp16);
   for (const char* n : {"conv1", "pool1", "conv2", "conv3"}) EXPECT_TRUE(p.fast(node_index(g, n))) << n;
   EXPECT_FALSE(p.fast(node_index(g, "pool2")));
