@@ -50,6 +50,21 @@ TEST(InspectCli, CudaTargetListsTheFusions) {
   EXPECT_NE(r.out.find("/model.9/m/MaxPool (MaxPoolChain, 3 pools) + /model.9/m_1/MaxPool + /model.9/m_2/MaxPool"),
             std::string::npos)
       << r.out;
+  // The layout plan as a picture: one box per node, one reformat mark.
+  r = run_cli(dir, "inspect " + det + " --target cuda --precision fp16 --svg " + dir + "/layouts.svg");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string svg = slurp(dir + "/layouts.svg");
+  const auto occurrences = [&](const std::string& s) {
+    size_t n = 0;
+    for (size_t at = svg.find(s); at != std::string::npos; at = svg.find(s, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(occurrences("class=\"node\""), 92u);
+  EXPECT_EQ(occurrences("fill=\"#76b900\" stroke"), 76u);  // fast
+  EXPECT_EQ(occurrences("class=\"reformat\""), 1u);
+  r = run_cli(dir, "inspect " + det + " --svg " + dir + "/x.svg");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("add --target cuda"), std::string::npos) << r.err;
   // The CPU engine runs the graph as imported: no fusion summary.
   r = run_cli(dir, "inspect " + det + " --target cpu");
   ASSERT_EQ(r.exit_code, 0) << r.err;

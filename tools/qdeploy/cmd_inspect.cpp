@@ -10,8 +10,10 @@
 #include "commands.h"
 #include "inspect_dla.h"
 #include "inspect_plan.h"
+#include "layout_svg.h"
 #include "precision_table.h"
 #include "backends/cuda/cuda_target.h"
+#include "core/file_io.h"
 #include "ir/cost.h"
 #include "onnx/importer.h"
 #include "ops/fused.h"
@@ -31,7 +33,7 @@ struct InspectArgs {
   bool json = false;
   std::string target;  // dla[:VERSION]: placement on Orin's DLA (inspect_dla.h); cpu/cuda: the summary below (cuda
                        // adds the fusions the CUDA builder's passes make)
-  std::string svg;     // with --target dla: the segment strip
+  std::string svg;     // with --target cuda: the layout plan; with --target dla: the segment strip
 };
 
 std::string human(double v) {
@@ -62,7 +64,10 @@ int run_inspect(const InspectArgs& a) {
   if (!a.target.empty() && a.target != "cpu" && a.target != "cuda") {
     return report(invalid("--target " + a.target + ": use dla, dla:8.6, dla:10 (or cpu, cuda)"));
   }
-  if (!a.svg.empty()) return report(invalid("--svg draws the DLA segments: add --target dla"));
+  if (!a.svg.empty() && a.target != "cuda") {
+    return report(invalid("--svg draws a placement: add --target cuda (layouts) or --target dla (DLA segments)"));
+  }
+  if (!a.svg.empty() && is_plan_file(a.model)) return report(invalid("--svg reads an ONNX model, not a plan"));
   if (is_plan_file(a.model)) return inspect_plan(a.model, a.build, a.json);
   auto shapes = parse_shape_flags(a.build.shapes);
   if (!shapes) return report(shapes.status());
@@ -118,6 +123,11 @@ int run_inspect(const InspectArgs& a) {
       const bool int8_op = n.op == OpType::Conv || n.op == OpType::FusedConv || n.op == OpType::Gemm;
       return int8_op && keep_bn.count(n.name) ? TensorPrecision::kInt8 : TensorPrecision::kFp16;
     });
+    if (!a.svg.empty()) {
+      if (Status st = write_file_atomic(a.svg, layout_svg(f, *layouts, a.model + " on cuda")); !st.is_ok()) {
+        return report(st);
+      }
+    }
     for (const auto& r : layouts->reformats) {
       std::string line = f.values[r.value].name + " -> " + layout_name(r.to) + " for";
       for (int k : r.readers) line += " " + f.nodes[k].name;
@@ -142,6 +152,9 @@ int run_inspect(const InspectArgs& a) {
       for (const std::string& x : attrs->fused) line += " + " + x;
       fused_layers.push_back(line);
     }
+  }
+  if (!a.svg.empty() && !layouts) {
+    return report(invalid("--svg needs the model's shapes: " + prepared.to_string()));
   }
   // The target's answers in the build's formats: nodes it cannot run at all (a build fails on them), and INT8 nodes it
   // runs in float.
@@ -261,6 +274,7 @@ int run_inspect(const InspectArgs& a) {
     if (a.layers) {
       for (const std::string& l : reformat_lines) std::cout << "  " << l << "\n";
     }
+    if (!a.svg.empty()) std::cout << "wrote " << a.svg << "\n";
   }
   if (int8_table) print_precision_table(*int8_table);
   return 0;
@@ -279,7 +293,9 @@ RunFn add_inspect(CLI::App& app) {
                   "segments, DLA subgraphs, I/O formats (needs --precision fp16 or int8; docs/dla.md). cpu (default) or "
                   "cuda: the nodes the target cannot run and the INT8 nodes it runs in float, with reasons; cuda also "
                   "the fusions its builder makes (with --layers, each fused conv and the nodes folded into it)");
-  sub->add_option("--svg", a->svg, "With --target dla: write the DLA/GPU segment strip as SVG");
+  sub->add_option("--svg", a->svg,
+                  "With --target cuda: write the layout plan as SVG (nodes on fast layers, reformats); with --target "
+                  "dla: the DLA/GPU segment strip");
   sub->add_flag("--json", a->json, "Machine-readable output");
   return [a] { return run_inspect(*a); };
 }
