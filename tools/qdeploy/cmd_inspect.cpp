@@ -65,7 +65,7 @@ int run_inspect(const InspectArgs& a) {
     return report(invalid("--target " + a.target + ": use dla, dla:8.6, dla:10 (or cpu, cuda)"));
   }
   if (!a.svg.empty() && a.target != "cuda") {
-    return report(invalid("--svg draws a placement: add --target cuda (layouts) or --target dla (DLA segments)"));
+    return report(invalid("--svg draws a placement: add --target dla (DLA segments) or --target cuda (layouts)"));
   }
   if (!a.svg.empty() && is_plan_file(a.model)) return report(invalid("--svg reads an ONNX model, not a plan"));
   if (is_plan_file(a.model)) return inspect_plan(a.model, a.build, a.json);
