@@ -21,6 +21,7 @@ MODELS = Path(__file__).resolve().parents[2] / "models"
 # shipped calibration cache models/NAME.cache (exact integer arithmetic).
 EXPECTED_FIRST_200 = {
     "fii_fmnist": {"fp32": 184, "int8": 185},
+    "convnext_fmnist": {"fp32": 178, "int8": 177},
     "mobilenet_fmnist": {"fp32": 183, "int8": 180},
 }
 
