@@ -1,6 +1,7 @@
-"""The standard classifiers of python/qdeploy/models/zoo.py: torchvision's parameter counts at full size, and each full
-model (10 classes, randomized BatchNorm statistics, norm affines, biases and layer scales) exported at 64x64 with a
-dynamic batch and run by qdeploy's CPU reference at batch 2 against PyTorch eager."""
+"""The standard classifiers of python/qdeploy/models/zoo.py: torchvision's parameter counts at full size, the small
+Fashion-MNIST variants' counts, and each model (10 classes, randomized BatchNorm statistics, norm affines, biases and
+layer scales) exported at 64x64 with a dynamic batch and run by qdeploy's CPU reference at batch 2 against PyTorch
+eager."""
 
 import os
 import subprocess
@@ -31,11 +32,21 @@ OPS = {
     "shufflenet_v2_x1_0": {"Conv", ("Split", "Slice"), "Concat", "Reshape", "Transpose", "MaxPool", "ReduceMean",
                            "Gemm"},
 }
+OPS["convnext_fmnist"] = OPS["convnext_tiny"]
+OPS["mobilenet_fmnist"] = OPS["mobilenet_v3_large"]
+ALL_NAMES = zoo.MODEL_NAMES + list(zoo.FMNIST_MODELS)
+# The shipped models/convnext_fmnist.onnx and mobilenet_fmnist.onnx (10 classes): their cards' counts, under 0.5M.
+FMNIST_PARAMETERS = {"convnext_fmnist": 366_890, "mobilenet_fmnist": 196_610}
 
 
 @pytest.mark.parametrize("name", zoo.MODEL_NAMES)
 def test_full_model_has_torchvisions_parameter_count(name):
     assert zoo.count_parameters(zoo.build(name)) == zoo.PARAMETERS[name]
+
+
+@pytest.mark.parametrize("name", list(zoo.FMNIST_MODELS))
+def test_fmnist_variant_parameter_count(name):
+    assert zoo.count_parameters(zoo.build(name, 10)) == FMNIST_PARAMETERS[name]
 
 
 def test_build_is_seeded_and_names_are_checked():
@@ -53,7 +64,7 @@ def test_randomize_measures_batchnorm_statistics():
 
 
 @needs_cli
-@pytest.mark.parametrize("name", zoo.MODEL_NAMES)
+@pytest.mark.parametrize("name", ALL_NAMES)
 def test_reference_matches_pytorch(tmp_path, name):
     import onnx
 

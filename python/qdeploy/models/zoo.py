@@ -19,6 +19,9 @@ normalized images, as a trained network's are measured on data), so that BN fold
 change the output, and activations stay in a trained network's range (what FP16 and INT8 checks need). Stochastic
 depth and dropout are identities in eval mode and are left out (neither has parameters). ``export_onnx`` writes the
 eval-mode model at opset 17: input ``input`` ``[N, 3, S, S]``, output ``output`` ``[N, classes]``.
+
+``FMNIST_MODELS`` names small variants of ConvNeXt and MobileNetV3 for Fashion-MNIST's 32x32 inputs, built by the
+same ``build``; the shipped models/convnext_fmnist.onnx and models/mobilenet_fmnist.onnx are them, trained.
 """
 
 import copy
@@ -181,6 +184,10 @@ class InvertedResidualV3(nn.Module):
 
 
 class MobileNetV3Large(nn.Module):
+    """torchvision's MobileNetV3-Large; ``setting``, ``stem_stride`` and ``last_channel`` (the classifier's hidden
+    width) give smaller variants of the same structure (the last conv widens the last block's output 6x, as in both
+    torchvision models)."""
+
     SETTING = (  # input, kernel, expanded, output, SE, Hardswish, stride
         (16, 3, 16, 16, False, False, 1), (16, 3, 64, 24, False, False, 2), (24, 3, 72, 24, False, False, 1),
         (24, 5, 72, 40, True, False, 2), (40, 5, 120, 40, True, False, 1), (40, 5, 120, 40, True, False, 1),
@@ -189,16 +196,18 @@ class MobileNetV3Large(nn.Module):
         (112, 5, 672, 160, True, True, 2), (160, 5, 960, 160, True, True, 1), (160, 5, 960, 160, True, True, 1),
     )
 
-    def __init__(self, num_classes=1000):
+    def __init__(self, num_classes=1000, setting=None, stem_stride=2, last_channel=1280):
         super().__init__()
+        setting = self.SETTING if setting is None else setting
         norm = partial(nn.BatchNorm2d, eps=0.001, momentum=0.01)
-        features = [_cna(3, 16, 3, 2, norm=norm, act=nn.Hardswish)]
-        features += [InvertedResidualV3(*s, norm=norm) for s in self.SETTING]
-        features.append(_cna(160, 960, 1, norm=norm, act=nn.Hardswish))
+        features = [_cna(3, setting[0][0], 3, stem_stride, norm=norm, act=nn.Hardswish)]
+        features += [InvertedResidualV3(*s, norm=norm) for s in setting]
+        last_conv = 6 * setting[-1][3]
+        features.append(_cna(setting[-1][3], last_conv, 1, norm=norm, act=nn.Hardswish))
         self.features = nn.Sequential(*features)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Sequential(nn.Linear(960, 1280), nn.Hardswish(), nn.Dropout(0.2),
-                                        nn.Linear(1280, num_classes))
+        self.classifier = nn.Sequential(nn.Linear(last_conv, last_channel), nn.Hardswish(), nn.Dropout(0.2),
+                                        nn.Linear(last_channel, num_classes))
 
     def forward(self, x):
         return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
@@ -327,10 +336,13 @@ class CNBlock(nn.Module):
 
 
 class ConvNeXtTiny(nn.Module):
-    def __init__(self, num_classes=1000, dims=(96, 192, 384, 768), depths=(3, 3, 9, 3)):
+    """torchvision's ConvNeXt-T; ``dims``, ``depths`` and ``stem`` (the patchify conv's kernel and stride) give
+    smaller variants of the same structure."""
+
+    def __init__(self, num_classes=1000, dims=(96, 192, 384, 768), depths=(3, 3, 9, 3), stem=4):
         super().__init__()
         norm = partial(LayerNorm2d, eps=1e-6)
-        features = [_cna(3, dims[0], 4, 4, padding=0, norm=norm, act=None, bias=True)]
+        features = [_cna(3, dims[0], stem, stem, padding=0, norm=norm, act=None, bias=True)]
         for i, (d, n) in enumerate(zip(dims, depths)):
             features.append(nn.Sequential(*[CNBlock(d) for _ in range(n)]))
             if i + 1 < len(dims):
@@ -409,6 +421,22 @@ _CONSTRUCTORS = {
 }
 
 
+# Small variants for Fashion-MNIST's 32x32 inputs (models/convnext_fmnist.onnx and models/mobilenet_fmnist.onnx,
+# trained by qdeploy.train_cls --model convnext|mobilenet): the full models' blocks, module names and initialization
+# at a fraction of the width and depth. ConvNeXt: a 2x2 patchify stem, so the stages run on 16x16, 8x8 and 4x4.
+# MobileNetV3: stem stride 2, then blocks at 16x16, 8x8 and 4x4 with depthwise 3x3 and 5x5, SE (Hardsigmoid gate)
+# and ReLU early, Hardswish late, as MobileNetV3-Large mixes them.
+MOBILENET_FMNIST_SETTING = (  # input, kernel, expanded, output, SE, Hardswish, stride
+    (16, 3, 16, 16, True, False, 1), (16, 3, 64, 24, False, False, 2), (24, 5, 72, 24, True, False, 1),
+    (24, 5, 96, 40, True, True, 2), (40, 3, 120, 40, True, True, 1), (40, 3, 160, 48, True, True, 1),
+    (48, 5, 144, 48, True, True, 1),
+)
+FMNIST_MODELS = {
+    "convnext_fmnist": ("convnext_tiny", dict(dims=(32, 64, 128), depths=(1, 1, 2), stem=2)),
+    "mobilenet_fmnist": ("mobilenet_v3_large", dict(setting=MOBILENET_FMNIST_SETTING, last_channel=256)),
+}
+
+
 @torch.no_grad()
 def _init(model, convnext):
     """torchvision's schemes: ConvNeXt normal (std 0.02) for convs and Linears (torchvision truncates at +-2, 100
@@ -430,14 +458,15 @@ def _init(model, convnext):
 
 
 def build(name, num_classes=1000, seed=0):
-    """The model ``name`` (one of MODEL_NAMES) with a random initialization from ``seed`` (the global RNG untouched),
-    in eval mode."""
-    if name not in _CONSTRUCTORS:
-        raise ValueError(f"unknown model {name!r}; expected one of {', '.join(MODEL_NAMES)}")
+    """The model ``name`` (one of MODEL_NAMES or FMNIST_MODELS) with a random initialization from ``seed`` (the global
+    RNG untouched), in eval mode."""
+    base, kwargs = FMNIST_MODELS.get(name, (name, {}))
+    if base not in _CONSTRUCTORS:
+        raise ValueError(f"unknown model {name!r}; expected one of {', '.join(MODEL_NAMES + list(FMNIST_MODELS))}")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = _CONSTRUCTORS[name](num_classes=num_classes)
-        _init(model, name == "convnext_tiny")
+        model = _CONSTRUCTORS[base](num_classes=num_classes, **kwargs)
+        _init(model, base == "convnext_tiny")
     return model.eval()
 
 
@@ -491,8 +520,9 @@ def main(argv=None):
     import argparse
 
     ap = argparse.ArgumentParser(prog="python3 -m qdeploy.models.zoo",
-                                 description="Export a standard classifier (seeded random weights) to ONNX.")
-    ap.add_argument("--model", choices=MODEL_NAMES, required=True)
+                                 description="Export a standard classifier (seeded random weights, or trained ones "
+                                 "with --weights) to ONNX.")
+    ap.add_argument("--model", choices=MODEL_NAMES + list(FMNIST_MODELS), required=True)
     ap.add_argument("--num-classes", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--imgsz", type=int, default=224)
@@ -500,10 +530,16 @@ def main(argv=None):
     ap.add_argument("--dynamic", action="store_true", help="dynamic batch axis")
     ap.add_argument("--no-randomize", action="store_true", help="keep the initialization's trivial BatchNorm "
                     "statistics, norm affines, biases and layer scales")
+    ap.add_argument("--weights", default=None, help="a checkpoint (qdeploy.train_cls's best.pt, or a state dict) to "
+                    "load instead of random weights (implies --no-randomize)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     model = build(args.model, args.num_classes, args.seed)
-    if not args.no_randomize:
+    if args.weights:
+        from ..checkpoint import read_state_dict
+
+        model.load_state_dict(read_state_dict(args.weights))
+    elif not args.no_randomize:
         randomize(model, seed=args.seed, imgsz=args.imgsz)
     export_onnx(model, args.out, imgsz=args.imgsz, batch=args.batch, dynamic=args.dynamic)
     print(f"{args.model}: {count_parameters(model):,} parameters -> {args.out}")

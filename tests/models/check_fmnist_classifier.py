@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The shipped FlashInternImage on Fashion-MNIST (models/fii_fmnist.onnx) on the CPU reference: `qdeploy eval --fmnist`
-on the first N test images must give the top-1 that models/fii_fmnist.md states for them.
+"""A shipped Fashion-MNIST classifier (models/NAME.onnx: fii_fmnist, convnext_fmnist, mobilenet_fmnist) on the CPU
+reference: `qdeploy eval --fmnist` on the first N test images must give the top-1 that models/NAME.md states for them.
 
-    check_fii_fmnist.py QDEPLOY [--data DIR] [--count N] [--expect K] [EVAL ARGS...]
+    check_fmnist_classifier.py QDEPLOY NAME [--data DIR] [--count N] [--expect K] [EVAL ARGS...]
 
 Writes the subset as plain IDX files in a temporary folder (eval reads a whole split). Exit 77 (skipped) when the
 data set is not installed (Debian's dataset-fashion-mnist).
@@ -16,12 +16,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-SOURCE = Path(__file__).resolve().parents[2]
-MODEL = SOURCE / "models" / "fii_fmnist.onnx"
-CACHE = SOURCE / "models" / "fii_fmnist.cache"
-# Correct top-1 predictions of models/fii_fmnist.onnx on the first 200 test images (models/fii_fmnist.md): FP32, and
-# INT8 with the shipped calibration cache (exact integer arithmetic).
-EXPECTED_FIRST_200 = {"fp32": 184, "int8": 185}
+MODELS = Path(__file__).resolve().parents[2] / "models"
+# Correct top-1 predictions of models/NAME.onnx on the first 200 test images (models/NAME.md): FP32, and INT8 with the
+# shipped calibration cache models/NAME.cache (exact integer arithmetic).
+EXPECTED_FIRST_200 = {
+    "fii_fmnist": {"fp32": 184, "int8": 185},
+    "convnext_fmnist": {"fp32": 178, "int8": 177},
+    "mobilenet_fmnist": {"fp32": 183, "int8": 180},
+}
 
 
 def read_idx(path):
@@ -54,13 +56,16 @@ def evaluate(qdeploy, model, subset, extra):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("qdeploy")
+    ap.add_argument("name", choices=sorted(EXPECTED_FIRST_200), help="the shipped model models/NAME.onnx")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
-    ap.add_argument("--model", default=str(MODEL))
+    ap.add_argument("--model", default=None, help="another ONNX file to evaluate (default: models/NAME.onnx)")
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--expect", type=int, default=None, help="correct predictions expected with the given eval "
                     "arguments; without it (and with --count 200 and no eval arguments), the card's FP32 and INT8 "
                     "counts")
     args, extra = ap.parse_known_args()  # the rest: more `qdeploy eval` arguments
+    model = args.model or str(MODELS / f"{args.name}.onnx")
+    expected = EXPECTED_FIRST_200[args.name]
     data = Path(args.data)
     if not any((data / f"t10k-images-idx3-ubyte{ext}").exists() for ext in ("", ".gz")):
         print(f"skipped: no Fashion-MNIST test split in {data} (apt install dataset-fashion-mnist)")
@@ -68,13 +73,13 @@ def main():
     if args.expect is not None or extra or args.count != 200:
         runs = [(extra, args.expect)]
     else:
-        runs = [([], EXPECTED_FIRST_200["fp32"]),
-                (["--precision", "int8", "--calib-cache", str(CACHE)], EXPECTED_FIRST_200["int8"])]
+        runs = [([], expected["fp32"]),
+                (["--precision", "int8", "--calib-cache", str(MODELS / f"{args.name}.cache")], expected["int8"])]
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
         write_subset(data, Path(tmp), args.count)
         for eval_args, expect in runs:
-            result, what = evaluate(args.qdeploy, args.model, tmp, eval_args)
+            result, what = evaluate(args.qdeploy, model, tmp, eval_args)
             if result is None:
                 print(f"FAIL: {what}")
                 failed = True
