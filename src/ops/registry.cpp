@@ -96,6 +96,10 @@ Status infer_node(InferCtx& ctx) {
     for (int i = 0; i < s.min_inputs && st.is_ok(); ++i) {
       if (ctx.node.inputs[i] < 0) st = invalid("required input " + std::to_string(i) + " is missing");
     }
+    // An omitted ("") required output: the kernels write every required output.
+    for (int i = 0; i < s.min_outputs && st.is_ok(); ++i) {
+      if (ctx.node.outputs[i] < 0) st = invalid("required output " + std::to_string(i) + " is omitted (an empty name)");
+    }
     if (st.is_ok()) st = s.infer(ctx);
   }
   if (!st.is_ok()) st.at_node(ctx.node.name, s.name);
