@@ -11,6 +11,7 @@
 #include "onnx/importer.h"
 #include "ops/interpret.h"
 #include "passes/passes.h"
+#include "run_cost.h"
 
 namespace qd::fuzz {
 
@@ -36,24 +37,7 @@ inline Status onnx_one_input(const std::string& bytes, bool* ran = nullptr) {
   // The CUDA engine's batch-split analysis reads every prepared graph: any answer is fine, a crash is not.
   (void)check_batch_split(g);
   double elements = 0, macs = 0;
-  for (const Value& v : g.values) {
-    if (!v.has_shape) continue;
-    auto n = checked_numel(v.shape);
-    if (!n) return Status::ok();
-    elements += static_cast<double>(*n);
-  }
-  for (const Node& n : g.nodes) {
-    macs += static_cast<double>(node_macs(g, n));
-    // Window ops (pools) cost their output times the window, which node_macs does not count: an AveragePool with a
-    // 14x3 window over 346 K outputs took 13 s under the fuzzer's instrumentation.
-    auto k = n.attrs.get_ints("kernel_shape", std::vector<int64_t>{});
-    if (k && !k->empty() && !n.outputs.empty() && n.outputs[0] >= 0 && g.values[n.outputs[0]].has_shape) {
-      double w = 1;
-      for (int64_t d : *k) w *= static_cast<double>(d);
-      auto out = checked_numel(g.values[n.outputs[0]].shape);
-      if (out) macs += w * static_cast<double>(*out);
-    }
-  }
+  if (!run_cost(g, &elements, &macs)) return Status::ok();
   if (elements > kMaxRunElements || macs > kMaxRunMacs) return Status::ok();
   std::map<std::string, Tensor> feeds;
   for (int v : g.inputs) {

@@ -14,6 +14,7 @@
 #include "plan/plan_file.h"
 #include "plan/plugin_list.h"
 #include "runtime/plan_sections.h"
+#include "run_cost.h"
 
 namespace qd::fuzz {
 
@@ -35,15 +36,8 @@ inline bool small_enough(const PlanSection& graph, const std::map<std::string, S
   PrepareOptions opt;
   opt.input_shapes = shapes;
   if (!prepare_graph(*g, opt).is_ok()) return false;
-  double elements = 0, macs = 0;
-  for (const Value& v : g->values) {
-    if (!v.has_shape) continue;
-    auto n = checked_numel(v.shape);
-    if (!n) return false;
-    elements += static_cast<double>(*n);
-  }
-  for (const Node& n : g->nodes) macs += static_cast<double>(node_macs(*g, n));
-  return elements <= kPlanMaxRunElements && macs <= kPlanMaxRunMacs;
+  double elements = 0, work = 0;
+  return run_cost(*g, &elements, &work) && elements <= kPlanMaxRunElements && work <= kPlanMaxRunMacs;
 }
 
 inline Status plan_one_input(const std::string& raw, bool* ran = nullptr) {
