@@ -168,7 +168,9 @@ void set_slice_concat_attrs(Node& n, const SliceConcatAttrs& a) {
 
 Status infer_SliceConcat(InferCtx& c) {
   const SliceConcatAttrs a = QD_TRY(slice_concat_attrs(c.node));
-  if (c.dtype(0) != DType::kFloat32 || c.rank(0) == 0) return invalid("SliceConcat takes a float32 tensor of rank >= 1");
+  if (c.dtype(0) != DType::kFloat32 || c.rank(0) == 0) {
+    return invalid("SliceConcat takes a float32 tensor of rank >= 1");
+  }
   if (a.segments.empty()) return invalid("SliceConcat needs at least one segment");
   Shape out = c.shape(0);
   const int64_t cols = out.back();
@@ -212,7 +214,9 @@ Status run_SliceConcat(KernelCtx& c) {
     for (int64_t r = 0; r < rows; ++r) {
       std::memcpy(t.data<float>() + r * s.len, x.data<float>() + r * cols + s.start, s.len * sizeof(float));
     }
-    for (const ElementwiseStep& st : s.steps) t = QD_TRY(apply_step(c.node, st, t, st.operand > 0 ? c.in[st.operand] : nullptr));
+    for (const ElementwiseStep& st : s.steps) {
+      t = QD_TRY(apply_step(c.node, st, t, st.operand > 0 ? c.in[st.operand] : nullptr));
+    }
     for (int64_t r = 0; r < rows; ++r) {
       std::memcpy(y.data<float>() + r * ocols + at, t.data<float>() + r * s.len, s.len * sizeof(float));
     }

@@ -105,7 +105,10 @@ TEST(FuseSliceConcat, TheTargetsRuleDecides) {
   Graph none = ref;
   EXPECT_EQ(*fuse_slice_concat(none, nullptr), 0);
   Graph two = ref;
-  EXPECT_EQ(*fuse_slice_concat(two, [](const Graph&, const Node& f) { return ops::slice_concat_attrs(f)->segments.size() <= 2; }), 0);
+  const SliceConcatRule two_segments = [](const Graph&, const Node& f) {
+    return ops::slice_concat_attrs(f)->segments.size() <= 2;
+  };
+  EXPECT_EQ(*fuse_slice_concat(two, two_segments), 0);
   EXPECT_EQ(count_op(two, OpType::Slice), 3);
   Graph cuda = ref;
   EXPECT_EQ(*fuse_slice_concat(cuda, cuda::cuda_fusion_rules(Precision::kFp16).slice_concat), 1);

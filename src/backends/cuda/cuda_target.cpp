@@ -210,7 +210,8 @@ Support CudaTarget::supports(const Graph& g, const Node& n, const NodeFormats& f
   }
   if (n.op == OpType::SliceConcat) {  // made by fuse_slice_concat only where the CUDA rule says it fits
     if (f.has(TensorPrecision::kInt8) || f.has(TensorPrecision::kFp16)) {
-      return Support::no("the decode layer reads and writes the ONNX form (a head conv may write it transposed)", kHead);
+      return Support::no("the decode layer reads and writes the ONNX form (a head conv may write it transposed)",
+                         kHead);
     }
     return Support::ok("one layer for the whole decode (slice_concat)", kHead);
   }
