@@ -117,12 +117,7 @@ int run_inspect(const InspectArgs& a) {
     if (!c) return report(Status(c.status()).prefix(a.model));
     fusions = *c;
     // Where the builder puts each node of the fused graph (fast layers or the ONNX form), and the reformats it implies.
-    layouts = plan_layouts(f, cuda::CudaTarget(), [&](int i) {
-      const Node& n = f.nodes[static_cast<size_t>(i)];
-      if (*precision == Precision::kFp32) return TensorPrecision::kFp32;
-      const bool int8_op = n.op == OpType::Conv || n.op == OpType::FusedConv || n.op == OpType::Gemm;
-      return int8_op && keep_bn.count(n.name) ? TensorPrecision::kInt8 : TensorPrecision::kFp16;
-    });
+    layouts = cuda::cuda_layouts(f, *precision, keep_bn);  // keep_bn: the INT8 Conv/Gemm nodes
     if (!a.svg.empty()) {
       if (Status st = write_file_atomic(a.svg, layout_svg(f, *layouts, a.model + " on cuda")); !st.is_ok()) {
         return report(st);

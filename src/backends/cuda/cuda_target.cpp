@@ -188,6 +188,13 @@ std::optional<LinearOperands> linear_operands(const Graph& g, const Node& n) {
   return m;
 }
 
+LayoutPlan cuda_layouts(const Graph& g, Precision p, const std::set<std::string>& int8) {
+  return plan_layouts(g, CudaTarget(), [&](int i) {
+    if (p == Precision::kFp32) return TensorPrecision::kFp32;
+    return int8.count(g.nodes[static_cast<size_t>(i)].name) ? TensorPrecision::kInt8 : TensorPrecision::kFp16;
+  });
+}
+
 bool CudaTarget::writes_onnx_form(const Graph& g, const Node& n) const {
   (void)g;
   return n.op == OpType::Conv || n.op == OpType::FusedConv || n.op == OpType::Gemm || n.op == OpType::MatMul;

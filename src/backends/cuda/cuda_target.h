@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 
 #include "core/precision.h"
 #include "passes/passes.h"
+#include "plan/layout.h"
 #include "plan/target.h"
 
 namespace qd::cuda {
@@ -29,6 +31,10 @@ FusionRules cuda_fusion_rules(Precision p);
 // 16-byte-per-pixel copies within 48 KiB of shared memory.
 constexpr int kCudaMaxPoolChain = 4;
 bool cuda_pool_chain_fits(int C, int H, int W);
+
+// The CUDA build's layout plan of fused graph g for a build of precision p: every node asked in fp16, the INT8 convs
+// and Gemms (`int8`, node names) in int8, none in fp32 builds (the lowering and `inspect --target cuda` share it).
+LayoutPlan cuda_layouts(const Graph& g, Precision p, const std::set<std::string>& int8);
 
 // The head decode kernel's limits (kernels/eltwise_chain.h), which the rules state for fuse_slice_concat: segments,
 // elementwise steps per segment, and constant tensors (not scalars) per segment.

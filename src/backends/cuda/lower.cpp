@@ -66,10 +66,7 @@ Expected<std::shared_ptr<Instance>> Lowerer::run() {
     qscale_.resize(nv, 0.f);  // values the fusion passes added (folded weights) are never quantized
     q8_.assign(nv, -1);
   }
-  layout_ = plan_layouts(g_, CudaTarget(), [&](int i) {
-    if (!fast_) return TensorPrecision::kFp32;
-    return int8_convs_.count(g_.nodes[i].name) ? TensorPrecision::kInt8 : TensorPrecision::kFp16;
-  });
+  layout_ = cuda_layouts(g_, in_.opt->precision, int8_convs_);
   QD_RETURN_IF_ERROR(plan_s2d());
   // I/O slots: inputs first, then outputs.
   io_in_.assign(nv, -1);
