@@ -5,6 +5,7 @@
 #include <set>
 
 #include "ops/interpret.h"
+#include "quant/precision_plan.h"
 
 namespace qd {
 
@@ -75,10 +76,9 @@ std::vector<std::string> head_tensors(const Graph& g) {
       if (o >= 0) producer[o] = static_cast<int>(i);
     }
   }
-  auto is_mac = [](const Node& n) { return n.op == OpType::Conv || n.op == OpType::Gemm; };
   std::set<int> conv_inputs;
   for (const Node& n : g.nodes) {
-    if (is_mac(n) && !n.inputs.empty() && n.inputs[0] >= 0) conv_inputs.insert(n.inputs[0]);
+    if (is_int8_compute(n.op) && !n.inputs.empty() && n.inputs[0] >= 0) conv_inputs.insert(n.inputs[0]);
   }
   std::vector<char> head(g.values.size(), 0);
   for (int output : g.outputs) {  // each output's region on its own: a plain output next to a detector's stays out
@@ -88,11 +88,11 @@ std::vector<std::string> head_tensors(const Graph& g) {
     while (!stack.empty()) {
       const int v = stack.back();
       stack.pop_back();
-      // A tensor a Conv/Gemm reads belongs to the quantized network: the region stops there.
+      // A tensor a Conv/Gemm/MatMul reads belongs to the quantized network: the region stops there.
       if (v < 0 || seen[v] || g.is_constant(v) || conv_inputs.count(v)) continue;
       seen[v] = 1;
       const int p = producer[v];
-      if (p < 0 || is_mac(g.nodes[p])) continue;  // a graph input, or the head's last Conv/Gemm
+      if (p < 0 || is_int8_compute(g.nodes[p].op)) continue;  // a graph input, or the head's last Conv
       sigmoid |= g.nodes[p].op == OpType::Sigmoid;
       concat |= g.nodes[p].op == OpType::Concat;
       for (int in : g.nodes[p].inputs) stack.push_back(in);

@@ -131,7 +131,7 @@ Int8Report int8_report(const Graph& g, const PrecisionPlan& plan) {
     const Node& n = g.nodes[ni];
     const int64_t macs = node_macs(g, n);
     rep.total_macs = add_macs(rep.total_macs, macs);
-    if (n.op != OpType::Conv && n.op != OpType::Gemm) continue;
+    if (!is_int8_compute(n.op)) continue;
     const NodePrecision& p = plan.nodes[ni];
     rep.layers.push_back({n.name, op_name(n.op), macs, p});
     switch (p.reason) {
@@ -143,7 +143,7 @@ Int8Report int8_report(const Graph& g, const PrecisionPlan& plan) {
       case PrecisionReason::kNoScale:
       case PrecisionReason::kNoWeightScale: rep.no_scale_nodes.push_back(n.name); break;
       case PrecisionReason::kNotQuantizable:
-      case PrecisionReason::kNotConvGemm: break;
+      case PrecisionReason::kNoInt8Compute: break;
     }
   }
   return rep;

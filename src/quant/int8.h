@@ -1,15 +1,17 @@
 // INT8 for the reference backend: rewrites a prepared graph so that it computes what DESIGN.md's INT8 contract says.
 //
-// Which tensors are quantized: the data input of every INT8 compute node (Conv, Gemm with a constant B) that has an
-// activation scale. Such a tensor is quantized once, q = clamp(round_half_even(x / s), -128, 127) (or, for a tensor
-// with a zero point zp, asymmetric uint8: clamp(round_half_even(x / s) + zp, 0, 255)), and every consumer
-// sees the quantized value ("one tensor, one format": the GPU engine stores it as int8). Data-movement ops between a
-// producer and the quantization point stay transparent: max-pooling, concatenation, nearest resizing and reshaping
-// commute with a shared per-tensor quantization, so the GPU engine may run them on int8 with that scale.
+// Which tensors are quantized: the data input of every INT8 compute node (Conv; Gemm or MatMul with a constant B:
+// has_int8_form) that has an activation scale. Such a tensor is quantized once,
+// q = clamp(round_half_even(x / s), -128, 127) (or, for a tensor with a zero point zp, asymmetric uint8:
+// clamp(round_half_even(x / s) + zp, 0, 255)), and every consumer sees the quantized value ("one tensor, one
+// format": the GPU engine stores it as int8). Data-movement ops between a producer and the quantization point stay
+// transparent: max-pooling, concatenation, nearest resizing and reshaping commute with a shared per-tensor
+// quantization, so the GPU engine may run them on int8 with that scale.
 //
 // exact mode: Conv -> QuantizeLinear(x) + ConvInteger(q_x, q_w, zp) (int32: sum (q_x - zp) q_w, padding contributes
 //             0) + Cast + Mul(s_x * s_w[c]) + Add(bias);
 //             the epilogue (activation, residual add) then runs in fp32 on the result, as in the contract.
+//             Gemm and MatMul likewise with MatMulInteger (a MatMul's input may have any rank: rows [..., C]).
 // fake mode:  Conv -> Conv(DequantizeLinear(QuantizeLinear(x)), dequantized q_w) + bias in fp32 (fast analysis);
 //             agrees with exact mode to float rounding, i.e. within 1 LSB after the next quantization.
 #pragma once
@@ -59,14 +61,14 @@ struct Int8Report {
   // not empty) and theirs have none.
   std::vector<std::string> no_scale_nodes;
   int64_t int8_macs = 0, total_macs = 0;
-  std::vector<LayerPrecision> layers;         // every Conv and Gemm, in graph order
+  std::vector<LayerPrecision> layers;         // every Conv, Gemm and MatMul, in graph order
 };
 
 // The report of a precision plan over the graph it was computed on.
 Int8Report int8_report(const Graph& g, const PrecisionPlan& plan);
 
-// The axis of an INT8 Conv's or Gemm's weight that holds its output channels (one weight scale each): 0 for a Conv's
-// [M, C/g, k...] and a transposed Gemm B [N, K], 1 for a Gemm B [K, N].
+// The axis of an INT8 Conv's, Gemm's or MatMul's weight that holds its output channels (one weight scale each): 0 for
+// a Conv's [M, C/g, k...] and a transposed Gemm B [N, K], 1 for a Gemm or MatMul B [K, N].
 int int8_weight_axis(const Node& n);
 
 // Explicit weight quantization (a QAT model's weight Q/DQ pairs, or a precision config's weight scales): a Conv/Gemm

@@ -131,7 +131,7 @@ Status check_precision_config(const PrecisionConfig& c, const Graph& g, const st
     const Tensor* w = g.constant(g.find_value(name));
     const std::string path = key_path("weight_scales", name);
     if (!w) return fail(path + ": the model has no constant (weight) named '" + name + "'");
-    // Output channels: axis 0 for Conv and transposed Gemm weights, axis 1 for Gemm's B [K, N].
+    // Output channels: axis 0 for Conv and transposed Gemm weights, axis 1 for a Gemm's or MatMul's B [K, N].
     const int64_t n = static_cast<int64_t>(s.size());
     if (w->rank() == 0 || (n != w->shape()[0] && !(w->rank() == 2 && n == w->shape()[1]))) {
       return fail(path + ": " + std::to_string(n) + " scales for a weight of shape " + shape_str(w->shape()) +

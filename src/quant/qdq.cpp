@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "quant/int8.h"
+
 namespace qd {
 
 bool has_qdq(const Graph& g) {
@@ -84,6 +86,15 @@ Expected<QParams> qparams(const Graph& g, const Node& n, DType quantized) {
   return p;
 }
 
+// The axis of a weight's output channels (one weight scale each) as the node reading it, directly or as the output
+// of its DequantizeLinear `w`, sees them (int8_weight_axis); 0 when no Conv, Gemm or MatMul reads it as weights.
+int weight_channel_axis(const Graph& g, int w) {
+  for (const Node& n : g.nodes) {
+    if (is_int8_compute(n.op) && n.inputs.size() > 1 && n.inputs[1] == w) return int8_weight_axis(n);
+  }
+  return 0;
+}
+
 }  // namespace
 
 Expected<QdqScales> strip_qdq(Graph& g) {
@@ -115,15 +126,20 @@ Expected<QdqScales> strip_qdq(Graph& g) {
       }
       const std::vector<float> s = QD_TRY(qparams(g, dq, DType::kInt8)).scales;
       const int64_t axis = QD_TRY(dq.attrs.get_int("axis", 1));
-      if (s.size() > 1 && (axis != 0 || static_cast<int64_t>(s.size()) != data->shape()[0])) continue;
+      const int wa = weight_channel_axis(g, dq.outputs[0]);
+      if (static_cast<size_t>(wa) >= data->rank()) continue;
+      const int64_t channels = data->shape()[wa];
+      if (s.size() > 1 && (axis != wa || static_cast<int64_t>(s.size()) != channels)) continue;
       Tensor w(DType::kFloat32, data->shape());
-      const int64_t inner = data->numel() / data->shape()[0];
+      int64_t inner = 1;  // elements per step of the channel axis
+      for (size_t d = static_cast<size_t>(wa) + 1; d < data->rank(); ++d) inner *= data->shape()[d];
       for (int64_t k = 0; k < data->numel(); ++k) {
-        w.data<float>()[k] = data->data<int8_t>()[k] * s[s.size() > 1 ? k / inner : 0];
+        w.data<float>()[k] = data->data<int8_t>()[k] * s[s.size() > 1 ? (k / inner) % channels : 0];
       }
       const int w_value = dq.outputs[0];
       g.constants[w_value] = std::move(w);
-      out.weight_scales[g.values[w_value].name] = s.size() == 1 ? std::vector<float>(data->shape()[0], s[0]) : s;
+      out.weight_scales[g.values[w_value].name] =
+          s.size() == 1 ? std::vector<float>(static_cast<size_t>(channels), s[0]) : s;
       remove[i] = 1;
       continue;
     }
@@ -139,17 +155,19 @@ Expected<QdqScales> strip_qdq(Graph& g) {
     const std::string& name = g.values[x].name;
     if (g.is_constant(x)) {
       const int64_t axis = QD_TRY(q.attrs.get_int("axis", 1));
-      if (sq.size() > 1 && axis != 0) {
+      const int wa = weight_channel_axis(g, dq.outputs[0]);
+      const Tensor* w = g.constant(x);
+      if (static_cast<size_t>(wa) >= w->rank() || (sq.size() > 1 && axis != wa)) {
         return unsupported("weight quantized along axis " + std::to_string(axis) + "; qdeploy expects per-output-"
-                           "channel weight scales (axis 0)").at_node(q.name, "QuantizeLinear");
+                           "channel weight scales (axis " + std::to_string(wa) + " for the node that reads it)")
+            .at_node(q.name, "QuantizeLinear");
       }
       if (pq.uint8_zero_point >= 0) {
         return unsupported(std::string("uint8 weights (") + kNoZeroPointIsUint8 +
                            "); qdeploy's weights are per-output-channel symmetric int8: give the weight quantizers an "
                            "int8 zero point of 0").at_node(q.name, "QuantizeLinear");
       }
-      const Tensor* w = g.constant(x);
-      out.weight_scales[name] = sq.size() == 1 ? std::vector<float>(static_cast<size_t>(w->shape()[0]), sq[0]) : sq;
+      out.weight_scales[name] = sq.size() == 1 ? std::vector<float>(static_cast<size_t>(w->shape()[wa]), sq[0]) : sq;
     } else {
       if (sq.size() != 1) return unsupported("per-axis activation scales").at_node(q.name, "QuantizeLinear");
       const int zp = pq.uint8_zero_point;

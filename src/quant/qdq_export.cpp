@@ -51,29 +51,14 @@ Expected<Graph> insert_qdq(const Graph& src, const Int8Options& opt, QdqExportRe
 
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     Node& n = g.nodes[ni];
-    const bool conv = n.op == OpType::Conv, gemm = n.op == OpType::Gemm;
-    if (!conv && !gemm) continue;
+    TensorQuant xq;
+    const NodePrecision p = QD_TRY(node_precision(g, n, opt, Precision::kFp32, &xq));
+    if (p.precision != Precision::kInt8) continue;
     const int x = n.inputs[0], w = n.inputs[1];
     const Tensor* wt = g.constant(w);
-    if (!wt || wt->dtype() != DType::kFloat32) continue;
-    if (gemm && (*n.attrs.get_int("transA", 0) != 0 || *n.attrs.get_float("alpha", 1.f) != 1.f ||
-                 *n.attrs.get_float("beta", 1.f) != 1.f)) {
-      continue;
-    }
-    if (opt.float_node_names.count(n.name) || matches_any(n.name, opt.float_nodes)) continue;
     const std::string xname = g.values[x].name;
-    auto sit = opt.act_scales.find(xname);
-    if (sit == opt.act_scales.end() || weights_left_float(opt.weight_scales, g.values[w].name)) continue;
-    if (!(sit->second > 0) || !std::isfinite(sit->second)) {
-      return invalid("tensor '" + xname + "' has an invalid scale " + std::to_string(sit->second));
-    }
-    const bool trans_b = gemm && *n.attrs.get_int("transB", 0) != 0;
-    const int axis = conv || trans_b ? 0 : 1;
+    const int axis = int8_weight_axis(n);
     auto wsit = opt.weight_scales.find(g.values[w].name);
-    if (wsit != opt.weight_scales.end() && static_cast<int64_t>(wsit->second.size()) != wt->shape()[axis]) {
-      return invalid("weight '" + g.values[w].name + "' has " + std::to_string(wt->shape()[axis]) +
-                     " channels but " + std::to_string(wsit->second.size()) + " scales");
-    }
     // The weight scales the reference computes (quantize_weights), or the model's.
     const std::vector<float> ws =
         wsit != opt.weight_scales.end() ? wsit->second : quantize_weights(*wt, axis).scales;
@@ -86,10 +71,9 @@ Expected<Graph> insert_qdq(const Graph& src, const Int8Options& opt, QdqExportRe
     g.nodes[ni].inputs[1] = wdq;
     ++rep.weight_quantizers;
     if (!dq_of.count(x)) {
-      auto zit = opt.act_zero_points.find(xname);
-      Tensor zp(zit == opt.act_zero_points.end() ? DType::kInt8 : DType::kUInt8, {});
-      if (zit != opt.act_zero_points.end()) zp.set_f64(0, zit->second);
-      const int s = constant(xname + "_scale", Tensor::scalar_f32(sit->second));
+      Tensor zp(xq.asymmetric ? DType::kUInt8 : DType::kInt8, {});
+      if (xq.asymmetric) zp.set_f64(0, xq.zero_point);
+      const int s = constant(xname + "_scale", Tensor::scalar_f32(xq.scale));
       const int z = constant(xname + "_zero_point", std::move(zp));
       dq_of[x] = qdq_pair(x, s, z, xname, {});
       ++rep.activation_quantizers;

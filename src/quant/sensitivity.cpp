@@ -158,7 +158,7 @@ Status SensitivityAnalysis::init() {
     }
   }
   if (quantizable_.empty()) {
-    return invalid("no layer runs in INT8 (no Conv/Gemm input has an activation scale): check the scales");
+    return invalid("no layer runs in INT8 (no Conv/Gemm/MatMul input has an activation scale): check the scales");
   }
   if (layers_.empty()) return invalid("no INT8 layer matches the layers asked for (" + opt_.only_layers[0] + ", ...)");
   return Status::ok();

@@ -69,7 +69,7 @@ TEST(CudaTarget, ConvsByPrecisionAndGroups) {
   EXPECT_FALSE(ask(t, dyn, kF16, kF16).yes);
 }
 
-TEST(CudaTarget, Int8GemmNeedsConstantWeights) {
+TEST(CudaTarget, Int8LinearLayersNeedConstantWeights) {
   const cuda::CudaTarget t;
   AttrMap tb;
   tb.set("transB", int64_t{1});
@@ -79,6 +79,13 @@ TEST(CudaTarget, Int8GemmNeedsConstantWeights) {
   const Graph dyn = one_node(OpType::Gemm, {}, {16, 16}, {}, true);
   EXPECT_FALSE(ask(t, dyn, kI8).yes);
   EXPECT_FALSE(cuda::linear_operands(dyn, dyn.nodes[0]).has_value());
+  // A MatMul by [C, K] weights over channels-last rows (any C: the int8 rows are padded to 16 bytes).
+  const Support mm = ask(t, one_node(OpType::MatMul, {}, {2, 5, 7, 30}, {Tensor(DType::kFloat32, {30, 12})}), kI8);
+  EXPECT_TRUE(mm.yes) << mm.reason;
+  EXPECT_NE(mm.reason.find("70 rows"), std::string::npos) << mm.reason;
+  EXPECT_FALSE(ask(t, one_node(OpType::MatMul, {}, {16, 16}, {}, true), kI8).yes) << "run-time weights";
+  EXPECT_FALSE(ask(t, one_node(OpType::MatMul, {}, {2, 4, 16}, {Tensor(DType::kFloat32, {2, 16, 8})}), kI8).yes)
+      << "batched weights";
 }
 
 // fp16 plans run linear layers with constant weights as 1x1 fp16 convs over their rows (16-byte multiples).

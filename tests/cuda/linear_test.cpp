@@ -10,6 +10,7 @@
 #include "cuda/gpu_test.h"
 #include "ops/interpret.h"
 #include "passes/passes.h"
+#include "runtime/engine.h"
 #include "test_util.h"
 
 namespace qd {
@@ -88,6 +89,34 @@ TEST(CudaLinear, Fp16LinearsRunOnTensorCoresWithTheirBias) {
       EXPECT_GE(snr, fp16 && i != 2 ? 55.0 : 100.0) << "output " << i;
     }
   }
+}
+
+// INT8 plans run the Linear layers (MatMul by [C, K] weights over channels-last rows) as 1x1 INT8 convs reading
+// the rows' int8 copy, as the reference's exact INT8 mode quantizes them: the shipped ConvNeXt classifier with its
+// cache, against the reference INT8 run (LayerNorm, GELU and the layer scale between them run in fp16 on the GPU).
+TEST(CudaLinear, Int8LinearsMatchTheReferenceInt8) {
+  SKIP_WITHOUT_GPU();
+  const std::string model = test::source_dir() + "/models/convnext_fmnist.onnx";
+  std::map<std::string, Tensor> in{{"input", test::random_f32({8, 3, 32, 32}, 5, 0.f, 1.f)}};
+  BuildOptions opt;
+  opt.precision = Precision::kInt8;
+  opt.calib_cache = test::source_dir() + "/models/convnext_fmnist.cache";
+  auto cpu = build_engine(model, opt);
+  ASSERT_TRUE(cpu) << cpu.status().to_string();
+  opt.device = "cuda";
+  auto gpu = build_engine(model, opt);
+  ASSERT_TRUE(gpu) << gpu.status().to_string();
+  auto layers = dynamic_cast<cuda::CudaEngine&>(**gpu).layer_info({{"input", {8, 3, 32, 32}}});
+  ASSERT_TRUE(layers);
+  int int8_matmuls = 0;
+  for (const auto& l : *layers) int8_matmuls += l.kind == "matmul" && l.precision == "int8";
+  EXPECT_EQ(int8_matmuls, 8);
+  auto a = (*cpu)->run(in), b = (*gpu)->run(in);
+  ASSERT_TRUE(a && b) << b.status().to_string();
+  const double snr = test::snr_db((*a)[0], (*b)[0]);
+  std::cout << "convnext_fmnist int8: cuda vs reference INT8 logits SNR " << snr << " dB, max abs diff "
+            << test::max_abs_diff((*a)[0], (*b)[0]) << "\n";
+  EXPECT_GT(snr, 30.0);
 }
 
 }  // namespace

@@ -103,6 +103,74 @@ TEST(Int8, ExactAndFakeQuantAgreeWithin1Lsb) {
   EXPECT_GT(test::max_abs_diff(exact, fp32), 0.0);  // it really quantized
 }
 
+// Linear layers as exporters write them for channels-last inputs: x [2, 5, 5, 16] -> MatMul(w1 [16, 32]) + b1 ->
+// Relu -> MatMul(w2 [32, 8]) -> y, and beside it z = MatMul(x, Transpose(x)) (two activations: no INT8 form).
+Graph linear_graph() {
+  Graph g;
+  g.opset = 13;
+  const int x = g.add_value("x"), m1 = g.add_value("m1"), a1 = g.add_value("a1"), r1 = g.add_value("r1"),
+            y = g.add_value("y"), xt = g.add_value("xt"), z = g.add_value("z");
+  g.inputs = {x};
+  g.values[x].dtype = DType::kFloat32;
+  g.values[x].shape = {2, 5, 5, 16};
+  g.values[x].has_shape = true;
+  const int w1 = g.add_constant("w1", test::random_f32({16, 32}, 21, -0.3f, 0.3f));
+  const int b1 = g.add_constant("b1", test::random_f32({32}, 22, -0.1f, 0.1f));
+  const int w2 = g.add_constant("w2", test::random_f32({32, 8}, 23, -0.3f, 0.3f));
+  AttrMap perm;
+  perm.set("perm", std::vector<int64_t>{0, 1, 3, 2});
+  g.nodes.push_back(Node{"matmul1", OpType::MatMul, 13, {}, {x, w1}, {m1}});
+  g.nodes.push_back(Node{"bias1", OpType::Add, 13, {}, {m1, b1}, {a1}});
+  g.nodes.push_back(Node{"relu", OpType::Relu, 13, {}, {a1}, {r1}});
+  g.nodes.push_back(Node{"matmul2", OpType::MatMul, 13, {}, {r1, w2}, {y}});
+  g.nodes.push_back(Node{"transpose", OpType::Transpose, 13, perm, {x}, {xt}});
+  g.nodes.push_back(Node{"matmul_xx", OpType::MatMul, 13, {}, {x, xt}, {z}});
+  g.outputs = {y, z};
+  g.relink();
+  return g;
+}
+
+TEST(Int8, LinearLayersWrittenAsMatMulRunInInt8) {
+  const Tensor x = test::random_f32({2, 5, 5, 16}, 24, -1.f, 1.f);
+  Graph ref = linear_graph();
+  PrepareOptions p;
+  p.input_shapes["x"] = x.shape();
+  ASSERT_TRUE(prepare_graph(ref, p).is_ok());
+  CalibOptions co;
+  co.algo = CalibAlgo::kMinMax;
+  Calibrator cal(ref, co);
+  ASSERT_TRUE(cal.observe_range({{"x", x}}).is_ok());
+  Int8Options opt;
+  for (const auto& [name, s] : cal.result().scales) opt.act_scales[name] = s;
+  Int8Report rep;
+  const Tensor exact = run(linear_graph(), &opt, x, &rep);
+  opt.mode = Int8Mode::kFake;
+  const Tensor fake = run(linear_graph(), &opt, x);
+  const Tensor fp32 = run(linear_graph(), nullptr, x);
+  EXPECT_EQ(rep.int8_nodes, (std::vector<std::string>{"matmul1", "matmul2"}));
+  ASSERT_EQ(rep.layers.size(), 3u);
+  EXPECT_EQ(rep.layers[2].node, "matmul_xx");
+  EXPECT_EQ(rep.layers[2].precision.reason, PrecisionReason::kNotQuantizable);
+  EXPECT_LT(rep.int8_macs, rep.total_macs);
+  const float s_out = *cal.result().find("y");
+  expect_within_1lsb(exact, fake, s_out);
+  EXPECT_LT(test::max_abs_diff(exact, fp32), 8 * s_out);
+  EXPECT_GT(test::max_abs_diff(exact, fp32), 0.0);
+  Graph g = linear_graph();
+  ASSERT_TRUE(prepare_graph(g, p).is_ok());
+  opt.mode = Int8Mode::kExact;
+  ASSERT_TRUE(lower_int8(g, opt));
+  int integer_products = 0;
+  for (const Node& n : g.nodes) integer_products += n.op == OpType::MatMulInteger;
+  EXPECT_EQ(integer_products, 2);
+  // Weight scales are per output column (axis 1 of [C, K]): w2 has 8.
+  opt.weight_scales = {{"w1", std::vector<float>(32, 0.01f)}, {"w2", std::vector<float>(32, 0.01f)}};
+  auto bad = compute_precision(ref, opt);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("weight 'w2' has 8 channels but 32 scales"), std::string::npos)
+      << bad.status().message();
+}
+
 // Asymmetric (uint8) activations, as a QAT model's uint8 Q/DQ pairs give them: x spans [-0.28, 2] like a SiLU output,
 // conv1 pads it by 1. Exact mode pads with the zero point (ConvInteger subtracts it, so the pad contributes 0), fake
 // mode with 0 in float: the two agree within 1 LSB at the borders too, and the finer uint8 step beats symmetric int8.

@@ -55,7 +55,7 @@ const NodePrecision& of(const Graph& g, const PrecisionPlan& plan, const std::st
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (g.nodes[i].name == node) return plan.nodes[i];
   }
-  static const NodePrecision none{Precision::kFp32, PrecisionReason::kNotConvGemm};
+  static const NodePrecision none{Precision::kFp32, PrecisionReason::kNoInt8Compute};
   ADD_FAILURE() << "no node " << node;
   return none;
 }
@@ -96,7 +96,7 @@ TEST(PrecisionPlan, QuantizedWhereInputAndWeightsHaveScales) {
     EXPECT_EQ(precision_words(of(g, plan, n)), "int8");
   }
   // Ops without an INT8 compute of their own run at the float precision of the target the plan is for.
-  EXPECT_EQ(of(g, plan, "relu").reason, PrecisionReason::kNotConvGemm);
+  EXPECT_EQ(of(g, plan, "relu").reason, PrecisionReason::kNoInt8Compute);
   EXPECT_EQ(of(g, plan, "relu").precision, Precision::kFp32);
   EXPECT_EQ(precision_words(of(g, plan, "relu")), "fp32");
   const PrecisionPlan gpu = plan_of(g, all_scales(), Precision::kFp16);

@@ -8,6 +8,7 @@
 #include "onnx/importer.h"
 #include "ops/interpret.h"
 #include "passes/passes.h"
+#include "quant/calib_cache.h"
 #include "quant/fp16_regions.h"
 #include "quant/int8.h"
 #include "quant/qdq.h"
@@ -108,6 +109,48 @@ TEST(QdqExport, BuildOfTheQdqModelEqualsTheBuildFromScales) {
   const Tensor c = run_int8(*typed_back, from_qdq, "input", x);
   ASSERT_EQ(a.numel(), c.numel());
   EXPECT_EQ(std::memcmp(a.data<float>(), c.data<float>(), a.nbytes()), 0) << test::max_abs_diff(a, c);
+}
+
+// The shipped ConvNeXt classifier with its cache: its Linear layers (MatMul by [C, K] weights, channels-last inputs)
+// get per-column weight Q/DQ pairs, and the Q/DQ model builds what the scales build.
+TEST(QdqExport, LinearLayersWrittenAsMatMul) {
+  const std::string model = test::source_dir() + "/models/convnext_fmnist.onnx";
+  auto g = import_onnx_file(model);
+  ASSERT_TRUE(g) << g.status().to_string();
+  auto cache = read_calib_cache(test::source_dir() + "/models/convnext_fmnist.cache");
+  ASSERT_TRUE(cache) << cache.status().to_string();
+  Int8Options opt;
+  for (const auto& [name, s] : cache->scales) opt.act_scales[name] = s;
+  QdqExportReport rep;
+  auto qdq = insert_qdq(*g, opt, &rep);
+  ASSERT_TRUE(qdq) << qdq.status().to_string();
+  int matmuls = 0, int8_matmuls = 0;
+  for (const Node& n : g->nodes) matmuls += n.op == OpType::MatMul;
+  for (const std::string& name : rep.int8_nodes) {
+    for (const Node& n : g->nodes) int8_matmuls += n.name == name && n.op == OpType::MatMul;
+  }
+  EXPECT_GT(matmuls, 0);
+  EXPECT_EQ(int8_matmuls, matmuls);
+  for (const Node& n : qdq->nodes) {
+    if (n.op != OpType::MatMul) continue;
+    const Node* dq = qdq->values[n.inputs[1]].producer >= 0 ? &qdq->nodes[qdq->values[n.inputs[1]].producer] : nullptr;
+    ASSERT_TRUE(dq && dq->op == OpType::DequantizeLinear) << n.name;
+    EXPECT_EQ(*dq->attrs.get_int("axis", 1), 1) << n.name;
+  }
+  auto bytes = export_onnx_bytes(*qdq);
+  ASSERT_TRUE(bytes) << bytes.status().to_string();
+  auto back = import_onnx_bytes(*bytes, "", "convnext_qdq.onnx");
+  ASSERT_TRUE(back) << back.status().to_string();
+  auto scales = strip_qdq(*back);
+  ASSERT_TRUE(scales) << scales.status().to_string();
+  Int8Options from_qdq;
+  from_qdq.act_scales = scales->act_scales;
+  from_qdq.weight_scales = scales->weight_scales;
+  const Tensor x = test::random_f32({2, 3, 32, 32}, 9, 0.f, 1.f);
+  const Tensor a = run_int8(*g, opt, "input", x);
+  const Tensor b = run_int8(*back, from_qdq, "input", x);
+  ASSERT_EQ(a.numel(), b.numel());
+  EXPECT_EQ(std::memcmp(a.data<float>(), b.data<float>(), a.nbytes()), 0) << test::max_abs_diff(a, b);
 }
 
 // x -> DQ(Q(x)) -> Conv (INT8) -> Sigmoid -> Mul(conv, sigmoid) -> output, and Mul -> Q -> DQ -> Conv (INT8) ->

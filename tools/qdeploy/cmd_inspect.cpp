@@ -117,7 +117,7 @@ int run_inspect(const InspectArgs& a) {
     if (!c) return report(Status(c.status()).prefix(a.model));
     fusions = *c;
     // Where the builder puts each node of the fused graph (fast layers or the ONNX form), and the reformats it implies.
-    layouts = cuda::cuda_layouts(f, *precision, keep_bn);  // keep_bn: the INT8 Conv/Gemm nodes
+    layouts = cuda::cuda_layouts(f, *precision, keep_bn);  // keep_bn: the INT8 Conv/Gemm/MatMul nodes
     if (!a.svg.empty()) {
       if (Status st = write_file_atomic(a.svg, layout_svg(f, *layouts, a.model + " on cuda")); !st.is_ok()) {
         return report(st);

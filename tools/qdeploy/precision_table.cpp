@@ -27,8 +27,8 @@ void print_precision_table(const PrecisionTable& t) {
   const double total = t.total_macs > 0 ? static_cast<double>(t.total_macs) : 1.0;
   size_t int8 = 0;
   for (const auto& l : t.rows) int8 += l.int8;
-  std::printf("precision per layer (%zu Conv/Gemm: %zu int8, %zu float; %.1f%% of MACs in int8):\n", t.rows.size(),
-              int8, t.rows.size() - int8, 100.0 * t.int8_macs / total);
+  std::printf("precision per layer (%zu Conv/Gemm/MatMul: %zu int8, %zu float; %.1f%% of MACs in int8):\n",
+              t.rows.size(), int8, t.rows.size() - int8, 100.0 * t.int8_macs / total);
   for (const auto& l : t.rows) {
     std::printf("  %-48s %-6s %10.2fM %6.2f%%  %s\n", l.node.c_str(), l.op.c_str(), l.macs / 1e6,
                 100.0 * l.macs / total, l.words.c_str());

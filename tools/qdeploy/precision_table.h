@@ -1,4 +1,4 @@
-// inspect --precision int8: which Conv/Gemm layers run in INT8 and which stay in float, with their share of the MACs.
+// inspect --precision int8: which Conv/Gemm/MatMul layers run in INT8 and which stay in float, with their share of the MACs.
 #pragma once
 
 #include <memory>

@@ -105,7 +105,7 @@ class CudaEngine final : public Engine {
   mutable std::map<std::string, std::string> kernel_choice_;
   bool frozen_ = false;  // loaded from a plan: see create()
   bool built_ = false;  // init() done: later timings go to the timing cache as they come (keep_run_time_choices)
-  mutable std::optional<std::set<std::string>> int8_convs_;  // LowerInput::int8_convs (INT8 Conv and Gemm nodes)
+  mutable std::optional<std::set<std::string>> int8_convs_;  // LowerInput::int8_convs (INT8 Conv, Gemm, MatMul nodes)
   mutable std::unique_ptr<CudaContext> default_ctx_;
   mutable std::mutex run_mu_;
   friend class Instance;

@@ -225,13 +225,13 @@ Support CudaTarget::supports(const Graph& g, const Node& n, const NodeFormats& f
   if (n.op == OpType::MaxPool || n.op == OpType::Resize || n.op == OpType::Concat) {
     const Support s = movement(g, n, f);
     if (!s.yes) return s;
-  } else if (n.op == OpType::Gemm && f.has(TensorPrecision::kInt8)) {
+  } else if ((n.op == OpType::Gemm || n.op == OpType::MatMul) && f.has(TensorPrecision::kInt8)) {
     const auto l = linear_operands(g, n);
     if (!l) {
-      return Support::no("INT8 Gemms need a 2-d input, constant 2-d weights (and bias), no transA, alpha = beta = 1",
-                         kConvs);
+      return Support::no("INT8 " + op + "s need constant 2-d fp32 weights (a Gemm also a 2-d input, constant bias, "
+                         "no transA, alpha = beta = 1)", kConvs);
     }
-    return Support::ok("INT8 Gemm as a 1x1 INT8 conv", kConvs);
+    return Support::ok("INT8 " + op + " as a 1x1 INT8 conv over its " + std::to_string(l->N) + " rows", kConvs);
   } else if ((n.op == OpType::Gemm || n.op == OpType::MatMul) && f.has(TensorPrecision::kFp16)) {
     const auto l = linear_operands(g, n);
     if (!l || !linear_fp16(*l)) {

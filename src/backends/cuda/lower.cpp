@@ -32,16 +32,23 @@ Expected<Int8Choice> choose_int8(const Graph& g, const LowerInput& in) {
   if (in.int8_convs && *in.int8_convs) {
     c.convs = **in.int8_convs;
   } else {
+    // A tensor has one int8 copy: NHWC pixels for convs, rows [..., C] for linear layers. A linear layer whose input
+    // an INT8 conv reads too keeps its float form.
+    std::set<int> conv_inputs;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (plan.is_int8(i) && g.nodes[i].op == OpType::Conv) conv_inputs.insert(g.nodes[i].inputs[0]);
+    }
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
-      const bool gemm = n.op == OpType::Gemm && linear_operands(g, n);
-      if (plan.is_int8(i) && (n.op == OpType::Conv || gemm)) c.convs.insert(n.name);
+      const bool linear = (n.op == OpType::Gemm || n.op == OpType::MatMul) && linear_operands(g, n) &&
+                          !conv_inputs.count(n.inputs[0]);
+      if (plan.is_int8(i) && (n.op == OpType::Conv || linear)) c.convs.insert(n.name);
     }
     if (in.int8_convs) *in.int8_convs = c.convs;
   }
   c.scale.assign(g.values.size(), 0.f);
   for (const Node& n : g.nodes) {
-    if ((n.op != OpType::Conv && n.op != OpType::Gemm) || !c.convs.count(n.name)) continue;
+    if (!c.convs.count(n.name)) continue;
     auto q = plan.tensors.find(n.inputs[0]);
     if (q == plan.tensors.end()) return internal("INT8 node '" + n.name + "' has no input scale in the precision plan");
     c.scale[n.inputs[0]] = q->second.scale;
@@ -268,10 +275,11 @@ Expected<int> Lowerer::ensure_fast(int v) {
   return fast_t_[v] = t;
 }
 
-// Node c is an INT8 conv (or Gemm) reading v as its data input (and nowhere else): it takes v's int8 copy.
+// Node c is an INT8 conv (or linear layer) reading v as its data input (and nowhere else): it takes v's int8 copy.
 bool Lowerer::int8_conv_input(int c, int v) const {
   const Node& n = g_.nodes[c];
-  return (is_conv(n.op) || n.op == OpType::Gemm) && int8_convs_.count(n.name) && n.inputs[0] == v &&
+  return (is_conv(n.op) || n.op == OpType::Gemm || n.op == OpType::MatMul) && int8_convs_.count(n.name) &&
+         n.inputs[0] == v &&
          std::count(n.inputs.begin(), n.inputs.end(), v) == 1;
 }
 
@@ -290,10 +298,13 @@ Status Lowerer::resolve(int v) {
     return Status::ok();
   }
   const Shape& vs = g_.values[v].shape;
-  if ((vs.size() != 4 && vs.size() != 2) || g_.values[v].dtype != DType::kFloat32) {
-    return unsupported("INT8 input '" + g_.values[v].name + "' is not a 4-d (Conv) or 2-d (Gemm) float tensor");
+  // Linear layers (choose_int8: never beside an INT8 conv) read v as its rows [..., C], N of them, as N pixels.
+  bool rows = false;
+  for (int c : consumers_[v]) rows = rows || (int8_conv_input(c, v) && !is_conv(g_.nodes[c].op));
+  if ((!rows && vs.size() != 4) || vs.empty() || g_.values[v].dtype != DType::kFloat32) {
+    return unsupported("INT8 input '" + g_.values[v].name + "' is not a 4-d (Conv) or a linear layer's float tensor");
   }
-  const Shape sh = vs.size() == 4 ? vs : Shape{vs[0], vs[1], 1, 1};  // a Gemm's [N, C] as N pixels
+  const Shape sh = rows ? Shape{numel(vs) / vs.back(), vs.back(), 1, 1} : vs;
   auto l = std::make_unique<QuantizeLayer>();
   l->scale = qscale_[v];
   q8_[v] = nhwc_tensor(sh, DType::kInt8);
@@ -301,7 +312,15 @@ Status Lowerer::resolve(int v) {
   bool others = is_output_[v];
   for (int c : consumers_[v]) others = others || !int8_conv_input(c, v);
   int src, dq = -1;
-  if (!others) {
+  if (rows) {
+    // Rows are v's ONNX layout: read and write the generic form (any fast copy held the unquantized value).
+    src = QD_TRY(ensure_generic(v));
+    if (others) {
+      dq = add_tensor(generic_ref(v));
+      gen_[v] = dq;
+      fast_t_[v] = -1;
+    }
+  } else if (!others) {
     src = fast_t_[v] >= 0 ? fast_t_[v] : QD_TRY(ensure_generic(v));
   } else if (fast_t_[v] >= 0) {
     src = fast_t_[v];
@@ -334,7 +353,7 @@ Status Lowerer::lower_node(int i) {
       if (lowered) return Status::ok();
     } else if (n.op == OpType::MaxPoolChain) {
       return lower_pool_chain(i);
-    } else if (n.op == OpType::Gemm && int8_convs_.count(n.name)) {
+    } else if ((n.op == OpType::Gemm || n.op == OpType::MatMul) && int8_convs_.count(n.name)) {
       return lower_linear(i);
     } else if (n.op == OpType::Gemm || n.op == OpType::MatMul) {
       const auto lin = linear_operands(g_, n);

@@ -273,7 +273,7 @@ const std::vector<float>* Lowerer::qat_weight_scales(int w) const {
   return it == in_.int8->weight_scales.end() ? nullptr : &it->second;
 }
 
-// A linear layer (linear_operands: an INT8 Gemm, or in fp16 a Gemm or MatMul with constant weights) as the 1x1 conv
+// A linear layer (linear_operands: a Gemm or MatMul with constant weights, in INT8 or fp16) as the 1x1 conv
 // it is over its N input rows: the same kernels and epilogue. INT8 reads the input's int8 copy and computes
 // y = acc * (s_x * s_w[k]) + bias[k]; fp16 reads an fp16 copy of the rows (ensure_rows_f16). The result goes in fp32
 // straight into the value: [N, K] row-major is the ONNX layout of [..., K]. A MatMul's bias Add that only it feeds

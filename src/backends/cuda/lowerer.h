@@ -44,7 +44,7 @@ inline bool nhwc_reader(OpType op) {
 // A layer's name in profiles: the node's, joined by the nodes a fusion pass folded into it.
 std::string layer_name(const Node& n);
 
-// The convs (and Gemms) the reference runs in INT8, by the precision plan of the graph before fusion
+// The convs (and Gemms, MatMuls) the reference runs in INT8, by the precision plan of the graph before fusion
 // (quant/precision_plan.h), and the scale each one's input is quantized with (per value; 0: none). Fusion keeps the
 // convs' names and their inputs' value ids, so the choice holds for the fused graph. The same for every shape: the
 // first lowering fills in.int8_convs, later ones take it.
@@ -213,7 +213,7 @@ class Lowerer {
   std::vector<size_t> buffer_bytes_;
   std::vector<int> buffer_users_;  // tensors on each buffer (views share their source's)
   std::map<int, int> producer_;  // tensor -> layer writing it
-  std::set<std::string> int8_convs_;  // INT8 plans: the convs lower_int8 puts in INT8
+  std::set<std::string> int8_convs_;  // INT8 plans: the convs and linear layers choose_int8 puts in INT8
   std::vector<float> qscale_;         // per value: the scale it is quantized with (0: not quantized)
   std::vector<int> q8_;               // per value: its int8 NHWC tensor, once quantized (s2d layout for s2d_ values)
   std::vector<bool> s2d_;             // per value: a graph input the stem convs read as its space-to-depth
