@@ -105,19 +105,20 @@ int run_inspect(const InspectArgs& a) {
   std::vector<std::string> fused_layers, chain_layers;
   if (a.target == "cuda" && prepared.is_ok()) {
     Graph f = g;
-    std::set<std::string> keep_bn;
+    std::set<std::string> plan_int8;
     if (int8_table) {
       for (const auto& row : int8_table->rows) {
-        if (row.int8) keep_bn.insert(row.node);
+        if (row.int8) plan_int8.insert(row.node);
       }
     }
+    const std::set<std::string> keep_bn = cuda::cuda_int8_nodes(g, plan_int8);
     auto precision = parse_precision(a.build.precision);
     if (!precision) return report(precision.status());
     auto c = fuse_graph(f, keep_bn, cuda::cuda_fusion_rules(*precision));
     if (!c) return report(Status(c.status()).prefix(a.model));
     fusions = *c;
     // Where the builder puts each node of the fused graph (fast layers or the ONNX form), and the reformats it implies.
-    layouts = cuda::cuda_layouts(f, *precision, keep_bn);  // keep_bn: the INT8 Conv/Gemm/MatMul nodes
+    layouts = cuda::cuda_layouts(f, *precision, keep_bn);  // keep_bn: the nodes the CUDA build runs in INT8
     if (!a.svg.empty()) {
       if (Status st = write_file_atomic(a.svg, layout_svg(f, *layouts, a.model + " on cuda")); !st.is_ok()) {
         return report(st);

@@ -195,6 +195,21 @@ LayoutPlan cuda_layouts(const Graph& g, Precision p, const std::set<std::string>
   });
 }
 
+std::set<std::string> cuda_int8_nodes(const Graph& g, const std::set<std::string>& plan_int8) {
+  std::set<int> conv_inputs;
+  for (const Node& n : g.nodes) {
+    if (n.op == OpType::Conv && plan_int8.count(n.name)) conv_inputs.insert(n.inputs[0]);
+  }
+  std::set<std::string> s;
+  for (const Node& n : g.nodes) {
+    if (!plan_int8.count(n.name)) continue;
+    const bool linear = (n.op == OpType::Gemm || n.op == OpType::MatMul) && linear_operands(g, n) &&
+                        !conv_inputs.count(n.inputs[0]);
+    if (n.op == OpType::Conv || linear) s.insert(n.name);
+  }
+  return s;
+}
+
 bool CudaTarget::writes_onnx_form(const Graph& g, const Node& n) const {
   (void)g;
   return n.op == OpType::Conv || n.op == OpType::FusedConv || n.op == OpType::Gemm || n.op == OpType::MatMul;

@@ -33,8 +33,14 @@ constexpr int kCudaMaxPoolChain = 4;
 bool cuda_pool_chain_fits(int C, int H, int W);
 
 // The CUDA build's layout plan of fused graph g for a build of precision p: every node asked in fp16, the INT8 convs
-// and Gemms (`int8`, node names) in int8, none in fp32 builds (the lowering and `inspect --target cuda` share it).
+// and linear layers (`int8`, node names) in int8, none in fp32 builds (the lowering and `inspect --target cuda`
+// share it).
 LayoutPlan cuda_layouts(const Graph& g, Precision p, const std::set<std::string>& int8);
+
+// Which of the nodes the precision plan puts in INT8 (`plan_int8`, names) the CUDA build runs in INT8: the Convs,
+// and the Gemms and MatMuls with linear_operands whose input no INT8 Conv reads (a tensor has one int8 copy: NHWC
+// pixels for convs, rows [..., C] for linear layers). The lowering and `inspect --target cuda` share it.
+std::set<std::string> cuda_int8_nodes(const Graph& g, const std::set<std::string>& plan_int8);
 
 // The head decode kernel's limits (kernels/eltwise_chain.h), which the rules state for fuse_slice_concat: segments,
 // elementwise steps per segment, and constant tensors (not scalars) per segment.
@@ -50,8 +56,8 @@ bool broadcast_terms(const Shape& xs, const Shape& cs, BroadcastTerms* t);
 // A linear layer's operands as the CUDA build runs it on the tensor cores (a 1x1 conv over the input's rows): a Gemm
 // with a 2-d input [N, C] (no transA, alpha = beta = 1), or a MatMul of a float input [..., C] (N = its other
 // dimensions' product); a constant fp32 2-d B ([C, K], or [K, C] with a Gemm's transB); for a Gemm no bias or a
-// constant one per output column (a MatMul's bias is the Add after it, which the lowering fuses). INT8 takes the Gemms
-// among them, fp16 plans all of them whose rows are 16-byte multiples (linear_fp16); other ones stay in fp32.
+// constant one per output column (a MatMul's bias is the Add after it, which the lowering fuses). INT8 takes all of
+// them (cuda_int8_nodes), fp16 plans those whose rows are 16-byte multiples (linear_fp16); other ones stay in fp32.
 struct LinearOperands {
   const Tensor* b = nullptr;
   const Tensor* bias = nullptr;

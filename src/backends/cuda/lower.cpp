@@ -32,18 +32,11 @@ Expected<Int8Choice> choose_int8(const Graph& g, const LowerInput& in) {
   if (in.int8_convs && *in.int8_convs) {
     c.convs = **in.int8_convs;
   } else {
-    // A tensor has one int8 copy: NHWC pixels for convs, rows [..., C] for linear layers. A linear layer whose input
-    // an INT8 conv reads too keeps its float form.
-    std::set<int> conv_inputs;
+    std::set<std::string> plan_int8;
     for (size_t i = 0; i < g.nodes.size(); ++i) {
-      if (plan.is_int8(i) && g.nodes[i].op == OpType::Conv) conv_inputs.insert(g.nodes[i].inputs[0]);
+      if (plan.is_int8(i)) plan_int8.insert(g.nodes[i].name);
     }
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      const Node& n = g.nodes[i];
-      const bool linear = (n.op == OpType::Gemm || n.op == OpType::MatMul) && linear_operands(g, n) &&
-                          !conv_inputs.count(n.inputs[0]);
-      if (plan.is_int8(i) && (n.op == OpType::Conv || linear)) c.convs.insert(n.name);
-    }
+    c.convs = cuda_int8_nodes(g, plan_int8);
     if (in.int8_convs) *in.int8_convs = c.convs;
   }
   c.scale.assign(g.values.size(), 0.f);
