@@ -77,13 +77,24 @@ void bind_tensor(Context& c, const std::string& name, const py::object& tensor) 
   c.bound[name] = tensor;
 }
 
-// ExternalSync from Python lists: events (objects or addresses) and (semaphore, value) pairs.
+// ExternalSync from Python lists: events (objects or addresses) and (semaphore, value) pairs. An event object not
+// recorded yet has no CUDA event behind it (torch creates one at the first record()): waiting on it waits for
+// nothing, as CUDA waits on a never-recorded event, and to signal it the caller records it through its own record()
+// after the run is enqueued (*record_after).
 qdeploy::ExternalSync sync_arg(const py::object& wait_events, const py::object& signal_events,
-                               const py::object& wait_semaphores, const py::object& signal_semaphores) {
+                               const py::object& wait_semaphores, const py::object& signal_semaphores,
+                               std::vector<py::object>* record_after) {
   qdeploy::ExternalSync s;
-  auto events = [](const py::object& l, std::vector<void*>& out) {
+  auto events = [](const py::object& l, std::vector<void*>& out, std::vector<py::object>* lazy) {
     if (l.is_none()) return;
-    for (auto e : l) out.push_back(event_arg(e));
+    for (auto e : l) {
+      void* h = event_arg(e);
+      if (!h && py::hasattr(e, "record")) {
+        if (lazy) lazy->push_back(py::reinterpret_borrow<py::object>(e));
+        continue;
+      }
+      out.push_back(h);
+    }
   };
   auto sems = [](const py::object& l, std::vector<qdeploy::ExternalSync::Semaphore>& out) {
     if (l.is_none()) return;
@@ -100,8 +111,8 @@ qdeploy::ExternalSync sync_arg(const py::object& wait_events, const py::object& 
       out.push_back({h, value});
     }
   };
-  events(wait_events, s.wait_events);
-  events(signal_events, s.signal_events);
+  events(wait_events, s.wait_events, nullptr);
+  events(signal_events, s.signal_events, record_after);
   sems(wait_semaphores, s.wait_semaphores);
   sems(signal_semaphores, s.signal_semaphores);
   return s;
@@ -315,15 +326,24 @@ void bind_engine(py::module_& m) {
           [](Context& c, const py::object& stream, const py::object& wait_events, const py::object& signal_events,
              const py::object& wait_semaphores, const py::object& signal_semaphores) {
             void* s = stream_arg(stream);
-            qdeploy::ExternalSync sync = sync_arg(wait_events, signal_events, wait_semaphores, signal_semaphores);
-            py::gil_scoped_release nogil;
-            check(c.ctx->enqueue(s, sync));
+            std::vector<py::object> record_after;
+            qdeploy::ExternalSync sync =
+                sync_arg(wait_events, signal_events, wait_semaphores, signal_semaphores, &record_after);
+            {
+              py::gil_scoped_release nogil;
+              check(c.ctx->enqueue(s, sync));
+            }
+            for (const py::object& e : record_after) {
+              if (stream.is_none()) e.attr("record")();
+              else e.attr("record")(stream);
+            }
           },
           py::arg("stream") = py::none(), py::kw_only(), py::arg("wait_events") = py::none(),
           py::arg("signal_events") = py::none(), py::arg("wait_semaphores") = py::none(),
           py::arg("signal_semaphores") = py::none(),
           "Enqueues one run on STREAM; first waits for the events and (semaphore, value) pairs, after it records "
-          "and signals the others.")
+          "and signals the others. An event object not recorded yet (torch creates its CUDA event at the first "
+          "record) is skipped among the waits and recorded with its own record(STREAM) among the signals.")
       .def(
           "download",
           [](Context& c, const py::object& stream) {
