@@ -33,8 +33,12 @@ for b in (1, 64):
 
 
 def official_spec(n, ho, wo, g, d):
+    """A launch configuration of the official forward (DCNv4's dcnv4_forward): d_stride channels per thread, and a
+    block of m output pixels of one image. Its kernel takes a block's image index from the first pixel, so m must
+    divide ho*wo (a block that spans two images reads the wrong image's value and offsets); n does not matter."""
+    del n
     d_stride = 8 if d % 8 == 0 else (4 if d % 4 == 0 else 1)
-    m = max(x for x in range(1, 65) if (n * ho * wo) % x == 0 and x * g * d // d_stride <= 512)
+    m = max(x for x in range(1, 65) if (ho * wo) % x == 0 and x * g * d // d_stride <= 512)
     return d_stride, m * g * d // d_stride
 
 

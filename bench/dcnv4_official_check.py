@@ -22,6 +22,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 from qdeploy.dcnv4 import ATTRS, DOMAIN, dcnv4  # noqa: E402
+from dcnv4_bench import official_spec  # noqa: E402
 
 # The official kernels take 3x3 kernels only (K = 9, or 8 with remove_center).
 CASES = [
@@ -39,14 +40,6 @@ def attrs_of(kw):
              group_channels=16, offset_scale=1.0, im2col_step=256, remove_center=0)
     a.update(kw)
     return a
-
-
-def official_spec(n, ho, wo, g, d):
-    """A launch configuration the official forward accepts: d_stride channels per thread and a block of m output
-    pixels, m dividing n*ho*wo (its own heuristic divides the input's n*h*w, which strided cases break)."""
-    d_stride = 8 if d % 8 == 0 else (4 if d % 4 == 0 else 1)
-    m = max(x for x in range(1, 65) if (n * ho * wo) % x == 0 and x * g * d // d_stride <= 512)
-    return d_stride, m * g * d // d_stride
 
 
 def official(value, offset_mask, a):
