@@ -62,6 +62,24 @@ void expect_within_1lsb(const Tensor& exact, const Tensor& fake, float s_out) {
   EXPECT_LT(off_by_one, exact.numel() / 100);
 }
 
+// The minmax scales of every tensor of `g` on input x (one batch): what the tests below quantize with.
+CalibCache minmax_scales(Graph g, const Tensor& x) {
+  PrepareOptions p;
+  p.input_shapes["x"] = x.shape();
+  EXPECT_TRUE(prepare_graph(g, p).is_ok());
+  CalibOptions co;
+  co.algo = CalibAlgo::kMinMax;
+  Calibrator cal(g, co);
+  EXPECT_TRUE(cal.observe_range({{"x", x}}).is_ok());
+  return cal.result();
+}
+
+Int8Options with_scales(const CalibCache& c) {
+  Int8Options opt;
+  for (const auto& [name, s] : c.scales) opt.act_scales[name] = s;
+  return opt;
+}
+
 }  // namespace
 
 TEST(Int8, WeightQuantizationPerChannel) {
@@ -79,16 +97,8 @@ TEST(Int8, WeightQuantizationPerChannel) {
 
 TEST(Int8, ExactAndFakeQuantAgreeWithin1Lsb) {
   const Tensor x = test::random_f32({2, 8, 12, 12}, 7, -1.f, 1.f);
-  Graph ref = conv_graph();
-  PrepareOptions p;
-  p.input_shapes["x"] = x.shape();
-  ASSERT_TRUE(prepare_graph(ref, p).is_ok());
-  CalibOptions co;
-  co.algo = CalibAlgo::kMinMax;
-  Calibrator cal(ref, co);
-  ASSERT_TRUE(cal.observe_range({{"x", x}}).is_ok());
-  Int8Options opt;
-  for (const auto& [name, s] : cal.result().scales) opt.act_scales[name] = s;
+  const CalibCache scales = minmax_scales(conv_graph(), x);
+  Int8Options opt = with_scales(scales);
   Int8Report rep;
   const Tensor exact = run(conv_graph(), &opt, x, &rep);
   opt.mode = Int8Mode::kFake;
@@ -96,7 +106,7 @@ TEST(Int8, ExactAndFakeQuantAgreeWithin1Lsb) {
   const Tensor fp32 = run(conv_graph(), nullptr, x);
   EXPECT_EQ(rep.int8_nodes.size(), 2u);
   EXPECT_EQ(rep.int8_macs, rep.total_macs);
-  const float s_out = *cal.result().find("y");
+  const float s_out = *scales.find("y");
   expect_within_1lsb(exact, fake, s_out);
   // And INT8 stays close to FP32 (a few quantization steps).
   EXPECT_LT(test::max_abs_diff(exact, fp32), 8 * s_out);
@@ -132,16 +142,8 @@ Graph linear_graph() {
 
 TEST(Int8, LinearLayersWrittenAsMatMulRunInInt8) {
   const Tensor x = test::random_f32({2, 5, 5, 16}, 24, -1.f, 1.f);
-  Graph ref = linear_graph();
-  PrepareOptions p;
-  p.input_shapes["x"] = x.shape();
-  ASSERT_TRUE(prepare_graph(ref, p).is_ok());
-  CalibOptions co;
-  co.algo = CalibAlgo::kMinMax;
-  Calibrator cal(ref, co);
-  ASSERT_TRUE(cal.observe_range({{"x", x}}).is_ok());
-  Int8Options opt;
-  for (const auto& [name, s] : cal.result().scales) opt.act_scales[name] = s;
+  const CalibCache scales = minmax_scales(linear_graph(), x);
+  Int8Options opt = with_scales(scales);
   Int8Report rep;
   const Tensor exact = run(linear_graph(), &opt, x, &rep);
   opt.mode = Int8Mode::kFake;
@@ -152,12 +154,15 @@ TEST(Int8, LinearLayersWrittenAsMatMulRunInInt8) {
   EXPECT_EQ(rep.layers[2].node, "matmul_xx");
   EXPECT_EQ(rep.layers[2].precision.reason, PrecisionReason::kNotQuantizable);
   EXPECT_LT(rep.int8_macs, rep.total_macs);
-  const float s_out = *cal.result().find("y");
+  const float s_out = *scales.find("y");
   expect_within_1lsb(exact, fake, s_out);
   EXPECT_LT(test::max_abs_diff(exact, fp32), 8 * s_out);
   EXPECT_GT(test::max_abs_diff(exact, fp32), 0.0);
-  Graph g = linear_graph();
-  ASSERT_TRUE(prepare_graph(g, p).is_ok());
+  Graph prepared = linear_graph();
+  PrepareOptions p;
+  p.input_shapes["x"] = x.shape();
+  ASSERT_TRUE(prepare_graph(prepared, p).is_ok());
+  Graph g = prepared;
   opt.mode = Int8Mode::kExact;
   ASSERT_TRUE(lower_int8(g, opt));
   int integer_products = 0;
@@ -165,7 +170,7 @@ TEST(Int8, LinearLayersWrittenAsMatMulRunInInt8) {
   EXPECT_EQ(integer_products, 2);
   // Weight scales are per output column (axis 1 of [C, K]): w2 has 8.
   opt.weight_scales = {{"w1", std::vector<float>(32, 0.01f)}, {"w2", std::vector<float>(32, 0.01f)}};
-  auto bad = compute_precision(ref, opt);
+  auto bad = compute_precision(prepared, opt);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.status().message().find("weight 'w2' has 8 channels but 32 scales"), std::string::npos)
       << bad.status().message();
