@@ -157,7 +157,7 @@ Expected<QdqScales> strip_qdq(Graph& g) {
       const int64_t axis = QD_TRY(q.attrs.get_int("axis", 1));
       const int wa = weight_channel_axis(g, dq.outputs[0]);
       const Tensor* w = g.constant(x);
-      if (static_cast<size_t>(wa) >= w->rank() || (sq.size() > 1 && axis != wa)) {
+      if (sq.size() > 1 && (axis != wa || static_cast<size_t>(wa) >= w->rank())) {
         return unsupported("weight quantized along axis " + std::to_string(axis) + "; qdeploy expects per-output-"
                            "channel weight scales (axis " + std::to_string(wa) + " for the node that reads it)")
             .at_node(q.name, "QuantizeLinear");
@@ -167,7 +167,9 @@ Expected<QdqScales> strip_qdq(Graph& g) {
                            "); qdeploy's weights are per-output-channel symmetric int8: give the weight quantizers an "
                            "int8 zero point of 0").at_node(q.name, "QuantizeLinear");
       }
-      out.weight_scales[name] = sq.size() == 1 ? std::vector<float>(static_cast<size_t>(w->shape()[wa]), sq[0]) : sq;
+      // A scalar constant (no channel axis) keeps its one scale.
+      const size_t channels = static_cast<size_t>(wa) < w->rank() ? static_cast<size_t>(w->shape()[wa]) : 1;
+      out.weight_scales[name] = sq.size() == 1 ? std::vector<float>(channels, sq[0]) : sq;
     } else {
       if (sq.size() != 1) return unsupported("per-axis activation scales").at_node(q.name, "QuantizeLinear");
       const int zp = pq.uint8_zero_point;

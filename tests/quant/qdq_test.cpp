@@ -163,4 +163,60 @@ TEST(Qdq, FoldsDequantizeLinearOfStoredInt8Weights) {
   EXPECT_TRUE(has_qdq(u));  // the uint8 weight's DQ still runs
 }
 
+// Weight scales lie along the axis of the reading node's output channels: axis 1 of a MatMul's (or a Gemm's) B
+// [C, K], for Q/DQ pairs and for stored int8 weights; a scalar constant keeps its one scale.
+TEST(Qdq, WeightScalesAlongTheReadersOutputChannels) {
+  auto graph = [](bool stored, int64_t axis) {
+    Graph g;
+    g.opset = 13;
+    const int x = g.add_value("x"), sx = g.add_value("sx"), xq = g.add_value("xq"), xdq = g.add_value("xdq"),
+              w = g.add_value(stored ? "w_int8" : "w_float"), sw = g.add_value("sw"), zw = g.add_value("zw"),
+              wq = g.add_value("wq"), wdq = g.add_value("w"), y = g.add_value("y"), c = g.add_value("c"),
+              sc = g.add_value("sc"), cq = g.add_value("cq"), cdq = g.add_value("cdq"), z = g.add_value("z");
+    g.inputs = {x};
+    g.constants[sx] = Tensor::scalar_f32(0.1f);
+    Tensor wt(stored ? DType::kInt8 : DType::kFloat32, {3, 2});
+    for (int64_t i = 0; i < 6; ++i) wt.set_f64(i, stored ? 10 * (i + 1) : 0.1 * (i + 1));
+    g.constants[w] = wt;
+    g.constants[sw] = Tensor::from_f32({2}, {0.01f, 0.5f});
+    g.constants[zw] = Tensor(DType::kInt8, {2});
+    g.constants[c] = Tensor::scalar_f32(2.f);
+    g.constants[sc] = Tensor::scalar_f32(0.02f);
+    AttrMap ax;
+    ax.set("axis", axis);
+    g.nodes.push_back(Node{"qx", OpType::QuantizeLinear, 13, {}, {x, sx}, {xq}});
+    g.nodes.push_back(Node{"dqx", OpType::DequantizeLinear, 13, {}, {xq, sx}, {xdq}});
+    if (stored) {
+      g.nodes.push_back(Node{"dqw", OpType::DequantizeLinear, 13, ax, {w, sw, zw}, {wdq}});
+    } else {
+      g.nodes.push_back(Node{"qw", OpType::QuantizeLinear, 13, ax, {w, sw, zw}, {wq}});
+      g.nodes.push_back(Node{"dqw", OpType::DequantizeLinear, 13, ax, {wq, sw, zw}, {wdq}});
+    }
+    g.nodes.push_back(Node{"matmul", OpType::MatMul, 13, {}, {xdq, wdq}, {y}});
+    g.nodes.push_back(Node{"qc", OpType::QuantizeLinear, 13, {}, {c, sc, zw}, {cq}});
+    g.nodes.push_back(Node{"dqc", OpType::DequantizeLinear, 13, {}, {cq, sc, zw}, {cdq}});
+    g.nodes.push_back(Node{"scale", OpType::Mul, 13, {}, {y, cdq}, {z}});
+    g.outputs = {z};
+    g.relink();
+    return g;
+  };
+  Graph g = graph(false, 1);
+  auto s = strip_qdq(g);
+  ASSERT_TRUE(s) << s.status().to_string();
+  EXPECT_EQ(s->weight_scales.at("w_float"), (std::vector<float>{0.01f, 0.5f}));
+  EXPECT_EQ(s->weight_scales.at("c"), std::vector<float>{0.02f});
+  Graph wrong = graph(false, 0);
+  auto e = strip_qdq(wrong);
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.status().message().find("axis 1 for the node that reads it"), std::string::npos) << e.status().message();
+  Graph st = graph(true, 1);
+  ASSERT_TRUE(strip_qdq(st));
+  const Tensor* w = nullptr;
+  for (const Node& n : st.nodes) {
+    if (n.op == OpType::MatMul) w = st.constant(n.inputs[1]);
+  }
+  ASSERT_NE(w, nullptr);
+  for (int64_t i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(w->data<float>()[i], 10 * (i + 1) * (i % 2 ? 0.5f : 0.01f)) << i;
+}
+
 }  // namespace qd
