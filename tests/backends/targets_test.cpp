@@ -88,6 +88,23 @@ TEST(CudaTarget, Int8LinearLayersNeedConstantWeights) {
       << "batched weights";
 }
 
+// Which of the plan's INT8 nodes the CUDA build runs in INT8: convs, and linear layers with linear operands whose
+// input no INT8 conv reads (one int8 copy per tensor: NHWC pixels or rows).
+TEST(CudaTarget, Int8NodesOneCopyPerTensor) {
+  test::GraphBuilder b;
+  const int x = b.input("x", {1, 16, 4, 4});
+  const int c = b.node(OpType::Conv, "conv", {x, b.constant("wc", test::random_f32({16, 16, 1, 1}, 1))});
+  // x read by the INT8 conv and, as rows of 4 values, by a MatMul; c read by a MatMul alone.
+  const int m1 = b.node(OpType::MatMul, "mm_x", {x, b.constant("w1", test::random_f32({4, 8}, 2))});
+  const int m2 = b.node(OpType::MatMul, "mm_c", {c, b.constant("w2", test::random_f32({4, 8}, 3))});
+  const int m3 = b.node(OpType::MatMul, "mm_run_time", {c, c});
+  b.g.outputs = {m1, m2, m3};
+  const Graph g = b.prepared();
+  EXPECT_EQ(cuda::cuda_int8_nodes(g, {"conv", "mm_x", "mm_c", "mm_run_time"}), (std::set<std::string>{"conv", "mm_c"}));
+  EXPECT_EQ(cuda::cuda_int8_nodes(g, {"mm_x", "mm_c"}), (std::set<std::string>{"mm_x", "mm_c"}))
+      << "without the INT8 conv, x's int8 copy is rows";
+}
+
 // fp16 plans run linear layers with constant weights as 1x1 fp16 convs over their rows (16-byte multiples).
 TEST(CudaTarget, Fp16LinearLayers) {
   const cuda::CudaTarget t;
