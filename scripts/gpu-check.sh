@@ -14,6 +14,9 @@
 #   classifiers  ResNet-50, MobileNetV2/V3-Large, EfficientNet-B0, RegNetY-400MF, ConvNeXt-T and ShuffleNetV2 against
 #             PyTorch eager and torch.compile, FP16 and INT8, batch 1, 32 and 256, with correctness checks
 #             (bench/classifiers.py; QD_CLASSIFIERS_ARGS adds flags, e.g. --models resnet50,convnext_tiny)
+#   soak      the shipped detector's INT8 engine, 4 threads x 8 contexts x 10,000 runs per thread on the sample
+#             images, every output against the single-threaded run, memory curve (tests/soak/soak.cpp;
+#             QD_SOAK_ARGS replaces its counts): OUT/soak/soak.csv, soak.svg, soak.log
 #   qat       QAT fine-tuning of the shipped detector (python -m qdeploy.qat; QD_QAT_ARGS replaces its flags), then INT8 GPU
 #             plans built from its Q/DQ model (all INT8, and with layers in fp16: QD_QAT_FALLBACKS) evaluated on the val set
 # QD_TEST_FILTER narrows the tests (a gtest filter), QD_TEST_SHARDS runs them as that many processes at once;
@@ -210,6 +213,13 @@ for step in $STEPS; do
       cp "$D/qat/run/qat.onnx" "$OUT/qat.onnx" 2>/dev/null
       grep -E "^---|val loss|IoU=0.50:0.95 \| area=   all \| maxDets=100 \] = |IoU=0.50      \|" "$OUT/qat.log" \
         | grep -v "Recall"
+      ;;
+    soak)
+      # shellcheck disable=SC2086 # QD_SOAK_ARGS is a list of flags
+      "$B/tests/qdeploy_soak" models/yolov5n_fmnist_det.onnx --precision int8 \
+        --calib-cache models/yolov5n_fmnist_det.cache --images models/samples --out "$OUT/soak" \
+        ${QD_SOAK_ARGS:---threads 4 --contexts 8 --runs 10000} > "$OUT/soak.log" 2>&1 || rc=1
+      tail -3 "$OUT/soak.log"
       ;;
     *) echo "unknown step $step"; rc=2 ;;
   esac

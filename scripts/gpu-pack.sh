@@ -21,6 +21,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 strip -o "$stage/qdeploy" build-gpu/qdeploy
 wants conformance && strip -o "$stage/qdeploy_conformance" build-gpu/tests/conformance/qdeploy_conformance
+wants soak && strip -o "$stage/qdeploy_soak" build-gpu/tests/qdeploy_soak
 # Only the GPU tests (the CPU tests run in CI), and only for the steps that run them.
 if wants tests sanitizer; then
   for t in build-gpu/tests/test_cuda; do

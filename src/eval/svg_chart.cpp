@@ -228,4 +228,48 @@ std::string svg_timeline_chart(const TimelineChart& c) {
   return s;
 }
 
+std::string svg_line_chart(const LineChart& c) {
+  constexpr double kPlotW = 560, kPlotH = 260, kLeft = 72;
+  double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
+  for (const LineSeries& sr : c.series) {
+    for (size_t i = 0; i < std::min(sr.x.size(), sr.y.size()); ++i) {
+      if (!std::isfinite(sr.x[i]) || !std::isfinite(sr.y[i])) continue;
+      x_lo = std::min(x_lo, sr.x[i]), x_hi = std::max(x_hi, sr.x[i]);
+      y_lo = std::min(y_lo, sr.y[i]), y_hi = std::max(y_hi, sr.y[i]);
+    }
+  }
+  if (!std::isfinite(x_lo)) x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;
+  const Axis ax = nice_range(x_lo, x_hi, 8), ay = nice_range(std::min(0.0, y_lo), y_hi, 5);
+  auto xof = [&](double v) { return kLeft + (v - ax.lo) / (ax.hi - ax.lo) * kPlotW; };
+  auto yof = [&](double v) { return kTop + kPlotH - (v - ay.lo) / (ay.hi - ay.lo) * kPlotH; };
+  const double legend_y = kTop + kPlotH + 48;
+  const double width = kLeft + kPlotW + kRight, height = legend_y + 16 * c.series.size() + 8;
+  std::string s = svg_head(width, height, c.title) + value_axis(ax, kLeft, kPlotW, kPlotH, c.x_label);
+  const int ticks = static_cast<int>(std::lround((ay.hi - ay.lo) / ay.step));
+  for (int t = 0; t <= ticks; ++t) {
+    const double v = ay.lo + t * ay.step, y = yof(v);
+    s += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(y) + "\" x2=\"" + num(kLeft + kPlotW) + "\" y2=\"" + num(y) +
+         "\" stroke=\"#dddddd\"/>\n<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(y + 4) + "\" text-anchor=\"end\">" +
+         tick_text(v, ay.step) + "</text>\n";
+  }
+  s += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(kLeft) + "\" y2=\"" +
+       num(kTop + kPlotH) + "\" stroke=\"black\"/>\n<text transform=\"translate(16 " + num(kTop + kPlotH / 2) +
+       ") rotate(-90)\" text-anchor=\"middle\">" + esc(c.y_label) + "</text>\n";
+  for (size_t k = 0; k < c.series.size(); ++k) {
+    const LineSeries& sr = c.series[k];
+    const char* color = kGroupColors[k % (sizeof kGroupColors / sizeof kGroupColors[0])];
+    std::string pts;
+    for (size_t i = 0; i < std::min(sr.x.size(), sr.y.size()); ++i) {
+      if (std::isfinite(sr.x[i]) && std::isfinite(sr.y[i])) pts += num(xof(sr.x[i])) + "," + num(yof(sr.y[i])) + " ";
+    }
+    s += "<polyline class=\"series\" fill=\"none\" stroke=\"" + std::string(color) + "\" stroke-width=\"1.5\" points=\"" +
+         pts + "\"><title>" + esc(sr.name) + "</title></polyline>\n";
+    const double y = legend_y + 16 * k;
+    s += "<rect x=\"" + num(kLeft) + "\" y=\"" + num(y) + "\" width=\"10\" height=\"10\" fill=\"" + color +
+         "\"/>\n<text x=\"" + num(kLeft + 16) + "\" y=\"" + num(y + 9) + "\">" + esc(sr.name) + "</text>\n";
+  }
+  s += "</svg>\n";
+  return s;
+}
+
 }  // namespace qd

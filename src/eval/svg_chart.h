@@ -47,4 +47,19 @@ struct TimelineChart {
 // The chart as an SVG document. Every span is a <rect class="span">; spans of rows past the labels are left out.
 std::string svg_timeline_chart(const TimelineChart& chart);
 
+// A line chart: series of (x, y) points on shared axes, each a polyline in its own colour, named in a legend (e.g.
+// memory in use over a soak run's iterations).
+struct LineSeries {
+  std::string name;
+  std::vector<double> x, y;  // the same length; non-finite points are left out
+};
+
+struct LineChart {
+  std::string title, x_label, y_label;
+  std::vector<LineSeries> series;
+};
+
+// The chart as an SVG document. Every series is a <polyline class="series">; text is XML-escaped.
+std::string svg_line_chart(const LineChart& chart);
+
 }  // namespace qd

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -132,6 +133,26 @@ TEST(SvgTimeline, OneSpanPerKernelColouredByGroup) {
   EXPECT_NE(svg.find("slice &amp; concat: 30.0 us from 50.0"), std::string::npos);
   EXPECT_NE(svg.find(">160<"), std::string::npos);  // a tick at the last end (20 us steps)
   EXPECT_NE(svg.find(">stream 9<"), std::string::npos);
+}
+
+// A polyline per series with its finite points only, a legend entry each, axes covering the data.
+TEST(SvgLineChart, OnePolylinePerSeries) {
+  LineChart c;
+  c.title = "memory <soak>";
+  c.x_label = "runs";
+  c.y_label = "MiB";
+  c.series = {{"device", {0, 1000, 2000}, {510, 512, 512}}, {"host & RSS", {0, 1000, 2000}, {80, NAN, 81}}};
+  const std::string svg = svg_line_chart(c);
+  std::string why;
+  EXPECT_TRUE(well_formed(svg, &why)) << why << "\n" << svg;
+  EXPECT_EQ(count(svg, "class=\"series\""), 2u);
+  EXPECT_NE(svg.find("memory &lt;soak&gt;"), std::string::npos);
+  EXPECT_NE(svg.find(">host &amp; RSS<"), std::string::npos);
+  EXPECT_NE(svg.find(">2000<"), std::string::npos);  // the x axis reaches the last run
+  EXPECT_NE(svg.find(">600<"), std::string::npos);   // the y axis from 0 past 512
+  const size_t host = svg.find("points=\"", svg.find("class=\"series\"", svg.find("class=\"series\"") + 1));
+  const std::string pts = svg.substr(host, svg.find('"', host + 8) - host);
+  EXPECT_EQ(std::count(pts.begin(), pts.end(), ','), 2) << pts;  // the NaN point is left out
 }
 
 }  // namespace qd
