@@ -43,7 +43,7 @@ Status check_image(const Image& img) {
 // libjpeg and libpng report fatal errors through callbacks that must not return: we longjmp back to the function that
 // called setjmp. C++ forbids a longjmp that skips destructors, so each *_run function below has only trivially
 // destructible locals, and everything that changes after setjmp lives in a heap state object.
-enum class Fail { kNone, kCorrupt, kDims, kLayout };
+enum class Fail { kNone, kCorrupt, kDims, kLayout, kArithmetic };
 
 struct JpegState {
   jpeg_error_mgr mgr;  // libjpeg hands callbacks a pointer to this member; it is first so we can cast back
@@ -99,6 +99,13 @@ bool jpeg_decode_run(JpegState* s) {
     jpeg_destroy_decompress(&cinfo);
     return false;
   }
+  // Arithmetic coding stuffs zeros where its data ends, without the warning Huffman data gives, so a tiny file could
+  // make libjpeg decode a whole declared 16384x16384 image of filler; such files are rare: refused.
+  if (cinfo.arith_code) {
+    s->fail = Fail::kArithmetic;
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;  // libjpeg-turbo expands grayscale to RGB itself
   cinfo.dct_method = JDCT_ISLOW;
@@ -142,6 +149,9 @@ Expected<Image> decode_jpeg(const std::string& bytes, const std::string& what) {
   switch (s->fail) {
     case Fail::kDims: return check_dims(what, s->cinfo.image_width, s->cinfo.image_height);
     case Fail::kLayout: return unsupported(what + ": unsupported JPEG color layout (" + s->message + ")");
+    case Fail::kArithmetic:
+      return unsupported(what + ": arithmetic-coded JPEG, which qdeploy does not read; re-encode it with the usual "
+                                "Huffman coding (e.g. save it again from an image editor, or `jpegtran -optimize`)");
     default: return invalid(what + ": corrupt JPEG: " + s->message);
   }
 }
