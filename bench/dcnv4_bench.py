@@ -1,80 +1,49 @@
 #!/usr/bin/env python3
-"""DCNv4 kernel times, qdeploy's CUDA kernels side by side with the official op (OpenGVLab/DCNv4's extension, built
-by bench/dcnv4_peer.sh) in one run on one GPU: the paper's shapes (64x56x56 with 4 groups of 32 channels, 128x56x56
-with 4x16) and FlashInternImage-T's four stage shapes at 224x224 (56/28/14/7 with 4/8/16/32 groups of 16) at batch 1
-and 64, fp16 and fp32; 3x3 kernels, stride 1, pad 1, offsets in [-2, 2].
+"""DCNv4 kernel times, qdeploy's CUDA kernels side by side with the official op's forward kernel (OpenGVLab/DCNv4,
+compiled from its source into bench/dcnv4_kernel_bench.cpp) in one run on one GPU, timed the same way, and how far
+apart their outputs are:
+- speed: the paper's shapes (64x56x56 with 4 groups of 32 channels, 128x56x56 with 4x16) and FlashInternImage-T's
+  four stage shapes at 224x224 (56/28/14/7 with 4/8/16/32 groups of 16) at batch 1 and 64, fp16 and fp32; 3x3
+  kernels, stride 1, pad 1, offsets in [-2, 2]. Each side at its best: every qdeploy tactic, and the official kernel
+  at every launch configuration it takes; per-launch medians of CUDA graphs of 20 launches.
+- agreement: those cases and five more (remove_center, stride 2 with pad 0 and dilation 2, offset_scale 0.5, odd
+  sizes); fp32 must agree within 1e-5 of the output range (exit 1 otherwise), fp16 is reported.
 
-  PYTHONPATH=$(bench/dcnv4_peer.sh bench/peers/DCNv4_op) python3 bench/dcnv4_bench.py \
-      --plugin build-gpu/plugins/dcnv4/libqd_dcnv4.so [--json out/dcnv4_bench.json]
+  mkdir -p bench/peers && git --git-dir=DCNv4-MIRROR archive HEAD DCNv4_op | tar -x -C bench/peers   # once
+  python3 bench/dcnv4_bench.py --plugin build-gpu/plugins/dcnv4/libqd_dcnv4.so [--json out/dcnv4_bench.json]
 
-How each is timed:
-- official: the DCNv4 kernel's own duration from torch.profiler (CUPTI), median over 50 calls; and, for reference,
-  the whole op per call (its output's zero fill included) from a CUDA graph of 50 calls.
-- qdeploy: bench/dcnv4_kernel_bench.cpp (built here with nvcc) loads the plugin library, times every tactic as a
-  CUDA graph of 50 launches and reports the best tactic's per-launch median (the gaps between kernels included, so
-  an upper bound of the kernel time).
-The speed-up column is official kernel / qdeploy.
+The binary is built with nvcc where it is missing (--bench-binary); it can be built on another machine and carried.
 """
 import argparse
 import json
-import os
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-import torch
-
 ROOT = Path(__file__).resolve().parents[1]
+PEER = ROOT / "bench" / "peers" / "DCNv4_op" / "src"
+
+# (label, N, H, W, G, D) for speed; the agreement cases add stride, pad, dilation, remove_center, offset_scale.
 SHAPES = [("paper", 64, 56, 56, 4, 32), ("paper", 128, 56, 56, 4, 16)]
 for b in (1, 64):
     for i, (hw, g) in enumerate(((56, 4), (28, 8), (14, 16), (7, 32))):
         SHAPES.append((f"FlashInternImage-T stage {i + 1}", b, hw, hw, g, 16))
+CHECKS = [
+    ("4x16, odd size", "3,9,11,4,16"),
+    ("8x16 remove_center", "1,8,8,8,16,1,1,1,1,1"),
+    ("stride 2, pad 0, dilation 2", "2,13,12,4,16,2,0,2,0,1"),
+    ("offset_scale 0.5", "1,10,10,2,32,1,1,1,0,0.5"),
+    ("paper groups, small", "2,14,14,4,32"),
+]
 
 
-def official_spec(n, ho, wo, g, d):
-    """A launch configuration of the official forward (DCNv4's dcnv4_forward): d_stride channels per thread, and a
-    block of m output pixels of one image. Its kernel takes a block's image index from the first pixel, so m must
-    divide ho*wo (a block that spans two images reads the wrong image's value and offsets); n does not matter."""
-    del n
-    d_stride = 8 if d % 8 == 0 else (4 if d % 4 == 0 else 1)
-    m = max(x for x in range(1, 65) if (ho * wo) % x == 0 and x * g * d // d_stride <= 512)
-    return d_stride, m * g * d // d_stride
-
-
-def time_official(n, h, w, g, d, dtype):
-    from DCNv4 import ext
-    p = (27 * g + 7) // 8 * 8
-    value = torch.rand(n, h, w, g * d, device="cuda", dtype=dtype) * 2 - 1
-    om = (torch.rand(n, h, w, p, device="cuda", dtype=dtype) * 4 - 2)
-    ds, bt = official_spec(n, h, w, g, d)
-    args = (value, om, 3, 3, 1, 1, 1, 1, 1, 1, g, d, 1.0, 256, 0, ds, bt, False)
-    for _ in range(5):
-        ext.dcnv4_forward(*args)
-    torch.cuda.synchronize()
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(50):
-            ext.dcnv4_forward(*args)
-        torch.cuda.synchronize()
-    # The kernel launches themselves (device-side events): their durations.
-    kernel = [e.time_range.elapsed_us() / 1000 for e in prof.events()
-              if "forward_kernel_dcn" in e.name and str(e.device_type).endswith("CUDA")]
-    graph = torch.cuda.CUDAGraph()
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        with torch.cuda.graph(graph):
-            for _ in range(50):
-                ext.dcnv4_forward(*args)
-    times = []
-    for _ in range(21):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        graph.replay()
-        e1.record()
-        torch.cuda.synchronize()
-        times.append(e0.elapsed_time(e1) / 50)
-    return statistics.median(kernel) if kernel else float("nan"), statistics.median(times[1:])
+def build(binary):
+    cmd = ["nvcc", "-x", "cu", "-std=c++17", "-O2", "-arch=sm_90a", f"-I{ROOT / 'include'}",
+           "-DQD_DCNV4_OFFICIAL", f"-I{ROOT / 'bench' / 'peer_shim'}", f"-I{PEER}",
+           str(ROOT / "bench" / "dcnv4_kernel_bench.cpp"), "-o", str(binary), "-ldl"]
+    if not (PEER / "cuda" / "dcnv4_im2col_cuda.cuh").exists():
+        sys.exit(f"error: the official op's source is not in {PEER.parent} (see this script's help)")
+    subprocess.run(cmd, check=True)
 
 
 def main():
@@ -85,31 +54,30 @@ def main():
     args = ap.parse_args()
     binary = Path(args.bench_binary)
     if not binary.exists():
-        subprocess.run(["nvcc", "-std=c++17", "-O2", f"-I{ROOT / 'include'}", str(ROOT / "bench/dcnv4_kernel_bench.cpp"),
-                        "-o", str(binary), "-ldl"], check=True)
-    rows = []
-    gpu = torch.cuda.get_device_name()
-    print(f"{gpu}, torch {torch.__version__}\n")
-    print("| shape (N x H x W, G x D) | dtype | official kernel ms | official op ms (graph) | qdeploy ms | tactic | "
-          "speed-up |\n|---|---|---|---|---|---|---|")
-    for dtype_name, dtype in (("fp16", torch.float16), ("fp32", torch.float32)):
-        flat = []
-        for _, n, h, w, g, d in SHAPES:
-            flat += [str(n), str(h), str(w), str(g), str(d)]
-        out = subprocess.run([str(binary), args.plugin, dtype_name, *flat], check=True, capture_output=True,
-                             text=True).stdout
-        ours = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-        for (label, n, h, w, g, d), q in zip(SHAPES, ours):
-            k_ms, op_ms = time_official(n, h, w, g, d, dtype)
-            row = dict(label=label, n=n, h=h, w=w, g=g, d=d, dtype=dtype_name, official_kernel_ms=k_ms,
-                       official_op_ms=op_ms, qdeploy_ms=q["ms"], tactic=q["tactic"], speedup=k_ms / q["ms"])
-            rows.append(row)
-            print(f"| {label}: {n}x{h}x{w}, {g}x{d} | {dtype_name} | {k_ms:.4f} | {op_ms:.4f} | {q['ms']:.4f} | "
-                  f"{q['tactic']} | {row['speedup']:.2f}x |", flush=True)
+        build(binary)
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                         text=True).stdout.strip().splitlines()[0]
+    print(f"{gpu}\n")
+    cases = [(label, f"{n},{h},{w},{g},{d}") for label, n, h, w, g, d in SHAPES] + CHECKS
+    rows, ok = [], True
+    print("| case (N,H,W,G,D[,stride,pad,dilation,remove_center,offset_scale]) | dtype | official ms | config | "
+          "qdeploy ms | tactic | speed-up | max diff / range |\n|---|---|---|---|---|---|---|---|")
+    for dtype in ("fp16", "fp32"):
+        out = subprocess.run([str(binary), args.plugin, dtype, *[c for _, c in cases]], check=True,
+                             capture_output=True, text=True).stdout
+        for (label, spec), q in zip(cases, [json.loads(x) for x in out.splitlines() if x.startswith("{")]):
+            q.update(label=label, speedup=q["official_ms"] / q["ms"])
+            passed = dtype == "fp16" or q["max_rel_diff"] <= 1e-5
+            ok &= passed
+            rows.append(q)
+            print(f"| {label}: {spec} | {dtype} | {q['official_ms']:.4f} | {q['official_config']} | {q['ms']:.4f} | "
+                  f"{q['tactic']} | {q['speedup']:.2f}x | {q['max_rel_diff']:.1e}{'' if passed else ' FAIL'} |",
+                  flush=True)
+            print(f"  kernels: {q['kernels']}", file=sys.stderr)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(dict(gpu=gpu, torch=torch.__version__, rows=rows), indent=1))
-    return 0
+        Path(args.json).write_text(json.dumps(dict(gpu=gpu, rows=rows), indent=1))
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

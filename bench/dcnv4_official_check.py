@@ -22,7 +22,6 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 from qdeploy.dcnv4 import ATTRS, DOMAIN, dcnv4  # noqa: E402
-from dcnv4_bench import official_spec  # noqa: E402
 
 # The official kernels take 3x3 kernels only (K = 9, or 8 with remove_center).
 CASES = [
@@ -33,6 +32,16 @@ CASES = [
                                     dilation_h=2, dilation_w=2), (2, 13, 12)),
     ("offset_scale 0.5", dict(group=2, group_channels=32, offset_scale=0.5), (1, 10, 10)),
 ]
+
+
+def official_spec(n, ho, wo, g, d):
+    """A launch configuration of the official forward (DCNv4's dcnv4_forward): d_stride channels per thread, and a
+    block of m output pixels of one image. Its kernel takes a block's image index from the first pixel, so m must
+    divide ho*wo (a block that spans two images reads the wrong image's value and offsets); n does not matter."""
+    del n
+    d_stride = 8 if d % 8 == 0 else (4 if d % 4 == 0 else 1)
+    m = max(x for x in range(1, 65) if (ho * wo) % x == 0 and x * g * d // d_stride <= 512)
+    return d_stride, m * g * d // d_stride
 
 
 def attrs_of(kw):

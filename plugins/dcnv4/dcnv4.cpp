@@ -195,7 +195,7 @@ qdeploy::OpDef op_def() {
            {{"stride_h", V(int64_t{2})}, {"stride_w", V(int64_t{2})}, {"pad_h", V(int64_t{0})}, {"pad_w", V(int64_t{0})},
             {"dilation_h", V(int64_t{2})}, {"dilation_w", V(int64_t{2})}, {"offset_scale", V(0.5f)},
             {"group", V(int64_t{2})}, {"group_channels", V(int64_t{8})}},
-           {2, 11, 10, 16}, {2, 4, 3, padded(2 * 27)}, 3.f),
+           {2, 21, 19, 16}, {2, 9, 8, padded(2 * 27)}, 3.f),
       test("5x3_remove_center",
            {{"kernel_h", V(int64_t{5})}, {"pad_h", V(int64_t{2})}, {"remove_center", V(int64_t{1})},
             {"group", V(int64_t{1})}, {"group_channels", V(int64_t{16})}},
