@@ -19,7 +19,8 @@
 #             QD_SOAK_ARGS replaces its counts): OUT/soak/soak.csv, soak.svg, soak.log
 #   qat       QAT fine-tuning of the shipped detector (python -m qdeploy.qat; QD_QAT_ARGS replaces its flags), then INT8 GPU
 #             plans built from its Q/DQ model (all INT8, and with layers in fp16: QD_QAT_FALLBACKS) evaluated on the val set
-# QD_TEST_FILTER narrows the tests (a gtest filter), QD_TEST_SHARDS runs them as that many processes at once;
+# QD_TEST_FILTER narrows the tests (a gtest filter), QD_TEST_SHARDS runs them (and the sanitizer's runs, whose tools
+# QD_SANITIZER_TOOLS names) as that many processes at once;
 # QD_BENCH_ARGS adds flags to bench/yolov5s_vs_pytorch.py.
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu-check.sh OUTDIR [STEP...]}
@@ -92,10 +93,25 @@ for step in $STEPS; do
       done
       ;;
     sanitizer)
+      # compute-sanitizer over the GPU test binary: QD_SANITIZER_TOOLS (default memcheck; also racecheck, synccheck,
+      # initcheck), each run as QD_TEST_SHARDS gtest shards side by side (QD_SANITIZER_TIMEOUT: seconds per shard, for
+      # a call's time limit); OUT/TOOL.log holds the shards' logs.
       # The kernel timeline's recording test skips itself here (CUPTI is the sanitizer's while it runs).
-      compute-sanitizer --tool memcheck --error-exitcode 3 "$B/tests/test_cuda" --gtest_brief=1 \
-        --gtest_filter="${QD_TEST_FILTER:-*}" > "$OUT/memcheck.log" 2>&1 || rc=1
-      tail -5 "$OUT/memcheck.log"
+      shards=${QD_TEST_SHARDS:-1}
+      for tool in ${QD_SANITIZER_TOOLS:-memcheck}; do
+        log="$OUT/$tool.log"
+        pids=()
+        for ((i = 0; i < shards; i++)); do
+          GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "${QD_SANITIZER_TIMEOUT:-0}" \
+            compute-sanitizer --tool "$tool" --error-exitcode 3 \
+            "$B/tests/test_cuda" --gtest_brief=1 --gtest_filter="${QD_TEST_FILTER:-*}" > "$log.$i" 2>&1 &
+          pids+=($!)
+        done
+        for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+        for ((i = 0; i < shards; i++)); do cat "$log.$i"; done > "$log" && rm -f "$log".*
+        echo "$tool: $(grep -cE "SUMMARY: 0 errors|\(0 errors" "$log") of $shards shards ended with 0 errors"
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY|FAILED|tests ran" "$log" | sort | uniq -c | head -20
+      done
       ;;
     conformance)
       # The node tests come packed by gpu-pack.sh (the GPU machine has no libonnx-testdata); two logs, one per mode:
