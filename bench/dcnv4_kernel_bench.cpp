@@ -244,6 +244,11 @@ int main(int argc, char** argv) {
           if (ms >= 0 && ms < off_best) off_best = ms, off_ds = ds, off_threads = int(threads);
         }
       }
+      if (off_ds == 0 || !best_launch) {
+        std::fprintf(stderr, "case '%s': no launch configuration of %s runs\n", argv[a],
+                     off_ds ? "qdeploy" : "the official kernel");
+        return 1;
+      }
       // Outputs of both sides' best on the same inputs.
       if (half) {
         official<__half>(c, off_ds, off_threads, in[0].data, in[1].data, ref, s);
