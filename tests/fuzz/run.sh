@@ -3,7 +3,9 @@
 # corpus it grows lives in BUILD_DIR/fuzz-corpus/TARGET, crashes go to BUILD_DIR/fuzz-artifacts/TARGET/.
 #   tests/fuzz/run.sh TARGET SECONDS [BUILD_DIR=build-fuzz]
 #   TARGET: onnx_import npy npz plan plugin_attrs image calib_cache coco_json precision_config
-# Prints libFuzzer's last status lines (executions, coverage) and the artifacts found; exits 1 when it found any.
+# Prints libFuzzer's last status lines (executions, coverage), the CPU seconds the run used (a niced fuzzer beside
+# other work gets a share of a core, so wall-clock time overstates it) and the artifacts found; appends a line
+# "date target wall_s cpu_s executions" to BUILD_DIR/fuzz-runs.tsv; exits 1 when it found any.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 target=$1 seconds=$2 build=${3:-build-fuzz}
@@ -20,8 +22,15 @@ args=(-max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_sta
 [[ -f $dict ]] && args+=(-dict="$dict")
 log=$build/fuzz-$target.log
 status=0
-UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 nice -n 19 "$bin" "${args[@]}" "$work" "$seeds" >"$log" 2>&1 || status=$?
+TIMEFORMAT='%R %U %S'
+{ time UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 nice -n 19 "$bin" "${args[@]}" "$work" "$seeds" >"$log" 2>&1 ||
+  status=$?; } 2>"$log.time"
 grep -E "^#[0-9]+ +DONE|^stat::number_of_executed_units|^stat::peak_rss_mb|^Done " "$log" || tail -5 "$log"
+read -r wall user sys <"$log.time"
+cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.0f", u + s }')
+execs=$(grep -oE "^stat::number_of_executed_units: *[0-9]+" "$log" | grep -oE "[0-9]+$" || echo 0)
+echo "wall ${wall%.*} s, CPU ${cpu} s"
+printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%F)" "$target" "${wall%.*}" "$cpu" "$execs" >>"$build/fuzz-runs.tsv"
 if compgen -G "$art/*" >/dev/null; then
   echo "findings ($log):"
   ls -l "$art"
