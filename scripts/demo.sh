@@ -19,7 +19,7 @@ else
   cuda=(-DQD_CUDA=OFF)
   echo "=== building build/qdeploy for the CPU (no NVIDIA GPU found by nvidia-smi, so no CUDA code) ==="
 fi
-echo "(the first build compiles about 150 files, about 10 minutes of CPU time: 5 on two idle cores; later runs reuse it)"
+echo "(the first build compiles about 150 files: about 10 CPU-minutes, 5 on two idle cores; later runs reuse it)"
 # ninja prints one line per file, or one updating line on a terminal: done/total, percent, elapsed seconds.
 export NINJA_STATUS=${NINJA_STATUS:-"[%f/%t %p %es] "}
 BUILD_DIR=build TARGETS=qdeploy scripts/build.sh "${cuda[@]}"
