@@ -1,6 +1,7 @@
 // Einsum: a sum of products over labelled dims ("bij,bjk->bik"), with repeated labels (diagonals), an implicit output
 // (labels seen once, sorted), and "..." for broadcast dims. The reference loops over every label combination.
 #include <algorithm>
+#include <cstdio>
 #include <type_traits>
 
 #include "ops/common.h"
@@ -139,7 +140,9 @@ Expected<EinsumPlan> einsum_plan(const Node& n, const std::vector<Shape>& shapes
   double work = 1;
   for (int l : p.labels) work *= static_cast<double>(std::max<int64_t>(p.size[l], 1));
   if (work * static_cast<double>(shapes.size()) > static_cast<double>(kMaxWork)) {
-    return unsupported("Einsum '" + eq + "' needs about " + std::to_string(static_cast<int64_t>(work)) +
+    char n[32];  // work may exceed int64 (dims near 2^31 per label): printed as a double
+    std::snprintf(n, sizeof n, "%.3g", work);
+    return unsupported("Einsum '" + eq + "' needs about " + n +
                        " multiply-adds in the reference kernel (limit 2^36); rewrite it as MatMul");
   }
   return p;
