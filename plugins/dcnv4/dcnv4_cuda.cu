@@ -235,30 +235,34 @@ int pix_of(int64_t tactic) { return static_cast<int>(tactic % 100); }
 int tile_of(int64_t tactic) { return static_cast<int>(tactic / 10000 % 100); }
 size_t smem_bytes(const Params& p, int pix) { return sizeof(float) * static_cast<size_t>(pix) * p.g * 3 * p.k; }
 
-Status supports(const Attrs& a, const std::vector<TensorView>& in, const std::vector<TensorView>& out) {
-  Params p;
-  Status st = params(a, in, out, &p);
+// params() and what every kernel needs; *p is set when it returns ok.
+Status checked_params(const Attrs& a, const std::vector<TensorView>& in, const std::vector<TensorView>& out,
+                      Params* p) {
+  Status st = params(a, in, out, p);
   if (!st.is_ok()) return st;
-  if (p.g * p.d > 1024) return bad("more than 1024 channels: one thread per channel does not fit a block");
-  if (int64_t{p.h} * p.w * p.v_ld + p.v_ld > INT32_MAX) return bad("one image over 2^31 elements");
+  if (p->g * p->d > 1024) return bad("more than 1024 channels: one thread per channel does not fit a block");
+  if (int64_t{p->h} * p->w * p->v_ld + p->v_ld > INT32_MAX) return bad("one image over 2^31 elements");
   return Status::ok();
 }
 
+Status supports(const Attrs& a, const std::vector<TensorView>& in, const std::vector<TensorView>& out) {
+  Params p;
+  return checked_params(a, in, out, &p);
+}
+
 Status supports_h2(const Attrs& a, const std::vector<TensorView>& in, const std::vector<TensorView>& out) {
-  Status st = supports(a, in, out);
+  Params p;
+  Status st = checked_params(a, in, out, &p);
   if (!st.is_ok()) return st;
   if (in[0].dtype != DataType::kFloat16) return bad("half2 sampling is for fp16 tensors");
-  Params p;
-  params(a, in, out, &p);
   if (p.d % 2 || p.v_ld % 2 || p.out_ld % 2) return bad("half2 sampling needs pairs of channels (even D and strides)");
   return Status::ok();
 }
 
 Status supports_staged(const Attrs& a, const std::vector<TensorView>& in, const std::vector<TensorView>& out) {
-  Status st = supports(a, in, out);
-  if (!st.is_ok()) return st;
   Params p;
-  params(a, in, out, &p);
+  Status st = checked_params(a, in, out, &p);
+  if (!st.is_ok()) return st;
   if (smem_bytes(p, 1) > 48 * 1024) return bad("the offsets of one pixel exceed 48 KiB of shared memory");
   return Status::ok();
 }
@@ -278,11 +282,13 @@ std::vector<int64_t> tactics(const Attrs& a, const std::vector<TensorView>& in, 
       if (threads > 1024 || (kStaged && smem_bytes(p, pix) > 48 * 1024)) continue;
       if (threads < 32 && pix < 64 && p.pixels > pix) continue;  // under a warp: a larger block is better
       t.push_back(int64_t{v} * 100 + pix);
-      // 2-d tiles of tile_w x pix / tile_w pixels (direct only), where the output has room for them.
-      for (int tile_w : {4, 8, 16}) {
-        const int tile_h = pix / tile_w;
-        if (kStaged || tile_h < 2 || tile_w * tile_h != pix || tile_w > p.wo || tile_h > p.ho || threads < 32) continue;
-        t.push_back(int64_t{tile_w} * 10000 + int64_t{v} * 100 + pix);
+      if constexpr (!kStaged) {
+        // 2-d tiles of tile_w x pix / tile_w pixels, where the output has room for them.
+        for (int tile_w : {4, 8, 16}) {
+          const int tile_h = pix / tile_w;
+          if (tile_h < 2 || tile_w * tile_h != pix || tile_w > p.wo || tile_h > p.ho || threads < 32) continue;
+          t.push_back(int64_t{tile_w} * 10000 + int64_t{v} * 100 + pix);
+        }
       }
     }
   }
