@@ -60,6 +60,18 @@ val_eval() {  # val_eval MODEL_OR_PLAN [FLAGS...]: qdeploy eval on the 1,000-sce
   shift
   "$B/qdeploy" eval "$m" --images "$D/val/images" --annotations "$D/val/annotations/instances_val.json" "$@"
 }
+# in_shards LOG CMD...: CMD (a gtest binary, or a wrapper of one) as QD_TEST_SHARDS gtest shards at once, their logs
+# concatenated into LOG; rc=1 when a shard fails.
+in_shards() {
+  local log=$1 shards=${QD_TEST_SHARDS:-1} pids=() i pid
+  shift
+  for ((i = 0; i < shards; i++)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$@" > "$log.$i" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+  for ((i = 0; i < shards; i++)); do cat "$log.$i"; done > "$log" && rm -f "$log".*
+}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # cuDNN 9 (qdeploy loads it at run time for its cuDNN kernel candidates): here it comes with PyTorch's pip packages.
 cudnn_lib=$(python3 -c 'import os, nvidia.cudnn as m; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
@@ -77,18 +89,10 @@ for step in $STEPS; do
     tests)
       # QD_TEST_SHARDS=N runs each binary as N gtest shards at once (the GPU machine's cores share the suites' host-side
       # reference loops: the ConvInt8 suite alone took over 400 s in one process), logs concatenated.
-      shards=${QD_TEST_SHARDS:-1}
       for t in "$B"/tests/test_*; do
         [ -f "$t" ] && [ -x "$t" ] || continue  # (a local build folder also has CTest's .cmake files here)
         log="$OUT/$(basename "$t").log"
-        pids=()
-        for ((i = 0; i < shards; i++)); do
-          GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$t" --gtest_brief=1 --gtest_filter="${QD_TEST_FILTER:-*}" \
-            > "$log.$i" 2>&1 &
-          pids+=($!)
-        done
-        for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
-        for ((i = 0; i < shards; i++)); do cat "$log.$i"; done > "$log" && rm -f "$log".*
+        in_shards "$log" "$t" --gtest_brief=1 --gtest_filter="${QD_TEST_FILTER:-*}"
         grep -E "FAILED|PASSED|SKIPPED|SNR|max \|diff\|" "$log" | tail -40
       done
       ;;
@@ -97,19 +101,12 @@ for step in $STEPS; do
       # initcheck), each run as QD_TEST_SHARDS gtest shards side by side (QD_SANITIZER_TIMEOUT: seconds per shard, for
       # a call's time limit); OUT/TOOL.log holds the shards' logs.
       # The kernel timeline's recording test skips itself here (CUPTI is the sanitizer's while it runs).
-      shards=${QD_TEST_SHARDS:-1}
       for tool in ${QD_SANITIZER_TOOLS:-memcheck}; do
         log="$OUT/$tool.log"
-        pids=()
-        for ((i = 0; i < shards; i++)); do
-          GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "${QD_SANITIZER_TIMEOUT:-0}" \
-            compute-sanitizer --tool "$tool" --error-exitcode 3 \
-            "$B/tests/test_cuda" --gtest_brief=1 --gtest_filter="${QD_TEST_FILTER:-*}" > "$log.$i" 2>&1 &
-          pids+=($!)
-        done
-        for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
-        for ((i = 0; i < shards; i++)); do cat "$log.$i"; done > "$log" && rm -f "$log".*
-        echo "$tool: $(grep -cE "SUMMARY: 0 errors|\(0 errors" "$log") of $shards shards ended with 0 errors"
+        in_shards "$log" timeout "${QD_SANITIZER_TIMEOUT:-0}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+          "$B/tests/test_cuda" --gtest_brief=1 --gtest_filter="${QD_TEST_FILTER:-*}"
+        clean=$(grep -cE "SUMMARY: 0 errors|\(0 errors" "$log")
+        echo "$tool: $clean of ${QD_TEST_SHARDS:-1} shards ended with 0 errors"
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY|FAILED|tests ran" "$log" | sort | uniq -c | head -20
       done
       ;;
