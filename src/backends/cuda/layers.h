@@ -11,6 +11,7 @@
 #include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/instance.h"
 #include "backends/cuda/kernels/eltwise_chain.h"
+#include "backends/cuda/kernels/rows.h"
 #include "runtime/io_format.h"
 
 namespace qd::cuda {
@@ -220,6 +221,28 @@ class EltwiseChainLayer final : public Layer {
     const TensorRef& y = inst.tensors[outs[0]];
     return launch_eltwise_chain(static_cast<const float*>(inst.ptr(ins[0], ptrs)),
                                 static_cast<float*>(inst.ptr(outs[0], ptrs)), numel(y.shape), prog, s);
+  }
+};
+
+// LayerNormalization over the rows' last axis, of x or of x + r (a residual Add it absorbed): ins {x, r or -1,
+// scale, bias or -1}, outs {x + r for the Add's other readers or -1, fp16 rows or -1, fp32 or -1}.
+class RowNormLayer final : public Layer {
+ public:
+  int64_t rows = 0;
+  int C = 0;
+  float eps = 1e-5f;
+  Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
+    auto in = [&](int k) { return ins[k] < 0 ? nullptr : static_cast<const float*>(inst.ptr(ins[k], ptrs)); };
+    auto out = [&](int k) { return outs[k] < 0 ? nullptr : inst.ptr(outs[k], ptrs); };
+    RowNormIo io;
+    io.x = in(0);
+    io.r = in(1);
+    io.gamma = in(2);
+    io.beta = in(3);
+    io.sum = static_cast<float*>(out(0));
+    io.y16 = static_cast<__half*>(out(1));
+    io.y32 = static_cast<float*>(out(2));
+    return add_layer_norm_rows(io, rows, C, eps, s);
   }
 };
 

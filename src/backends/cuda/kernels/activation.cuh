@@ -47,6 +47,7 @@ __device__ __forceinline__ float apply_act(float v, Act act, float a, float b) {
     case Act::kHardSwish: return v * fminf(fmaxf(v * (1.f / 6.f) + 0.5f, 0.f), 1.f);
     case Act::kHardSigmoid: return fminf(fmaxf(v * a + b, 0.f), 1.f);
     case Act::kClip: return v < a ? a : (v > b ? b : v);  // NaN passes through, as in the reference
+    case Act::kGelu: return 0.5f * v * (1.f + erff(v * 0.70710678f));  // the generic Gelu kernel's
   }
   return v;
 }

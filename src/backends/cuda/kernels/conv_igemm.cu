@@ -25,6 +25,7 @@ const char* act_name(Act a) {
     case Act::kHardSwish: return "hard_swish";
     case Act::kHardSigmoid: return "hard_sigmoid";
     case Act::kClip: return "clip";
+    case Act::kGelu: return "gelu";
   }
   return "?";
 }
