@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cuda/cudnn_conv.h"
+#include "backends/cuda/kernels/conv_grouped.h"
 #include "backends/cuda/instance.h"
 #include "backends/cuda/kernels/eltwise_chain.h"
 #include "backends/cuda/kernels/rows.h"
@@ -34,7 +35,7 @@ class ConvLayer final : public Layer {
   float* workspace = nullptr;  // set while timing; otherwise the instance's conv workspace region of the arena
   int in = -1, res = -1, out = -1;
   int out2 = -1;  // the second output (ConvArgs::y2; its format in p.out2_*), or -1
-  int groups = 1, group_channels = 0;  // grouped INT8 convs: conv_grouped_i8, no tile configuration
+  int groups = 1, group_channels = 0;  // grouped convs: conv_grouped_i8 / _f16, no tile configuration
   bool small_acc_ok = true;  // KernelPolicy::small_acc (ConvParams::small_acc where the weights allow)
 
   // The pointer/stride fields depend on where tensors ended up (Concat slices), so they are filled at launch.
@@ -79,7 +80,9 @@ class ConvLayer final : public Layer {
     ConvParams q;
     ConvArgs a = args(inst, ptrs, &q);
     if (cudnn) return cudnn->run(q, a, a.workspace, s);
-    if (groups > 1) return launch_conv_grouped_i8(q, a, groups, group_channels, w->C, s);
+    if (groups > 1) {
+      return (int8 ? launch_conv_grouped_i8 : launch_conv_grouped_f16)(q, a, groups, group_channels, w->C, s);
+    }
     return launch_conv_igemm(q, a, config, s);
   }
   // Scratch memory of the chosen kernel (split-K partial sums, or cuDNN's result and workspace).

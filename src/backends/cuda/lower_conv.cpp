@@ -96,8 +96,7 @@ Status Lowerer::try_fused_conv(int i, bool* lowered) {
   if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !bias) return Status::ok();
   Shape out_shape;
   const ops::ConvGeom geo = QD_TRY(ops::conv_geom(n, g_.values[n.inputs[0]].shape, w.shape(), &out_shape));
-  // Grouped convs: INT8 ones run conv_grouped_i8 (CUDA cores) with the fused epilogue, float ones the generic kernel.
-  if (geo.group != 1 && !int8_convs_.count(n.name)) return Status::ok();
+  // Grouped convs run conv_grouped_i8 / conv_grouped_f16 (CUDA cores) with the fused epilogue.
 
   const bool int8 = int8_convs_.count(n.name) != 0;
   const ConvEpilogue epi = QD_TRY(conv_epilogue(n));
@@ -258,7 +257,7 @@ Status Lowerer::try_fused_conv(int i, bool* lowered) {
   if (geo.group != 1) {
     l->groups = static_cast<int>(geo.group);
     l->group_channels = static_cast<int>(geo.c / geo.group);
-    l->info.kernel = "conv_grouped_i8";
+    l->info.kernel = int8 ? "conv_grouped_i8" : "conv_grouped_f16";
   } else {
     conv_layers_.push_back(static_cast<int>(inst_->layers.size()));  // timed among the tile configurations
   }
