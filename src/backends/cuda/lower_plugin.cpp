@@ -114,11 +114,11 @@ Status Lowerer::lower_plugin(int i) {
       if (auto it = slices->second.find(static_cast<int>(k)); it != slices->second.end()) s = &it->second;
     }
     const int src = s ? s->source : v;
-    const int64_t C = g_.values[src].shape.back();
-    const int t = f16 ? QD_TRY(ensure_rows_f16(src, numel(g_.values[src].shape) / C, C)) : QD_TRY(ensure_generic(src));
+    const Shape& ss = g_.values[src].shape;  // rows of ss.back() values (f16_plugins_: a multiple of 8)
+    const int t = f16 ? QD_TRY(ensure_rows_f16(src, numel(ss) / ss.back(), ss.back())) : QD_TRY(ensure_generic(src));
     l->ins.push_back(t);
     l->in_offset.push_back(s ? static_cast<size_t>(s->column) * dtype_size(inst_->tensors[t].dtype) : 0);
-    l->in.push_back(plugin_view(inst_->tensors[t].dtype, g_.values[v].shape, s ? C : 0));
+    l->in.push_back(plugin_view(inst_->tensors[t].dtype, g_.values[v].shape, s ? ss.back() : 0));
   }
   for (int v : n.outputs) {
     const Shape& vs = g_.values[v].shape;
