@@ -1549,6 +1549,20 @@ TEST(CudaEngine, PlanRoundTrip) {
   EXPECT_NE(other.status().message().find("75"), std::string::npos) << other.status().to_string();
 }
 
+// A Conv of `group` groups (c_per_group input channels each) with a bias, square kernel, "same" padding.
+int grouped_conv(GraphBuilder& b, const std::string& name, int in, int k, int c_per_group, int ksize, int stride,
+                 int group, uint32_t seed) {
+  const float ws = 1.f / std::sqrt(static_cast<float>(c_per_group * ksize * ksize));
+  const int w = b.constant(name + "_w", test::random_f32({k, c_per_group, ksize, ksize}, seed, -ws, ws));
+  const int bias = b.constant(name + "_b", test::random_f32({k}, seed + 1, -0.2f, 0.2f));
+  AttrMap a;
+  a.set("kernel_shape", std::vector<int64_t>{ksize, ksize});
+  a.set("strides", std::vector<int64_t>{stride, stride});
+  a.set("pads", std::vector<int64_t>{ksize / 2, ksize / 2, ksize / 2, ksize / 2});
+  a.set("group", static_cast<int64_t>(group));
+  return b.node(OpType::Conv, name, {in, w, bias}, a);
+}
+
 // Grouped and depthwise INT8 convs (conv_grouped_i8) against the reference's exact INT8 mode: a depthwise 3x3 stride-2
 // conv + Relu, read by a 3x3 conv in 4 groups that feeds a 1x1 conv (int8 epilogue outputs) and by a 3x3 conv in 4
 // groups of 8 -> 4 channels that is a graph output (fp32 NCHW from the epilogue). Both outputs are bit-identical: the
@@ -1558,17 +1572,7 @@ TEST(CudaEngine, GroupedInt8ConvsMatchTheReferenceExactly) {
   GraphBuilder b;
   const int x = b.input("x", {2, 32, 15, 14});
   auto conv = [&](const std::string& name, int in, int k, int c_per_group, int ksize, int stride, int group,
-                  uint32_t seed) {
-    const float ws = 1.f / std::sqrt(static_cast<float>(c_per_group * ksize * ksize));
-    const int w = b.constant(name + "_w", test::random_f32({k, c_per_group, ksize, ksize}, seed, -ws, ws));
-    const int bias = b.constant(name + "_b", test::random_f32({k}, seed + 1, -0.2f, 0.2f));
-    AttrMap a;
-    a.set("kernel_shape", std::vector<int64_t>{ksize, ksize});
-    a.set("strides", std::vector<int64_t>{stride, stride});
-    a.set("pads", std::vector<int64_t>{ksize / 2, ksize / 2, ksize / 2, ksize / 2});
-    a.set("group", static_cast<int64_t>(group));
-    return b.node(OpType::Conv, name, {in, w, bias}, a);
-  };
+                  uint32_t seed) { return grouped_conv(b, name, in, k, c_per_group, ksize, stride, group, seed); };
   const int dw = b.node(OpType::Relu, "dw_relu", {conv("dw", x, 32, 1, 3, 2, 32, 3)});
   const int gc = conv("grouped", dw, 32, 8, 3, 1, 4, 5);
   const int pw = conv("pw", gc, 16, 32, 1, 1, 1, 7);
@@ -1606,17 +1610,7 @@ TEST(CudaEngine, GroupedFp16ConvsMatchTheReference) {
   GraphBuilder b;
   const int x = b.input("x", {2, 32, 15, 14});
   auto conv = [&](const std::string& name, int in, int k, int c_per_group, int ksize, int stride, int group,
-                  uint32_t seed) {
-    const float ws = 1.f / std::sqrt(static_cast<float>(c_per_group * ksize * ksize));
-    const int w = b.constant(name + "_w", test::random_f32({k, c_per_group, ksize, ksize}, seed, -ws, ws));
-    const int bias = b.constant(name + "_b", test::random_f32({k}, seed + 1, -0.2f, 0.2f));
-    AttrMap a;
-    a.set("kernel_shape", std::vector<int64_t>{ksize, ksize});
-    a.set("strides", std::vector<int64_t>{stride, stride});
-    a.set("pads", std::vector<int64_t>{ksize / 2, ksize / 2, ksize / 2, ksize / 2});
-    a.set("group", static_cast<int64_t>(group));
-    return b.node(OpType::Conv, name, {in, w, bias}, a);
-  };
+                  uint32_t seed) { return grouped_conv(b, name, in, k, c_per_group, ksize, stride, group, seed); };
   const int dw = b.node(OpType::Relu, "dw_relu", {conv("dw", x, 32, 1, 3, 2, 32, 3)});
   const int gc = conv("grouped", dw, 32, 8, 3, 1, 4, 5);
   const int pw = conv("pw", gc, 64, 32, 1, 1, 1, 7);

@@ -1,4 +1,4 @@
-// Grouped and depthwise fp16 convolutions (conv_grouped_f16.cu); the INT8 ones are conv.h's launch_conv_grouped_i8.
+// Grouped and depthwise fp16 convolutions (conv_grouped.cu, beside conv.h's launch_conv_grouped_i8).
 #pragma once
 
 #include "backends/cuda/kernels/conv.h"
