@@ -1604,7 +1604,8 @@ TEST(CudaEngine, GroupedInt8ConvsMatchTheReferenceExactly) {
 }
 
 // The same grouped and depthwise convs in an fp16 plan, plus a depthwise 7x7 (ConvNeXt's) with a residual over 64
-// channels: conv_grouped_f16 on CUDA cores (8 channels a thread for the depthwise ones), against the fp32 reference.
+// channels and a depthwise 3x3 that is a graph output (fp32 NCHW): conv_grouped_f16 on CUDA cores (8 channels a
+// thread for the depthwise ones), against the fp32 reference.
 TEST(CudaEngine, GroupedFp16ConvsMatchTheReference) {
   SKIP_WITHOUT_GPU();
   GraphBuilder b;
@@ -1617,10 +1618,11 @@ TEST(CudaEngine, GroupedFp16ConvsMatchTheReference) {
   const int gc2 = conv("grouped2", dw, 16, 8, 3, 1, 4, 9);
   const int dw7 = b.node(OpType::Add, "res", {conv("dw7", pw, 64, 1, 7, 1, 64, 13), pw});
   const int out = conv("head", dw7, 16, 64, 1, 1, 1, 15);
+  const int dw_out = conv("dw_out", pw, 64, 1, 3, 1, 64, 17);  // a graph output: fp32 NCHW from the kernel
   BuildOptions opt;
   opt.device = "cuda";
   opt.precision = Precision::kFp16;
-  const Graph g = b.finish({out, gc2});
+  const Graph g = b.finish({out, gc2, dw_out});
   auto engine = test::cuda_engine_of(g, opt);
   ASSERT_TRUE(engine);
   const std::map<std::string, Tensor> in{{"x", test::random_f32({2, 32, 15, 14}, 11, -2.f, 2.f)}};
@@ -1629,7 +1631,7 @@ TEST(CudaEngine, GroupedFp16ConvsMatchTheReference) {
   auto want = run_reference(ref_g, in);
   auto got = engine->run(in);
   ASSERT_TRUE(want && got) << got.status().to_string();
-  for (size_t o = 0; o < 2; ++o) {
+  for (size_t o = 0; o < 3; ++o) {
     const double snr = test::snr_db((*want)[o], (*got)[o]);
     std::cout << "grouped fp16 output " << o << ": SNR " << snr << " dB\n";
     EXPECT_GE(snr, 50.0) << "output " << o;
@@ -1638,7 +1640,7 @@ TEST(CudaEngine, GroupedFp16ConvsMatchTheReference) {
   ASSERT_TRUE(layers);
   int grouped = 0;
   for (const auto& l : *layers) grouped += l.kernel == "conv_grouped_f16" && l.precision == "fp16";
-  EXPECT_EQ(grouped, 4);
+  EXPECT_EQ(grouped, 5);
 }
 
 // The shipped detector's `precision` plan built twice, with the ONNX bindings and with `input_format` and an fp16

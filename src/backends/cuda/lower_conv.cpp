@@ -285,7 +285,7 @@ bool exact_gelu(const Node& n) {
 // y = acc * (s_x * s_w[k]) + bias[k]; fp16 reads an fp16 copy of the rows (ensure_rows_f16). The result goes in fp32
 // straight into the value ([N, K] row-major is the ONNX layout of [..., K]), or as fp16 rows where every reader takes
 // those (lower_rows.cpp). A MatMul's bias Add that only it feeds becomes the epilogue's bias, and an exact GELU that
-// only reads the result its activation.
+// only reads an fp16 result its activation.
 Status Lowerer::lower_linear(int i) {
   const Node& n = g_.nodes[i];
   const int x = n.inputs[0];
@@ -305,8 +305,9 @@ Status Lowerer::lower_linear(int i) {
     names += "+" + a.name;
     y = a.outputs[0];
   }
-  Act act = Act::kNone;  // a GELU (exact, as fuse_gelu makes it) that only reads the result: the epilogue's
-  if (const int c = sole_consumer(y); c >= 0 && exact_gelu(g_.nodes[c])) {
+  // A GELU (exact, as fuse_gelu makes it) that only reads an fp16 result: the epilogue's (INT8 epilogues have none).
+  Act act = Act::kNone;
+  if (const int c = sole_consumer(y); !int8 && c >= 0 && exact_gelu(g_.nodes[c])) {
     act = Act::kGelu;
     done_[c] = true;
     names += "+" + g_.nodes[c].name;

@@ -2,7 +2,9 @@
 // 32-deep tensor-core steps, so they run on CUDA cores (int32 or fp32 accumulation) with the implicit GEMM's epilogue.
 // One thread computes one output (pixel m, channel k); consecutive threads take consecutive channels of one pixel, so
 // their inputs (a depthwise conv's channel k reads input channel k) are adjacent. fp16 depthwise convs (one input
-// channel per group, one output channel per input channel) take 8 channels of a pixel per thread, in 16-byte loads.
+// channel per group, one output channel per input channel) take 8 channels of a pixel per thread, in 16-byte loads,
+// and consecutive threads consecutive pixels: a warp then reads the same weights (one broadcast load each, where
+// threads over channels loaded 32 weight rows) and writes NCHW outputs in whole lines.
 #include "backends/cuda/kernels/conv_grouped.h"
 
 #include "backends/cuda/kernels/activation.cuh"
@@ -70,13 +72,16 @@ __global__ void conv_grouped_f16_kernel(const ConvParams p, const ConvArgs a, in
   }
 }
 
-// total = pixels x K / 8; thread i: pixel i / (K / 8), channels 8 (i % (K / 8)) onwards.
+// total = pixels x K / 8; thread i: pixel i % pixels, channels 8 (i / pixels) onwards.
 __global__ void conv_depthwise_f16_kernel(const ConvParams p, const ConvArgs a, int cp, int64_t total) {
   const auto* x = static_cast<const __half*>(a.x);
   const auto* w = static_cast<const __half*>(a.w);
-  const int kq = p.K / 8;
+  const int pixels = p.N * p.OH * p.OW;
+  // 16-byte stores where the output is NHWC fp16 rows with nothing else to write.
+  const bool vec_out = p.out_format == OutFormat::kNhwcF16 && !a.residual && !a.y2 && p.out_ld % 8 == 0 &&
+                       p.out_coff % 8 == 0 && aligned(a.y, 16);
   QD_GRID_STRIDE(i, total) {
-    const int k0 = static_cast<int>(i % kq) * 8, m = static_cast<int>(i / kq);
+    const int g = static_cast<int>(i / pixels), m = static_cast<int>(i - static_cast<int64_t>(g) * pixels), k0 = g * 8;
     float acc[8] = {};
     for_each_tap(p, m, [&](int64_t at, int tap) {
       const uint4 raw = *reinterpret_cast<const uint4*>(x + at + k0);
@@ -85,8 +90,19 @@ __global__ void conv_depthwise_f16_kernel(const ConvParams p, const ConvArgs a, 
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[j] = fmaf(__half2float(xv[j]), __half2float(wp[j * p.Kp]), acc[j]);
     });
+    if (vec_out) {
+      uint4 raw;
+      __half2* h2 = reinterpret_cast<__half2*>(&raw);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) store_f16(p, a, m, k0 + j, acc[j]);
+      for (int j = 0; j < 4; ++j) {
+        h2[j] = __floats2half2_rn(apply_act(acc[2 * j] + a.bias[k0 + 2 * j], p.act, p.act_a, p.act_b),
+                                  apply_act(acc[2 * j + 1] + a.bias[k0 + 2 * j + 1], p.act, p.act_a, p.act_b));
+      }
+      *reinterpret_cast<uint4*>(static_cast<__half*>(a.y) + static_cast<int64_t>(m) * p.out_ld + p.out_coff + k0) = raw;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) store_f16(p, a, m, k0 + j, acc[j]);
+    }
   }
 }
 

@@ -51,7 +51,7 @@ __global__ void conv_splitk_epilogue(const ConvParams p, const ConvArgs a, int64
     } else {
       x = sum + a.bias[k];
     }
-    const float f = ties.act(p, x);
+    const float f = ties.act<!kI8>(p, x);
     float v = f;
     if (has_residual(a)) v += residual_value<kI8>(p, a, m, k);
     if constexpr (kI8) v = exact_silu_near_tie(p, a, ties, m, k, x, f, v);
