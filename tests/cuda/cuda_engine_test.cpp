@@ -1643,6 +1643,32 @@ TEST(CudaEngine, GroupedFp16ConvsMatchTheReference) {
   EXPECT_EQ(grouped, 5);
 }
 
+// A depthwise conv with enough outputs for 8 channels a thread (the small ones above take 2), NHWC fp16 out (read by
+// a conv) and NCHW fp32 out (a graph output), against the fp32 reference.
+TEST(CudaEngine, WideDepthwiseFp16ConvsMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  GraphBuilder b;
+  const int x = b.input("x", {2, 64, 96, 96});
+  const int dw = grouped_conv(b, "dw", x, 64, 1, 3, 1, 64, 21);
+  const int pw = grouped_conv(b, "pw", dw, 64, 64, 1, 1, 1, 23);
+  const int dw_out = grouped_conv(b, "dw_out", pw, 64, 1, 5, 1, 64, 25);
+  BuildOptions opt;
+  opt.device = "cuda";
+  opt.precision = Precision::kFp16;
+  const Graph g = b.finish({dw_out});
+  auto engine = test::cuda_engine_of(g, opt);
+  ASSERT_TRUE(engine);
+  const std::map<std::string, Tensor> in{{"x", test::random_f32({2, 64, 96, 96}, 27, -2.f, 2.f)}};
+  Graph ref_g = g;
+  ASSERT_TRUE(prepare_graph(ref_g, {{{"x", in.at("x").shape()}}}).is_ok());
+  auto want = run_reference(ref_g, in);
+  auto got = engine->run(in);
+  ASSERT_TRUE(want && got) << got.status().to_string();
+  const double snr = test::snr_db((*want)[0], (*got)[0]);
+  std::cout << "wide depthwise fp16: SNR " << snr << " dB\n";
+  EXPECT_GE(snr, 50.0);
+}
+
 // The shipped detector's `precision` plan built twice, with the ONNX bindings and with `input_format` and an fp16
 // output, both run on the same random batch (seed): the two outputs (the second fp16, of the first's shape) and the
 // formatted engine.

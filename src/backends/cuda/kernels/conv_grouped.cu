@@ -2,10 +2,12 @@
 // 32-deep tensor-core steps, so they run on CUDA cores (int32 or fp32 accumulation) with the implicit GEMM's epilogue.
 // One thread computes one output (pixel m, channel k); consecutive threads take consecutive channels of one pixel, so
 // their inputs (a depthwise conv's channel k reads input channel k) are adjacent. fp16 depthwise convs (one input
-// channel per group, one output channel per input channel) take 8 channels of a pixel per thread, in 16-byte loads,
-// and consecutive threads consecutive pixels: a warp then reads the same weights (one broadcast load each, where
+// channel per group, one output channel per input channel) take 8 channels of a pixel per thread, in 16-byte loads
+// (2 where that leaves few threads), and consecutive threads consecutive pixels: a warp then reads the same weights (one broadcast load each, where
 // threads over channels loaded 32 weight rows) and writes NCHW outputs in whole lines.
 #include "backends/cuda/kernels/conv_grouped.h"
+
+#include <type_traits>
 
 #include "backends/cuda/kernels/activation.cuh"
 #include "backends/cuda/kernels/conv_igemm_kernels.cuh"
@@ -72,23 +74,26 @@ __global__ void conv_grouped_f16_kernel(const ConvParams p, const ConvArgs a, in
   }
 }
 
-// total = pixels x K / 8; thread i: pixel i % pixels, channels 8 (i / pixels) onwards.
+// total = pixels x K / V; thread i: pixel i % pixels, channels V (i / pixels) onwards (V = 8: 16-byte loads; V = 2
+// where 8 would leave too few threads, e.g. at batch 1).
+template <int V>
 __global__ void conv_depthwise_f16_kernel(const ConvParams p, const ConvArgs a, int cp, int64_t total) {
+  using Load = std::conditional_t<V == 8, uint4, __half2>;
   const auto* x = static_cast<const __half*>(a.x);
   const auto* w = static_cast<const __half*>(a.w);
   const int pixels = p.N * p.OH * p.OW;
   // 16-byte stores where the output is NHWC fp16 rows with nothing else to write.
-  const bool vec_out = p.out_format == OutFormat::kNhwcF16 && !a.residual && !a.y2 && p.out_ld % 8 == 0 &&
+  const bool vec_out = V == 8 && p.out_format == OutFormat::kNhwcF16 && !a.residual && !a.y2 && p.out_ld % 8 == 0 &&
                        p.out_coff % 8 == 0 && aligned(a.y, 16);
   QD_GRID_STRIDE(i, total) {
-    const int g = static_cast<int>(i / pixels), m = static_cast<int>(i - static_cast<int64_t>(g) * pixels), k0 = g * 8;
-    float acc[8] = {};
+    const int g = static_cast<int>(i / pixels), m = static_cast<int>(i - static_cast<int64_t>(g) * pixels), k0 = g * V;
+    float acc[V] = {};
     for_each_tap(p, m, [&](int64_t at, int tap) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(x + at + k0);
+      const Load raw = *reinterpret_cast<const Load*>(x + at + k0);
       const __half* xv = reinterpret_cast<const __half*>(&raw);
       const __half* wp = w + static_cast<int64_t>(k0) * p.Kp + tap * cp;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j] = fmaf(__half2float(xv[j]), __half2float(wp[j * p.Kp]), acc[j]);
+      for (int j = 0; j < V; ++j) acc[j] = fmaf(__half2float(xv[j]), __half2float(wp[j * p.Kp]), acc[j]);
     });
     if (vec_out) {
       uint4 raw;
@@ -101,7 +106,7 @@ __global__ void conv_depthwise_f16_kernel(const ConvParams p, const ConvArgs a, 
       *reinterpret_cast<uint4*>(static_cast<__half*>(a.y) + static_cast<int64_t>(m) * p.out_ld + p.out_coff + k0) = raw;
     } else {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) store_f16(p, a, m, k0 + j, acc[j]);
+      for (int j = 0; j < V; ++j) store_f16(p, a, m, k0 + j, acc[j]);
     }
   }
 }
@@ -110,6 +115,8 @@ Status check_grouped(const ConvParams& p, int groups, int64_t total, const char*
   if (groups < 1 || p.K % groups || total > INT32_MAX) return internal(std::string(what) + ": bad groups or size");
   return Status::ok();
 }
+
+constexpr int64_t kDepthwiseWideThreads = 128 * 1024;
 
 unsigned grid_for(int64_t items) { return static_cast<unsigned>(std::min<int64_t>(ceil_div(items, 256), 65535 * 16)); }
 
@@ -128,7 +135,12 @@ Status launch_conv_grouped_f16(const ConvParams& p, const ConvArgs& a, int group
   if (total == 0) return Status::ok();
   QD_RETURN_IF_ERROR(check_grouped(p, groups, total, "conv_grouped_f16"));
   if (cg == 1 && groups == p.K && p.K % 8 == 0 && p.in_ld % 8 == 0 && aligned(a.x, 16)) {
-    conv_depthwise_f16_kernel<<<grid_for(total / 8), 256, 0, stream>>>(p, a, cp, total / 8);
+    // 8 channels a thread while that leaves a few waves of threads on the GPU, else 2.
+    if (total / 8 >= kDepthwiseWideThreads) {
+      conv_depthwise_f16_kernel<8><<<grid_for(total / 8), 256, 0, stream>>>(p, a, cp, total / 8);
+    } else {
+      conv_depthwise_f16_kernel<2><<<grid_for(total / 2), 256, 0, stream>>>(p, a, cp, total / 2);
+    }
   } else {
     conv_grouped_f16_kernel<<<grid_for(total), 256, 0, stream>>>(p, a, cg, p.K / groups, cp, total);
   }
