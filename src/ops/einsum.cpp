@@ -140,9 +140,9 @@ Expected<EinsumPlan> einsum_plan(const Node& n, const std::vector<Shape>& shapes
   double work = 1;
   for (int l : p.labels) work *= static_cast<double>(std::max<int64_t>(p.size[l], 1));
   if (work * static_cast<double>(shapes.size()) > static_cast<double>(kMaxWork)) {
-    char n[32];  // work may exceed int64 (dims near 2^31 per label): printed as a double
-    std::snprintf(n, sizeof n, "%.3g", work);
-    return unsupported("Einsum '" + eq + "' needs about " + n +
+    char work_text[32];  // work may exceed int64 (dims near 2^31 per label): printed as a double
+    std::snprintf(work_text, sizeof work_text, "%.3g", work);
+    return unsupported("Einsum '" + eq + "' needs about " + work_text +
                        " multiply-adds in the reference kernel (limit 2^36); rewrite it as MatMul");
   }
   return p;

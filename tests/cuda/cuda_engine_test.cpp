@@ -1549,6 +1549,20 @@ TEST(CudaEngine, PlanRoundTrip) {
   EXPECT_NE(other.status().message().find("75"), std::string::npos) << other.status().to_string();
 }
 
+// A Conv of `group` groups (c_per_group input channels each) with a bias, square kernel, "same" padding.
+int grouped_conv(GraphBuilder& b, const std::string& name, int in, int k, int c_per_group, int ksize, int stride,
+                 int group, uint32_t seed) {
+  const float ws = 1.f / std::sqrt(static_cast<float>(c_per_group * ksize * ksize));
+  const int w = b.constant(name + "_w", test::random_f32({k, c_per_group, ksize, ksize}, seed, -ws, ws));
+  const int bias = b.constant(name + "_b", test::random_f32({k}, seed + 1, -0.2f, 0.2f));
+  AttrMap a;
+  a.set("kernel_shape", std::vector<int64_t>{ksize, ksize});
+  a.set("strides", std::vector<int64_t>{stride, stride});
+  a.set("pads", std::vector<int64_t>{ksize / 2, ksize / 2, ksize / 2, ksize / 2});
+  a.set("group", static_cast<int64_t>(group));
+  return b.node(OpType::Conv, name, {in, w, bias}, a);
+}
+
 // Grouped and depthwise INT8 convs (conv_grouped_i8) against the reference's exact INT8 mode: a depthwise 3x3 stride-2
 // conv + Relu, read by a 3x3 conv in 4 groups that feeds a 1x1 conv (int8 epilogue outputs) and by a 3x3 conv in 4
 // groups of 8 -> 4 channels that is a graph output (fp32 NCHW from the epilogue). Both outputs are bit-identical: the
@@ -1558,17 +1572,7 @@ TEST(CudaEngine, GroupedInt8ConvsMatchTheReferenceExactly) {
   GraphBuilder b;
   const int x = b.input("x", {2, 32, 15, 14});
   auto conv = [&](const std::string& name, int in, int k, int c_per_group, int ksize, int stride, int group,
-                  uint32_t seed) {
-    const float ws = 1.f / std::sqrt(static_cast<float>(c_per_group * ksize * ksize));
-    const int w = b.constant(name + "_w", test::random_f32({k, c_per_group, ksize, ksize}, seed, -ws, ws));
-    const int bias = b.constant(name + "_b", test::random_f32({k}, seed + 1, -0.2f, 0.2f));
-    AttrMap a;
-    a.set("kernel_shape", std::vector<int64_t>{ksize, ksize});
-    a.set("strides", std::vector<int64_t>{stride, stride});
-    a.set("pads", std::vector<int64_t>{ksize / 2, ksize / 2, ksize / 2, ksize / 2});
-    a.set("group", static_cast<int64_t>(group));
-    return b.node(OpType::Conv, name, {in, w, bias}, a);
-  };
+                  uint32_t seed) { return grouped_conv(b, name, in, k, c_per_group, ksize, stride, group, seed); };
   const int dw = b.node(OpType::Relu, "dw_relu", {conv("dw", x, 32, 1, 3, 2, 32, 3)});
   const int gc = conv("grouped", dw, 32, 8, 3, 1, 4, 5);
   const int pw = conv("pw", gc, 16, 32, 1, 1, 1, 7);
@@ -1597,6 +1601,72 @@ TEST(CudaEngine, GroupedInt8ConvsMatchTheReferenceExactly) {
   int grouped = 0;
   for (const auto& l : *layers) grouped += l.kernel == "conv_grouped_i8" && l.precision == "int8";
   EXPECT_EQ(grouped, 3);
+}
+
+// The same grouped and depthwise convs in an fp16 plan, plus a depthwise 7x7 (ConvNeXt's) with a residual over 64
+// channels and a depthwise 3x3 that is a graph output (fp32 NCHW): conv_grouped_f16 on CUDA cores (8 channels a
+// thread for the depthwise ones), against the fp32 reference.
+TEST(CudaEngine, GroupedFp16ConvsMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  GraphBuilder b;
+  const int x = b.input("x", {2, 32, 15, 14});
+  auto conv = [&](const std::string& name, int in, int k, int c_per_group, int ksize, int stride, int group,
+                  uint32_t seed) { return grouped_conv(b, name, in, k, c_per_group, ksize, stride, group, seed); };
+  const int dw = b.node(OpType::Relu, "dw_relu", {conv("dw", x, 32, 1, 3, 2, 32, 3)});
+  const int gc = conv("grouped", dw, 32, 8, 3, 1, 4, 5);
+  const int pw = conv("pw", gc, 64, 32, 1, 1, 1, 7);
+  const int gc2 = conv("grouped2", dw, 16, 8, 3, 1, 4, 9);
+  const int dw7 = b.node(OpType::Add, "res", {conv("dw7", pw, 64, 1, 7, 1, 64, 13), pw});
+  const int out = conv("head", dw7, 16, 64, 1, 1, 1, 15);
+  const int dw_out = conv("dw_out", pw, 64, 1, 3, 1, 64, 17);  // a graph output: fp32 NCHW from the kernel
+  BuildOptions opt;
+  opt.device = "cuda";
+  opt.precision = Precision::kFp16;
+  const Graph g = b.finish({out, gc2, dw_out});
+  auto engine = test::cuda_engine_of(g, opt);
+  ASSERT_TRUE(engine);
+  const std::map<std::string, Tensor> in{{"x", test::random_f32({2, 32, 15, 14}, 11, -2.f, 2.f)}};
+  Graph ref_g = g;
+  ASSERT_TRUE(prepare_graph(ref_g, {{{"x", in.at("x").shape()}}}).is_ok());
+  auto want = run_reference(ref_g, in);
+  auto got = engine->run(in);
+  ASSERT_TRUE(want && got) << got.status().to_string();
+  for (size_t o = 0; o < 3; ++o) {
+    const double snr = test::snr_db((*want)[o], (*got)[o]);
+    std::cout << "grouped fp16 output " << o << ": SNR " << snr << " dB\n";
+    EXPECT_GE(snr, 50.0) << "output " << o;
+  }
+  auto layers = engine->layer_info({{"x", {2, 32, 15, 14}}});
+  ASSERT_TRUE(layers);
+  int grouped = 0;
+  for (const auto& l : *layers) grouped += l.kernel == "conv_grouped_f16" && l.precision == "fp16";
+  EXPECT_EQ(grouped, 5);
+}
+
+// A depthwise conv with enough outputs for 8 channels a thread (the small ones above take 2), NHWC fp16 out (read by
+// a conv) and NCHW fp32 out (a graph output), against the fp32 reference.
+TEST(CudaEngine, WideDepthwiseFp16ConvsMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  GraphBuilder b;
+  const int x = b.input("x", {2, 64, 96, 96});
+  const int dw = grouped_conv(b, "dw", x, 64, 1, 3, 1, 64, 21);
+  const int pw = grouped_conv(b, "pw", dw, 64, 64, 1, 1, 1, 23);
+  const int dw_out = grouped_conv(b, "dw_out", pw, 64, 1, 5, 1, 64, 25);
+  BuildOptions opt;
+  opt.device = "cuda";
+  opt.precision = Precision::kFp16;
+  const Graph g = b.finish({dw_out});
+  auto engine = test::cuda_engine_of(g, opt);
+  ASSERT_TRUE(engine);
+  const std::map<std::string, Tensor> in{{"x", test::random_f32({2, 64, 96, 96}, 27, -2.f, 2.f)}};
+  Graph ref_g = g;
+  ASSERT_TRUE(prepare_graph(ref_g, {{{"x", in.at("x").shape()}}}).is_ok());
+  auto want = run_reference(ref_g, in);
+  auto got = engine->run(in);
+  ASSERT_TRUE(want && got) << got.status().to_string();
+  const double snr = test::snr_db((*want)[0], (*got)[0]);
+  std::cout << "wide depthwise fp16: SNR " << snr << " dB\n";
+  EXPECT_GE(snr, 50.0);
 }
 
 // The shipped detector's `precision` plan built twice, with the ONNX bindings and with `input_format` and an fp16

@@ -91,6 +91,77 @@ TEST(CudaLinear, Fp16LinearsRunOnTensorCoresWithTheirBias) {
   }
 }
 
+// A channels-last block as ConvNeXt and InternImage stack them, on x [2, 6, 5, 64]: h = x W0 (fp32 out, an Add
+// reads it); s = relu(x) + h; LayerNorm(s) read by two linear layers, one through a Reshape; fc1 + bias + GELU;
+// fc2 + bias; out = s + fc2 (the residual stream, read on by a Relu) normalized again for a Relu (fp32 readers).
+Graph block_graph() {
+  test::GraphBuilder b;
+  const int x = b.input("x", {2, 6, 5, 64});
+  const int h = b.node(OpType::MatMul, "proj", {x, b.constant("w0", test::random_f32({64, 64}, 11, -0.2f, 0.2f))});
+  const int r = b.node(OpType::Relu, "relu", {x});
+  const int s = b.node(OpType::Add, "res1", {r, h});
+  const int ln = b.node(OpType::LayerNormalization, "norm",
+                        {s, b.constant("g", test::random_f32({64}, 12, 0.5f, 1.5f)),
+                         b.constant("be", test::random_f32({64}, 13))});
+  const int y1 = b.node(OpType::MatMul, "fc1", {ln, b.constant("w1", test::random_f32({64, 128}, 14, -0.2f, 0.2f))});
+  const int z1 = b.node(OpType::Add, "fc1_bias", {y1, b.constant("b1", test::random_f32({128}, 15))});
+  const int gl = b.node(OpType::Gelu, "gelu", {z1});
+  const int y2 = b.node(OpType::MatMul, "fc2", {gl, b.constant("w2", test::random_f32({128, 64}, 16, -0.2f, 0.2f))});
+  const int z2 = b.node(OpType::Add, "fc2_bias", {y2, b.constant("b2", test::random_f32({64}, 17))});
+  const int flat = b.node(OpType::Reshape, "tokens", {ln, b.constant("sh", Tensor::from_i64({2, 30, 64}))});
+  const int y3 = b.node(OpType::MatMul, "fc3", {flat, b.constant("w3", test::random_f32({64, 16}, 18, -0.2f, 0.2f))});
+  const int out = b.node(OpType::Add, "res2", {s, z2});
+  AttrMap ax;
+  ax.set("axis", int64_t{-1});
+  const int ln2 = b.node(OpType::LayerNormalization, "norm2", {out, b.constant("g2", test::random_f32({64}, 19))}, ax);
+  const int r2 = b.node(OpType::Relu, "relu2", {ln2});
+  const int next = b.node(OpType::Relu, "next", {out});
+  b.g.outputs = {next, y3, r2};
+  b.g.relink();
+  return b.g;
+}
+
+// In fp16 plans the block's activations between its linear layers are fp16 rows: LayerNorm with the residual Add
+// before it is one layer writing fp16 rows (the linear layers read them, through the Reshape too), fc1's GELU is its
+// epilogue and its fp16 rows are what fc2 reads; only x is converted. Outputs against the reference.
+TEST(CudaLinear, ChannelsLastBlocksKeepFp16RowsBetweenLinears) {
+  SKIP_WITHOUT_GPU();
+  const Graph g = block_graph();
+  std::map<std::string, Tensor> in{{"x", test::random_f32({2, 6, 5, 64}, 20, -1.f, 1.f)}};
+  Graph ref_g = g;
+  ASSERT_TRUE(prepare_graph(ref_g, {{{"x", in.at("x").shape()}}}).is_ok());
+  auto ref = run_reference(ref_g, in);
+  ASSERT_TRUE(ref) << ref.status().to_string();
+  BuildOptions opt;
+  opt.device = "cuda";
+  opt.precision = Precision::kFp16;
+  auto engine = test::cuda_engine_of(g, opt);
+  ASSERT_TRUE(engine);
+  auto layers = engine->layer_info({{"x", in.at("x").shape()}});
+  ASSERT_TRUE(layers);
+  std::map<std::string, std::string> kind;
+  int conversions = 0;
+  for (const auto& l : *layers) {
+    kind[l.name] = l.kernel + ":" + l.precision + ":" + l.out_format;
+    conversions += l.kind == "reformat";
+  }
+  EXPECT_EQ(kind["res1+norm"], "add_layer_norm_rows:fp16:nhwc64:fp16");
+  EXPECT_EQ(kind["fc1+fc1_bias+gelu"].rfind("nhwc128:fp16"), kind["fc1+fc1_bias+gelu"].size() - 12)
+      << kind["fc1+fc1_bias+gelu"];
+  EXPECT_EQ(kind.count("gelu"), 0u);
+  EXPECT_EQ(kind["res2+norm2"], "add_layer_norm_rows:fp32:nchw:float32") << "a Relu reads it: fp32";
+  EXPECT_EQ(conversions, 1) << "only x is converted to fp16 rows";
+  auto out = engine->run(in);
+  ASSERT_TRUE(out) << out.status().to_string();
+  ASSERT_EQ(out->size(), ref->size());
+  for (size_t i = 0; i < ref->size(); ++i) {
+    const double snr = test::snr_db((*ref)[i], (*out)[i]);
+    std::cout << "block output " << i << ": SNR " << snr << " dB, max |diff| "
+              << test::max_abs_diff((*ref)[i], (*out)[i]) << "\n";
+    EXPECT_GE(snr, 45.0) << "output " << i;
+  }
+}
+
 // INT8 plans run the Linear layers (MatMul by [C, K] weights over channels-last rows) as 1x1 INT8 convs reading
 // the rows' int8 copy, as the reference's exact INT8 mode quantizes them: the shipped ConvNeXt classifier with its
 // cache, against the reference INT8 run (LayerNorm, GELU and the layer scale between them run in fp16 on the GPU).

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 
 #include "backends/cuda/cuda_engine.h"
 #include "core/file_io.h"
@@ -152,6 +153,25 @@ TEST(PluginOpsCuda, FusedLinearSlicesAreReadInPlace) {
   auto again = (*loaded)->run(in);
   ASSERT_TRUE(again) << again.status().to_string();
   EXPECT_EQ(test::max_abs_diff((*got)[0], (*again)[0]), 0.0);
+  // fp16 plans run the op in fp16: the fused linear layer writes fp16 rows that DCNv4 reads in place, and its fp16
+  // output is converted for the graph's fp32 output.
+  opt.precision = Precision::kFp16;
+  auto half = build_engine(model, opt);
+  ASSERT_TRUE(half) << half.status().to_string();
+  layers = dynamic_cast<cuda::CudaEngine&>(**half).layer_info({{"x", {2, 20, 64}}});
+  ASSERT_TRUE(layers) << layers.status().to_string();
+  int plugin16 = 0, linears16 = 0;
+  for (const auto& l : *layers) {
+    plugin16 += l.kind == "ai.qdeploy::DCNv4@1" && l.precision == "float16" && l.in_format == "nhwc:float16(in place)";
+    linears16 += l.kind == "matmul" && l.out_format == "nhwc176:fp16";
+  }
+  EXPECT_EQ(plugin16, 1);
+  EXPECT_EQ(linears16, 1);
+  auto h = (*half)->run(in);
+  ASSERT_TRUE(h) << h.status().to_string();
+  const double snr = test::snr_db((*want)[0], (*h)[0]);
+  std::cout << "fused DCNv4 fp16 plan: SNR " << snr << " dB\n";
+  EXPECT_GE(snr, 40.0);
   std::filesystem::remove_all(dir);
 }
 

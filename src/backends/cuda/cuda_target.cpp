@@ -40,8 +40,7 @@ Support conv(const Graph& g, const Node& n, const NodeFormats& f) {
   }
   if (f.has(TensorPrecision::kFp16)) {
     if (!w) return Support::no("fp16 convs need constant 4-d float weights (others run the generic fp32 kernel)", kConvs);
-    if (group != 1) return Support::no("grouped float convs run the generic fp32 kernel", kConvs);
-    return Support::ok("fp16 tensor-core conv, NHWC", kConvs);
+    return Support::ok(group == 1 ? "fp16 tensor-core conv, NHWC" : "fp16 grouped conv (conv_grouped_f16), NHWC", kConvs);
   }
   return Support::ok(n.op == OpType::FusedConv ? "generic fp32 conv with the fused epilogue" : "", kTraits);
 }

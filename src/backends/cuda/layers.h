@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "backends/cuda/cudnn_conv.h"
+#include "backends/cuda/kernels/conv_grouped.h"
 #include "backends/cuda/instance.h"
 #include "backends/cuda/kernels/eltwise_chain.h"
+#include "backends/cuda/kernels/rows.h"
 #include "runtime/io_format.h"
 
 namespace qd::cuda {
@@ -33,7 +35,7 @@ class ConvLayer final : public Layer {
   float* workspace = nullptr;  // set while timing; otherwise the instance's conv workspace region of the arena
   int in = -1, res = -1, out = -1;
   int out2 = -1;  // the second output (ConvArgs::y2; its format in p.out2_*), or -1
-  int groups = 1, group_channels = 0;  // grouped INT8 convs: conv_grouped_i8, no tile configuration
+  int groups = 1, group_channels = 0;  // grouped convs: conv_grouped_i8 / _f16, no tile configuration
   bool small_acc_ok = true;  // KernelPolicy::small_acc (ConvParams::small_acc where the weights allow)
 
   // The pointer/stride fields depend on where tensors ended up (Concat slices), so they are filled at launch.
@@ -78,7 +80,9 @@ class ConvLayer final : public Layer {
     ConvParams q;
     ConvArgs a = args(inst, ptrs, &q);
     if (cudnn) return cudnn->run(q, a, a.workspace, s);
-    if (groups > 1) return launch_conv_grouped_i8(q, a, groups, group_channels, w->C, s);
+    if (groups > 1) {
+      return (int8 ? launch_conv_grouped_i8 : launch_conv_grouped_f16)(q, a, groups, group_channels, w->C, s);
+    }
     return launch_conv_igemm(q, a, config, s);
   }
   // Scratch memory of the chosen kernel (split-K partial sums, or cuDNN's result and workspace).
@@ -220,6 +224,28 @@ class EltwiseChainLayer final : public Layer {
     const TensorRef& y = inst.tensors[outs[0]];
     return launch_eltwise_chain(static_cast<const float*>(inst.ptr(ins[0], ptrs)),
                                 static_cast<float*>(inst.ptr(outs[0], ptrs)), numel(y.shape), prog, s);
+  }
+};
+
+// LayerNormalization over the rows' last axis, of x or of x + r (a residual Add it absorbed): ins {x, r or -1,
+// scale, bias or -1}, outs {x + r for the Add's other readers or -1, fp16 rows or -1, fp32 or -1}.
+class RowNormLayer final : public Layer {
+ public:
+  int64_t rows = 0;
+  int C = 0;
+  float eps = 1e-5f;
+  Status enqueue(const Instance& inst, const Pointers& ptrs, cudaStream_t s) const override {
+    auto in = [&](int k) { return ins[k] < 0 ? nullptr : static_cast<const float*>(inst.ptr(ins[k], ptrs)); };
+    auto out = [&](int k) { return outs[k] < 0 ? nullptr : inst.ptr(outs[k], ptrs); };
+    RowNormIo io;
+    io.x = in(0);
+    io.r = in(1);
+    io.gamma = in(2);
+    io.beta = in(3);
+    io.sum = static_cast<float*>(out(0));
+    io.y16 = static_cast<__half*>(out(1));
+    io.y32 = static_cast<float*>(out(2));
+    return add_layer_norm_rows(io, rows, C, eps, s);
   }
 };
 

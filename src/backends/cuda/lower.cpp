@@ -92,6 +92,7 @@ Expected<std::shared_ptr<Instance>> Lowerer::run() {
   done_.assign(g_.nodes.size(), false);
   QD_RETURN_IF_ERROR(plan_slice_concats());
   plan_plugin_slices();
+  plan_row_norms();
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
     if (done_[i]) continue;
     const Node& n = g_.nodes[i];
@@ -238,6 +239,7 @@ Expected<int> Lowerer::ensure_generic(int v) {
     return gen_[v] = add_tensor(r);
   }
   if (io_in_[v] >= 0) return gen_[v] = QD_TRY(add_convert(io_in_[v], add_tensor(generic_ref(v)), ":to_nchw"));
+  if (fast_t_[v] < 0 && rows_f16_.count(v)) return rows_to_generic(v);
   if (fast_t_[v] < 0) return internal("value '" + g_.values[v].name + "' was never computed");
   const int t = add_tensor(generic_ref(v));
   auto l = std::make_unique<ReformatLayer>();
@@ -338,7 +340,9 @@ Status Lowerer::lower_node(int i) {
   const Node& n = g_.nodes[i];
   if (slice_concat_.count(i)) return lower_slice_concat(i);
   if (is_plugin_op(n.op)) return lower_plugin(i);
+  if (try_row_view(i)) return Status::ok();
   for (int v : n.inputs) QD_RETURN_IF_ERROR(resolve(v));
+  if (row_norms_.count(i)) return lower_row_norm(i);
   if (layout_.fast(i)) {
     if (n.op == OpType::Conv || n.op == OpType::FusedConv) {
       bool lowered = false;

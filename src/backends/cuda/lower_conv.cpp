@@ -96,8 +96,7 @@ Status Lowerer::try_fused_conv(int i, bool* lowered) {
   if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !bias) return Status::ok();
   Shape out_shape;
   const ops::ConvGeom geo = QD_TRY(ops::conv_geom(n, g_.values[n.inputs[0]].shape, w.shape(), &out_shape));
-  // Grouped convs: INT8 ones run conv_grouped_i8 (CUDA cores) with the fused epilogue, float ones the generic kernel.
-  if (geo.group != 1 && !int8_convs_.count(n.name)) return Status::ok();
+  // Grouped convs run conv_grouped_i8 / conv_grouped_f16 (CUDA cores) with the fused epilogue.
 
   const bool int8 = int8_convs_.count(n.name) != 0;
   const ConvEpilogue epi = QD_TRY(conv_epilogue(n));
@@ -258,7 +257,7 @@ Status Lowerer::try_fused_conv(int i, bool* lowered) {
   if (geo.group != 1) {
     l->groups = static_cast<int>(geo.group);
     l->group_channels = static_cast<int>(geo.c / geo.group);
-    l->info.kernel = "conv_grouped_i8";
+    l->info.kernel = int8 ? "conv_grouped_i8" : "conv_grouped_f16";
   } else {
     conv_layers_.push_back(static_cast<int>(inst_->layers.size()));  // timed among the tile configurations
   }
@@ -273,11 +272,20 @@ const std::vector<float>* Lowerer::qat_weight_scales(int w) const {
   return it == in_.int8->weight_scales.end() ? nullptr : &it->second;
 }
 
+namespace {
+bool exact_gelu(const Node& n) {
+  if (n.op != OpType::Gelu || n.outputs.size() != 1 || n.outputs[0] < 0) return false;
+  const auto approximate = n.attrs.get_string("approximate", "none");
+  return approximate && *approximate == "none";
+}
+}  // namespace
+
 // A linear layer (linear_operands: a Gemm or MatMul with constant weights, in INT8 or fp16) as the 1x1 conv
 // it is over its N input rows: the same kernels and epilogue. INT8 reads the input's int8 copy and computes
 // y = acc * (s_x * s_w[k]) + bias[k]; fp16 reads an fp16 copy of the rows (ensure_rows_f16). The result goes in fp32
-// straight into the value: [N, K] row-major is the ONNX layout of [..., K]. A MatMul's bias Add that only it feeds
-// becomes the epilogue's bias.
+// straight into the value ([N, K] row-major is the ONNX layout of [..., K]), or as fp16 rows where every reader takes
+// those (lower_rows.cpp). A MatMul's bias Add that only it feeds becomes the epilogue's bias, and an exact GELU that
+// only reads an fp16 result its activation.
 Status Lowerer::lower_linear(int i) {
   const Node& n = g_.nodes[i];
   const int x = n.inputs[0];
@@ -296,6 +304,14 @@ Status Lowerer::lower_linear(int i) {
     done_[add] = true;
     names += "+" + a.name;
     y = a.outputs[0];
+  }
+  // A GELU (exact, as fuse_gelu makes it) that only reads an fp16 result: the epilogue's (INT8 epilogues have none).
+  Act act = Act::kNone;
+  if (const int c = sole_consumer(y); !int8 && c >= 0 && exact_gelu(g_.nodes[c])) {
+    act = Act::kGelu;
+    done_[c] = true;
+    names += "+" + g_.nodes[c].name;
+    y = g_.nodes[c].outputs[0];
   }
   const std::string key = names + (int8 ? ":int8" : ":linear");
   auto it = in_.weights->find(key);
@@ -320,9 +336,16 @@ Status Lowerer::lower_linear(int i) {
   p.C = l->w->C;
   p.K = static_cast<int>(K);
   p.Kp = l->w->Kp;
-  p.out_format = OutFormat::kNchwF32;
+  p.act = act;
   l->in = int8 ? q8_[x] : QD_TRY(ensure_rows_f16(x, N, C));
-  l->out = gen_[y] = add_tensor(generic_ref(y));
+  // Readers that all take fp16 rows get them straight from the epilogue; others the fp32 value.
+  if (K % 8 == 0 && f16_rows_only(y)) {
+    p.out_format = OutFormat::kNhwcF16;
+    l->out = rows_f16_[y] = nhwc_tensor({N, K, 1, 1});
+  } else {
+    p.out_format = OutFormat::kNchwF32;
+    l->out = gen_[y] = add_tensor(generic_ref(y));
+  }
   l->ins = {l->in};
   l->outs = {l->out};
   l->info = {names, n.op == OpType::MatMul ? "matmul" : "gemm", "", int8 ? "int8" : "fp16",

@@ -1,4 +1,4 @@
-// Plugin ops (qdeploy/plugin.h): a layer of their own, in the graph's dtype.
+// Plugin ops (qdeploy/plugin.h): a layer of their own, in the graph's dtype, or in fp16 on fp16 rows (fp16 plans).
 #include <algorithm>
 
 #include "backends/cuda/lowerer.h"
@@ -47,6 +47,8 @@ std::optional<Lowerer::InPlaceSlice> Lowerer::column_slice(int v, std::vector<in
   return InPlaceSlice{src, c0};
 }
 
+// Per plugin node: the inputs it reads in place (column slices), and in fp16 plans whether it runs in fp16 (its
+// kernels take fp16 rows: float inputs and outputs whose rows are whole 16-byte runs), else in the graph's dtype.
 void Lowerer::plan_plugin_slices() {
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
     const Node& n = g_.nodes[i];
@@ -54,27 +56,45 @@ void Lowerer::plan_plugin_slices() {
     if (!p || p->def.cuda_kernels.empty() || done_[i]) continue;
     auto attrs = resolve_plugin_attrs(p->def, n.attrs);
     if (!attrs) continue;
-    std::vector<qdeploy::TensorView> in, out;
-    std::map<int, InPlaceSlice> found;
-    std::vector<int> skip;
-    for (size_t k = 0; k < n.inputs.size(); ++k) {
-      const int v = n.inputs[k];
-      if (v < 0) continue;
-      std::vector<int> nodes;
-      auto s = column_slice(v, &nodes);
-      const size_t elem = dtype_size(g_.values[v].dtype);
-      if (s && g_.values[s->source].dtype == g_.values[v].dtype && (s->column * elem) % 16 == 0) {
-        found[static_cast<int>(k)] = *s;
-        skip.insert(skip.end(), nodes.begin(), nodes.end());
-        in.push_back(plugin_view(g_.values[v].dtype, g_.values[v].shape, g_.values[s->source].shape.back()));
-      } else {
-        in.push_back(plugin_view(g_.values[v].dtype, g_.values[v].shape));
+    for (const bool f16 : {true, false}) {
+      if (f16 && in_.opt->precision != Precision::kFp16) continue;
+      const auto rows16 = [&](int v) {
+        const Shape& s = g_.values[v].shape;
+        return g_.values[v].dtype == DType::kFloat32 && !s.empty() && s.back() > 0 && s.back() % 8 == 0;
+      };
+      std::vector<qdeploy::TensorView> in, out;
+      std::map<int, InPlaceSlice> found;
+      std::vector<int> skip;
+      bool ok = true;
+      for (size_t k = 0; k < n.inputs.size() && ok; ++k) {
+        const int v = n.inputs[k];
+        if (v < 0) continue;
+        std::vector<int> nodes;
+        auto s = column_slice(v, &nodes);
+        const DType dt = f16 ? DType::kFloat16 : g_.values[v].dtype;
+        if (s && g_.values[s->source].dtype == g_.values[v].dtype && (s->column * dtype_size(dt)) % 16 == 0 &&
+            (!f16 || rows16(s->source))) {
+          found[static_cast<int>(k)] = *s;
+          skip.insert(skip.end(), nodes.begin(), nodes.end());
+          in.push_back(plugin_view(dt, g_.values[v].shape, g_.values[s->source].shape.back()));
+        } else {
+          ok = !f16 || rows16(v);
+          in.push_back(plugin_view(dt, g_.values[v].shape));
+        }
       }
+      for (int v : n.outputs) {
+        ok = ok && (!f16 || rows16(v));
+        out.push_back(plugin_view(f16 ? DType::kFloat16 : g_.values[v].dtype, g_.values[v].shape));
+      }
+      if (!ok || !plugin_supported(*p, *attrs, in, out).is_ok()) continue;
+      if (f16) f16_plugins_.insert(static_cast<int>(i));
+      if (!found.empty()) plugin_slices_[static_cast<int>(i)] = std::move(found);
+      for (int s : skip) {
+        done_[s] = true;
+        plugin_slice_reader_[s] = static_cast<int>(i);
+      }
+      break;
     }
-    for (int v : n.outputs) out.push_back(plugin_view(g_.values[v].dtype, g_.values[v].shape));
-    if (found.empty() || !plugin_supported(*p, *attrs, in, out).is_ok()) continue;
-    plugin_slices_[static_cast<int>(i)] = std::move(found);
-    for (int s : skip) done_[s] = true;
   }
 }
 
@@ -85,6 +105,7 @@ Status Lowerer::lower_plugin(int i) {
   l->op = p;
   l->attrs = QD_TRY(resolve_plugin_attrs(p->def, n.attrs));
   const auto slices = plugin_slices_.find(i);
+  const bool f16 = f16_plugins_.count(i) > 0;
   for (size_t k = 0; k < n.inputs.size(); ++k) {
     const int v = n.inputs[k];
     if (v < 0) continue;
@@ -92,14 +113,17 @@ Status Lowerer::lower_plugin(int i) {
     if (slices != plugin_slices_.end()) {
       if (auto it = slices->second.find(static_cast<int>(k)); it != slices->second.end()) s = &it->second;
     }
-    const int t = QD_TRY(ensure_generic(s ? s->source : v));
+    const int src = s ? s->source : v;
+    const Shape& ss = g_.values[src].shape;  // rows of ss.back() values (f16_plugins_: a multiple of 8)
+    const int t = f16 ? QD_TRY(ensure_rows_f16(src, numel(ss) / ss.back(), ss.back())) : QD_TRY(ensure_generic(src));
     l->ins.push_back(t);
-    l->in_offset.push_back(s ? static_cast<size_t>(s->column) * dtype_size(g_.values[v].dtype) : 0);
-    l->in.push_back(plugin_view(inst_->tensors[t].dtype, g_.values[v].shape, s ? g_.values[s->source].shape.back() : 0));
+    l->in_offset.push_back(s ? static_cast<size_t>(s->column) * dtype_size(inst_->tensors[t].dtype) : 0);
+    l->in.push_back(plugin_view(inst_->tensors[t].dtype, g_.values[v].shape, s ? ss.back() : 0));
   }
   for (int v : n.outputs) {
-    const int t = add_tensor(generic_ref(v));
-    gen_[v] = t;
+    const Shape& vs = g_.values[v].shape;
+    const int t = f16 ? nhwc_tensor({numel(vs) / vs.back(), vs.back(), 1, 1}) : add_tensor(generic_ref(v));
+    (f16 ? rows_f16_[v] : gen_[v]) = t;
     l->outs.push_back(t);
     l->out.push_back(plugin_view(inst_->tensors[t].dtype, g_.values[v].shape));
   }

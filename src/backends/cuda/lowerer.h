@@ -146,6 +146,17 @@ class Lowerer {
   Status plan_slice_concats();
   Status lower_slice_concat(int i);
 
+  // ---- channels-last rows between linear layers: fp16 rows, LayerNorm with its residual Add (lower_rows.cpp) ----
+  bool reads_f16_rows(int c, int v) const;
+  bool row_view(int c) const;
+  bool f16_rows_only(int v) const;
+  bool try_row_view(int i);
+  Expected<int> rows_to_generic(int v);
+  bool row_norm_fits(int i) const;
+  bool residual_add(int a, int ln) const;
+  void plan_row_norms();
+  Status lower_row_norm(int i);
+
   // ---- plugin ops (lower_plugin.cpp) ----
   // A plugin input read in place as a column slice of a wider tensor.
   struct InPlaceSlice {
@@ -203,6 +214,9 @@ class Lowerer {
   };
   std::map<int, SliceConcatPlan> slice_concat_;
   std::map<int, std::map<int, InPlaceSlice>> plugin_slices_;  // plugin node -> its inputs read in place
+  std::map<int, int> plugin_slice_reader_;         // a Slice (or Reshape) read in place -> the plugin node
+  std::set<int> f16_plugins_;                      // plugin nodes run in fp16 on fp16 rows (fp16 plans)
+  std::map<int, int> row_norms_;  // LayerNorm nodes run as RowNormLayer -> the residual Add they absorb, or -1
   std::set<int> slice_sources_;                    // values read only by one SliceConcat, whose transposed tile
                                                    // fits its kernel (slice_concat_transposed_fits)
   std::set<int> half_sources_;                     // those whose slice_concat writes an fp16 binding
@@ -218,7 +232,9 @@ class Lowerer {
   std::vector<int> q8_;               // per value: its int8 NHWC tensor, once quantized (s2d layout for s2d_ values)
   std::vector<bool> s2d_;             // per value: a graph input the stem convs read as its space-to-depth
   std::vector<int> s2d_t_;            // its fp16 space-to-depth tensor, once made
-  std::map<int, int> rows_f16_;       // per value: its rows as fp16 for linear layers (ensure_rows_f16)
+  // Per value: its rows [numel / C, C] as fp16 (C its last dim), what fp16 linear layers read: converted from the
+  // fp32 value (ensure_rows_f16), or written directly by a producer whose readers all read them (lower_rows.cpp).
+  std::map<int, int> rows_f16_;
   std::map<int, bool> aliased_;
   std::set<int> int8_resizes_;  // Resize nodes try_int8_concat moved to int8 (they no longer read the fp16 tensor)
   std::vector<std::vector<int>> int8_concat_slices_;  // try_int8_concat's: each Concat's input tensors, in order

@@ -19,7 +19,7 @@
 
 namespace qd::cuda {
 
-enum class Act : int { kNone = 0, kRelu, kSilu, kSigmoid, kLeakyRelu, kHardSwish, kHardSigmoid, kClip };
+enum class Act : int { kNone = 0, kRelu, kSilu, kSigmoid, kLeakyRelu, kHardSwish, kHardSigmoid, kClip, kGelu };
 const char* act_name(Act a);
 
 enum class OutFormat : int { kNhwcF16 = 0, kNchwF16, kNchwF32, kNhwcI8 };

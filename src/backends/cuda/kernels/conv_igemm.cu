@@ -25,6 +25,7 @@ const char* act_name(Act a) {
     case Act::kHardSwish: return "hard_swish";
     case Act::kHardSigmoid: return "hard_sigmoid";
     case Act::kClip: return "clip";
+    case Act::kGelu: return "gelu";
   }
   return "?";
 }
@@ -50,7 +51,7 @@ __global__ void conv_splitk_epilogue(const ConvParams p, const ConvArgs a, int64
     } else {
       x = sum + a.bias[k];
     }
-    const float f = ties.act(p, x);
+    const float f = ties.act<!kI8>(p, x);
     float v = f;
     if (has_residual(a)) v += residual_value<kI8>(p, a, m, k);
     if constexpr (kI8) v = exact_silu_near_tie(p, a, ties, m, k, x, f, v);
@@ -99,40 +100,6 @@ __global__ void conv_epilogue_kernel(const ConvParams p, const ConvArgs a, const
     for (int j = 0; j < 8; ++j) {
       if (k0 + j < p.K) store_out<false>(p, a, m, k0 + j, v[j]);
     }
-  }
-}
-
-// Grouped and depthwise INT8 convolutions: each output channel k reads only its group's cg input channels, too few for
-// the implicit GEMM's 32-deep tensor-core steps, so one thread computes one output (pixel m, channel k) with an int32
-// dot product over R x S x cg, then the implicit GEMM's epilogue arithmetic. Consecutive threads take consecutive
-// channels of one pixel: their inputs (a depthwise conv's channel k reads input channel k) are adjacent.
-__global__ void conv_grouped_i8_kernel(const ConvParams p, const ConvArgs a, int cg, int kg, int cp, int64_t total) {
-  const auto* x = static_cast<const int8_t*>(a.x);
-  const auto* w = static_cast<const int8_t*>(a.w);
-  const SiluTies ties(p, a);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int k = static_cast<int>(i % p.K);
-    const int m = static_cast<int>(i / p.K);
-    const int n = m / (p.OH * p.OW), pix = m - n * p.OH * p.OW, oh = pix / p.OW, ow = pix - oh * p.OW;
-    const int c0 = k / kg * cg;
-    int acc = 0;
-    for (int r = 0; r < p.R; ++r) {
-      const int ih = oh * p.stride_h - p.pad_h + r * p.dil_h;
-      if (ih < 0 || ih >= p.H) continue;
-      for (int s = 0; s < p.S; ++s) {
-        const int iw = ow * p.stride_w - p.pad_w + s * p.dil_w;
-        if (iw < 0 || iw >= p.W) continue;
-        const int8_t* xp = x + (static_cast<int64_t>(n * p.H + ih) * p.W + iw) * p.in_ld + c0;
-        const int8_t* wp = w + static_cast<int64_t>(k) * p.Kp + (r * p.S + s) * cp;
-        for (int c = 0; c < cg; ++c) acc += static_cast<int>(xp[c]) * static_cast<int>(wp[c]);
-      }
-    }
-    const float x = __fadd_rn(__fmul_rn(static_cast<float>(acc), a.alpha[k]), a.bias[k]);
-    const float f = ties.act(p, x);
-    float v = f;
-    if (has_residual(a)) v += residual_value<true>(p, a, m, k);
-    store_out<true>(p, a, m, k, exact_silu_near_tie(p, a, ties, m, k, x, f, v));
   }
 }
 
@@ -358,15 +325,6 @@ Status launch_conv_epilogue(const ConvParams& p, const ConvArgs& a, const __half
   const int64_t blocks = std::min<int64_t>(ceil_div(groups, 256), 65535 * 16);
   conv_epilogue_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p, a, acc, groups, vec_in, vec_out);
   return cuda_status(cudaGetLastError(), "conv_epilogue");
-}
-
-Status launch_conv_grouped_i8(const ConvParams& p, const ConvArgs& a, int groups, int cg, int cp, cudaStream_t stream) {
-  const int64_t total = static_cast<int64_t>(p.N) * p.OH * p.OW * p.K;
-  if (total == 0) return Status::ok();
-  if (groups < 1 || p.K % groups || total > INT32_MAX) return internal("conv_grouped_i8: bad groups or size");
-  const int64_t blocks = std::min<int64_t>(ceil_div(total, 256), 65535 * 16);
-  conv_grouped_i8_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p, a, cg, p.K / groups, cp, total);
-  return cuda_status(cudaGetLastError(), "conv_grouped_i8");
 }
 
 Status conv_igemm_init() {

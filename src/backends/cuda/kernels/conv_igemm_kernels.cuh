@@ -209,9 +209,9 @@ __device__ __forceinline__ float residual_value(const ConvParams& p, const ConvA
 // The epilogues' activation: kAct >= 0 compiles that one alone (the epilogues are instantiated for the layers' usual
 // one, SiLU, and the heads' Sigmoid), -1 apply_act's switch on p.act, which per element cost YOLOv5s 16-20% of its
 // time at every batch size when the staged epilogues had only that.
-template <int kAct>
+template <int kAct, bool kI8>
 __device__ __forceinline__ float epi_act(const ConvParams& p, float v) {
-  return apply_act(v, kAct >= 0 ? static_cast<Act>(kAct) : p.act, p.act_a, p.act_b);
+  return apply_act<true, !kI8>(v, kAct >= 0 ? static_cast<Act>(kAct) : p.act, p.act_a, p.act_b);
 }
 
 // A fragment's channel pair k0, k0 + 1 in the epilogues: its bias and INT8 rescale s_x * s_w[k] (zero and one past
@@ -254,7 +254,7 @@ struct ChannelPair {
       }
     } else {
       const float2 x = affine<kForm>(f, h);
-      return make_float2(epi_act<kAct>(p, x.x), epi_act<kAct>(p, x.y));
+      return make_float2(epi_act<kAct, kI8>(p, x.x), epi_act<kAct, kI8>(p, x.y));
     }
   }
 };
@@ -288,8 +288,10 @@ struct SiluTies {
   }
   // The activation of x where the ties may be checked: the SiLU whose error silu_fast_error bounds (silu_sigmoid,
   // not the epilogues' usual silu_tanh, whose larger error would send many more values down the exact path).
+  // kGelu: fp16 callers (GELU is an fp16 linear layer's epilogue only).
+  template <bool kGelu = false>
   __device__ __forceinline__ float act(const ConvParams& p, float x) const {
-    return on ? silu_sigmoid(x) : apply_act(x, p.act, p.act_a, p.act_b);
+    return on ? silu_sigmoid(x) : apply_act<true, kGelu>(x, p.act, p.act_a, p.act_b);
   }
 };
 

@@ -23,21 +23,22 @@ __device__ __forceinline__ float to_f(T v) { return static_cast<float>(v); }
 template <>
 __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
 
-// One thread per pixel: the channel reads are coalesced across the warp (consecutive pixels), the pixel's ld output
-// values (padding zeroed) leave as 16-byte stores.
+// One thread per 8 channels of a pixel, consecutive threads on consecutive pixels: each channel's reads are coalesced
+// across the warp and the 8 values (padding zeroed) leave as one 16-byte store. (A thread per pixel looping over all
+// channels left a small map's few hundred threads to do the whole tensor.)
 template <typename T>
 __global__ void nchw_to_nhwc_kernel(const T* x, __half* y, int ld, int C, int HW, int64_t pixels) {
-  for (int64_t pix = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; pix < pixels;
-       pix += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  const int64_t total = pixels * (ld / 8);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t chunk = i / pixels, pix = i - chunk * pixels;
     const int64_t n = pix / HW, hw = pix - n * HW;
-    const T* src = x + n * C * HW + hw;
-    uint4* dst = reinterpret_cast<uint4*>(y + pix * ld);
-    for (int c0 = 0; c0 < ld; c0 += 8) {
-      __align__(16) __half v[8];
+    const int c0 = static_cast<int>(chunk) * 8;
+    const T* src = x + (n * C + c0) * HW + hw;
+    __align__(16) __half v[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = c0 + j < C ? __float2half_rn(to_f(src[static_cast<int64_t>(c0 + j) * HW])) : __float2half_rn(0.f);
-      dst[c0 / 8] = *reinterpret_cast<const uint4*>(v);
-    }
+    for (int j = 0; j < 8; ++j) v[j] = c0 + j < C ? __float2half_rn(to_f(src[static_cast<int64_t>(j) * HW])) : __float2half_rn(0.f);
+    *reinterpret_cast<uint4*>(y + pix * ld + c0) = *reinterpret_cast<const uint4*>(v);
   }
 }
 
@@ -464,11 +465,11 @@ Status nchw_to_nhwc(const void* x, DType x_type, NhwcView y, int N, int C, int H
   if (total == 0) return Status::ok();
   auto* out = static_cast<__half*>(y.data);
   if (x_type == DType::kFloat32) {
-    nchw_to_nhwc_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const float*>(x), out, y.ld, C,
-                                                                 H * W, total);
+    nchw_to_nhwc_kernel<<<blocks_for(total * (y.ld / 8)), kThreads, 0, s>>>(static_cast<const float*>(x), out, y.ld,
+                                                                              C, H * W, total);
   } else if (x_type == DType::kFloat16) {
-    nchw_to_nhwc_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const __half*>(x), out, y.ld, C,
-                                                                 H * W, total);
+    nchw_to_nhwc_kernel<<<blocks_for(total * (y.ld / 8)), kThreads, 0, s>>>(static_cast<const __half*>(x), out, y.ld,
+                                                                              C, H * W, total);
   } else {
     return internal("nchw_to_nhwc: input must be float32 or float16");
   }
