@@ -1563,6 +1563,27 @@ int grouped_conv(GraphBuilder& b, const std::string& name, int in, int k, int c_
   return b.node(OpType::Conv, name, {in, w, bias}, a);
 }
 
+// g as an fp16 CUDA plan against the fp32 reference on `in`: every output at least 50 dB SNR. Returns the engine (for
+// its layer_info), or null after a failure.
+std::unique_ptr<cuda::CudaEngine> expect_fp16_matches_reference(const Graph& g, const std::map<std::string, Tensor>& in,
+                                                               const std::string& label) {
+  BuildOptions opt;
+  opt.device = "cuda";
+  opt.precision = Precision::kFp16;
+  auto engine = test::cuda_engine_of(g, opt);
+  std::vector<Tensor> want;
+  reference_outputs(g, in, &want);
+  auto got = engine ? engine->run(in) : Expected<std::vector<Tensor>>(internal("no engine"));
+  EXPECT_TRUE(got && got->size() == want.size()) << label << ": " << got.status().to_string();
+  if (!got || got->size() != want.size()) return nullptr;
+  for (size_t o = 0; o < want.size(); ++o) {
+    const double snr = test::snr_db(want[o], (*got)[o]);
+    std::cout << label << " output " << o << ": SNR " << snr << " dB\n";
+    EXPECT_GE(snr, 50.0) << label << " output " << o;
+  }
+  return engine;
+}
+
 // Grouped and depthwise INT8 convs (conv_grouped_i8) against the reference's exact INT8 mode: a depthwise 3x3 stride-2
 // conv + Relu, read by a 3x3 conv in 4 groups that feeds a 1x1 conv (int8 epilogue outputs) and by a 3x3 conv in 4
 // groups of 8 -> 4 channels that is a graph output (fp32 NCHW from the epilogue). Both outputs are bit-identical: the
@@ -1604,8 +1625,8 @@ TEST(CudaEngine, GroupedInt8ConvsMatchTheReferenceExactly) {
 }
 
 // The same grouped and depthwise convs in an fp16 plan, plus a depthwise 7x7 (ConvNeXt's) with a residual over 64
-// channels and a depthwise 3x3 that is a graph output (fp32 NCHW): conv_grouped_f16 on CUDA cores (8 channels a
-// thread for the depthwise ones), against the fp32 reference.
+// channels and a depthwise 3x3 that is a graph output (fp32 NCHW): conv_grouped_f16 on CUDA cores (the depthwise
+// ones, this small, 2 channels a thread), against the fp32 reference.
 TEST(CudaEngine, GroupedFp16ConvsMatchTheReference) {
   SKIP_WITHOUT_GPU();
   GraphBuilder b;
@@ -1619,23 +1640,9 @@ TEST(CudaEngine, GroupedFp16ConvsMatchTheReference) {
   const int dw7 = b.node(OpType::Add, "res", {conv("dw7", pw, 64, 1, 7, 1, 64, 13), pw});
   const int out = conv("head", dw7, 16, 64, 1, 1, 1, 15);
   const int dw_out = conv("dw_out", pw, 64, 1, 3, 1, 64, 17);  // a graph output: fp32 NCHW from the kernel
-  BuildOptions opt;
-  opt.device = "cuda";
-  opt.precision = Precision::kFp16;
-  const Graph g = b.finish({out, gc2, dw_out});
-  auto engine = test::cuda_engine_of(g, opt);
-  ASSERT_TRUE(engine);
   const std::map<std::string, Tensor> in{{"x", test::random_f32({2, 32, 15, 14}, 11, -2.f, 2.f)}};
-  Graph ref_g = g;
-  ASSERT_TRUE(prepare_graph(ref_g, {{{"x", in.at("x").shape()}}}).is_ok());
-  auto want = run_reference(ref_g, in);
-  auto got = engine->run(in);
-  ASSERT_TRUE(want && got) << got.status().to_string();
-  for (size_t o = 0; o < 3; ++o) {
-    const double snr = test::snr_db((*want)[o], (*got)[o]);
-    std::cout << "grouped fp16 output " << o << ": SNR " << snr << " dB\n";
-    EXPECT_GE(snr, 50.0) << "output " << o;
-  }
+  auto engine = expect_fp16_matches_reference(b.finish({out, gc2, dw_out}), in, "grouped fp16");
+  ASSERT_TRUE(engine);
   auto layers = engine->layer_info({{"x", {2, 32, 15, 14}}});
   ASSERT_TRUE(layers);
   int grouped = 0;
@@ -1652,21 +1659,8 @@ TEST(CudaEngine, WideDepthwiseFp16ConvsMatchTheReference) {
   const int dw = grouped_conv(b, "dw", x, 64, 1, 3, 1, 64, 21);
   const int pw = grouped_conv(b, "pw", dw, 64, 64, 1, 1, 1, 23);
   const int dw_out = grouped_conv(b, "dw_out", pw, 64, 1, 5, 1, 64, 25);
-  BuildOptions opt;
-  opt.device = "cuda";
-  opt.precision = Precision::kFp16;
-  const Graph g = b.finish({dw_out});
-  auto engine = test::cuda_engine_of(g, opt);
-  ASSERT_TRUE(engine);
   const std::map<std::string, Tensor> in{{"x", test::random_f32({2, 64, 96, 96}, 27, -2.f, 2.f)}};
-  Graph ref_g = g;
-  ASSERT_TRUE(prepare_graph(ref_g, {{{"x", in.at("x").shape()}}}).is_ok());
-  auto want = run_reference(ref_g, in);
-  auto got = engine->run(in);
-  ASSERT_TRUE(want && got) << got.status().to_string();
-  const double snr = test::snr_db((*want)[0], (*got)[0]);
-  std::cout << "wide depthwise fp16: SNR " << snr << " dB\n";
-  EXPECT_GE(snr, 50.0);
+  expect_fp16_matches_reference(b.finish({dw_out}), in, "wide depthwise fp16");
 }
 
 // The shipped detector's `precision` plan built twice, with the ONNX bindings and with `input_format` and an fp16
