@@ -1,5 +1,7 @@
 #include "ir/cost.h"
 
+#include <algorithm>
+
 #include "ops/op_traits.h"
 #include "ops/plugin_registry.h"
 
@@ -57,6 +59,16 @@ int64_t node_macs(const Graph& g, const Node& n) {
       break;
   }
   return 0;
+}
+
+int64_t node_work(const Graph& g, const Node& n) {
+  int64_t work = node_macs(g, n);
+  if (n.outputs.empty() || n.outputs[0] < 0 || !g.values[n.outputs[0]].has_shape) return work;
+  auto k = n.attrs.get_ints("kernel_shape", std::vector<int64_t>{});
+  if (!k || k->empty()) return work;
+  int64_t window = 1;
+  for (int64_t d : *k) window = mul_sat(window, std::max<int64_t>(d, 0));
+  return add_macs(work, mul_sat(window, dims_product(shape_of(g, n.outputs[0]), 0)));
 }
 
 int64_t parameter_count(const Graph& g) {

@@ -1,3 +1,4 @@
+#include "ir/cost.h"
 #include "ops/op.h"
 #include "passes/passes.h"
 
@@ -10,7 +11,7 @@ bool shape_only(const Node& n) { return n.op == OpType::Shape || n.op == OpType:
 
 }  // namespace
 
-Expected<int> fold_constants(Graph& g, size_t max_bytes) {
+Expected<int> fold_constants(Graph& g, size_t max_bytes, int64_t max_work) {
   for (const auto& [v, t] : g.constants) {
     g.values[v].dtype = t.dtype();
     g.values[v].shape = t.shape();
@@ -61,7 +62,7 @@ Expected<int> fold_constants(Graph& g, size_t max_bytes) {
       out.has_shape = true;
       out_bytes += static_cast<size_t>(*count) * dtype_size(out.dtype);
     }
-    if (!all_const || out_bytes > max_bytes) continue;
+    if (!all_const || out_bytes > max_bytes || node_work(g, n) > max_work) continue;
     std::vector<Tensor> outs = QD_TRY(run_node(ctx, ins));
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       if (n.outputs[i] >= 0) g.constants[n.outputs[i]] = std::move(outs[i]);

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "ir/cost.h"
 #include "ops/interpret.h"
 #include "passes/passes.h"
 #include "test_util.h"
@@ -68,6 +69,40 @@ TEST(Prepare, BindErrors) {
   Status s = prepare_graph(g2, opt2);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("no input named 'nope'"), std::string::npos);
+}
+
+// A pooling window over a constant: folding evaluates it, so it folds only while its work (window x outputs, which
+// MACs do not count) is within the bound, however small its result.
+TEST(Prepare, FoldsConstantWindowOpsOnlyWithinTheWorkBound) {
+  auto pool_graph = [](int64_t window) {
+    Graph g;
+    g.opset = 13;
+    const int x = g.add_value("x"), c = g.add_value("c"), p = g.add_value("p"), y = g.add_value("y");
+    g.inputs = {x};
+    g.values[x].dtype = DType::kFloat32;
+    g.values[x].shape = {1, 1, 1, 1};
+    g.values[x].has_shape = true;
+    g.constants[c] = test::random_f32({1, 4, 64, 64}, 3);
+    AttrMap a;
+    a.set("kernel_shape", std::vector<int64_t>{window, window});
+    g.nodes.push_back(Node{"pool", OpType::MaxPool, 13, a, {c}, {p}});
+    g.nodes.push_back(Node{"add", OpType::Add, 13, {}, {x, p}, {y}});
+    g.outputs = {y};
+    g.relink();
+    return g;
+  };
+  Graph small = pool_graph(3);  // 62x62x4 outputs x 9: folds
+  ASSERT_TRUE(infer_shapes(small).is_ok());
+  EXPECT_EQ(*fold_constants(small, size_t{64} << 20, 1 << 20), 1);
+  EXPECT_EQ(small.nodes.size(), 1u);
+  Graph large = pool_graph(32);  // 33x33x4 outputs x 1024 = 4.5M window reads: stays a node
+  ASSERT_TRUE(infer_shapes(large).is_ok());
+  EXPECT_EQ(node_work(large, large.nodes[0]), int64_t{33} * 33 * 4 * 1024);
+  EXPECT_EQ(*fold_constants(large, size_t{64} << 20, 1 << 20), 0);
+  ASSERT_EQ(large.nodes.size(), 2u);
+  auto out = run_reference(large, {{"x", test::random_f32({1, 1, 1, 1}, 1)}});
+  ASSERT_TRUE(out);
+  EXPECT_EQ((*out)[0].shape(), (Shape{1, 4, 33, 33}));
 }
 
 }  // namespace qd
