@@ -20,7 +20,7 @@
 #   qat       QAT fine-tuning of the shipped detector (python -m qdeploy.qat; QD_QAT_ARGS replaces its flags), then INT8 GPU
 #             plans built from its Q/DQ model (all INT8, and with layers in fp16: QD_QAT_FALLBACKS) evaluated on the val set
 # QD_TEST_FILTER narrows the tests (a gtest filter), QD_TEST_SHARDS runs them (and the sanitizer's runs, whose tools
-# QD_SANITIZER_TOOLS names) as that many processes at once;
+# QD_SANITIZER_TOOLS names) as that many processes at once, or only shard QD_TEST_SHARD_INDEX of them;
 # QD_BENCH_ARGS adds flags to bench/yolov5s_vs_pytorch.py.
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu-check.sh OUTDIR [STEP...]}
@@ -62,15 +62,17 @@ val_eval() {  # val_eval MODEL_OR_PLAN [FLAGS...]: qdeploy eval on the 1,000-sce
 }
 # in_shards LOG CMD...: CMD (a gtest binary, or a wrapper of one) as QD_TEST_SHARDS gtest shards at once, their logs
 # concatenated into LOG; rc=1 when a shard fails.
+# QD_TEST_SHARD_INDEX=k runs shard k alone (one process: a sanitizer over a part of the binary per call).
 in_shards() {
   local log=$1 shards=${QD_TEST_SHARDS:-1} pids=() i pid
+  local first=${QD_TEST_SHARD_INDEX:-0} last=${QD_TEST_SHARD_INDEX:-$((${QD_TEST_SHARDS:-1} - 1))}
   shift
-  for ((i = 0; i < shards; i++)); do
+  for ((i = first; i <= last; i++)); do
     GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$@" > "$log.$i" 2>&1 &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
-  for ((i = 0; i < shards; i++)); do cat "$log.$i"; done > "$log" && rm -f "$log".*
+  for ((i = first; i <= last; i++)); do cat "$log.$i"; done > "$log" && rm -f "$log".*
 }
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # cuDNN 9 (qdeploy loads it at run time for its cuDNN kernel candidates): here it comes with PyTorch's pip packages.
@@ -106,7 +108,9 @@ for step in $STEPS; do
         in_shards "$log" timeout "${QD_SANITIZER_TIMEOUT:-0}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
           "$B/tests/test_cuda" --gtest_brief=1 --gtest_filter="${QD_TEST_FILTER:-*}"
         clean=$(grep -cE "SUMMARY: 0 errors|\(0 errors" "$log")
-        echo "$tool: $clean of ${QD_TEST_SHARDS:-1} shards ended with 0 errors"
+        ran=${QD_TEST_SHARDS:-1}
+        [ -n "${QD_TEST_SHARD_INDEX:-}" ] && ran=1
+        echo "$tool: $clean of $ran shards ended with 0 errors${QD_TEST_SHARD_INDEX:+ (shard $QD_TEST_SHARD_INDEX of ${QD_TEST_SHARDS:-1})}"
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY|FAILED|tests ran" "$log" | sort | uniq -c | head -20
       done
       ;;
