@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ops/op_geometry.h"
 #include "ops/op_traits.h"
 #include "ops/plugin_registry.h"
 
@@ -63,6 +64,15 @@ int64_t node_macs(const Graph& g, const Node& n) {
 
 int64_t node_work(const Graph& g, const Node& n) {
   int64_t work = node_macs(g, n);
+  if (n.op == OpType::Einsum) {  // its equation decides: no MAC trait
+    std::vector<Shape> in;
+    for (int v : n.inputs) {
+      if (v < 0 || !g.values[v].has_shape) return work;
+      in.push_back(g.values[v].shape);
+    }
+    const auto w = ops::einsum_work(n, in);
+    return !w ? work : *w >= 9.2e18 ? INT64_MAX : add_macs(work, static_cast<int64_t>(*w));
+  }
   if (n.outputs.empty() || n.outputs[0] < 0 || !g.values[n.outputs[0]].has_shape) return work;
   auto k = n.attrs.get_ints("kernel_shape", std::vector<int64_t>{});
   if (!k || k->empty()) return work;

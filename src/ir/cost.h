@@ -10,7 +10,8 @@ namespace qd {
 // of an untrusted model may multiply past 2^63.
 int64_t node_macs(const Graph& g, const Node& n);
 // What evaluating the node costs on the reference: its MACs plus, for window ops (pooling, and any op with a
-// `kernel_shape`), the window's size times the outputs, which MACs do not count. Saturating like node_macs.
+// `kernel_shape`), the window's size times the outputs, and for Einsum its loop's multiplies, which MACs do not count.
+// Saturating like node_macs.
 int64_t node_work(const Graph& g, const Node& n);
 // a + b for MAC totals, saturating the same way.
 inline int64_t add_macs(int64_t a, int64_t b) {

@@ -48,7 +48,8 @@ Expected<std::vector<int>> parse_term(const std::string& t) {
   return out;
 }
 
-Expected<EinsumPlan> einsum_plan(const Node& n, const std::vector<Shape>& shapes) {
+// The plan of Einsum node n at these input shapes, whatever its work.
+Expected<EinsumPlan> einsum_plan_of(const Node& n, const std::vector<Shape>& shapes) {
   std::string eq = QD_TRY(n.attrs.get_string("equation"));
   eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
   const size_t arrow = eq.find("->");
@@ -137,12 +138,24 @@ Expected<EinsumPlan> einsum_plan(const Node& n, const std::vector<Shape>& shapes
     }
   }
   for (int l : p.out_labels) p.out.push_back(p.size[l] < 0 ? 1 : p.size[l]);
+  return p;
+}
+
+// The reference loop's multiplies: every label combination, times the operands. A double: dims near 2^31 per label
+// pass int64.
+double plan_work(const EinsumPlan& p) {
   double work = 1;
   for (int l : p.labels) work *= static_cast<double>(std::max<int64_t>(p.size[l], 1));
-  if (work * static_cast<double>(shapes.size()) > static_cast<double>(kMaxWork)) {
-    char work_text[32];  // work may exceed int64 (dims near 2^31 per label): printed as a double
+  return work * static_cast<double>(p.in_labels.size());
+}
+
+Expected<EinsumPlan> einsum_plan(const Node& n, const std::vector<Shape>& shapes) {
+  EinsumPlan p = QD_TRY(einsum_plan_of(n, shapes));
+  const double work = plan_work(p);
+  if (work > static_cast<double>(kMaxWork)) {
+    char work_text[32];
     std::snprintf(work_text, sizeof work_text, "%.3g", work);
-    return unsupported("Einsum '" + eq + "' needs about " + work_text +
+    return unsupported("Einsum '" + *n.attrs.get_string("equation") + "' needs about " + work_text +
                        " multiply-adds in the reference kernel (limit 2^36); rewrite it as MatMul");
   }
   return p;
@@ -198,6 +211,10 @@ void einsum_kernel(const EinsumPlan& p, const std::vector<const Tensor*>& in, Te
 }
 
 }  // namespace
+
+Expected<double> einsum_work(const Node& n, const std::vector<Shape>& shapes) {
+  return plan_work(QD_TRY(einsum_plan_of(n, shapes)));
+}
 
 Status infer_Einsum(InferCtx& c) {
   QD_RETURN_IF_ERROR(check_same_dtype(c));

@@ -105,4 +105,28 @@ TEST(Prepare, FoldsConstantWindowOpsOnlyWithinTheWorkBound) {
   EXPECT_EQ((*out)[0].shape(), (Shape{1, 4, 33, 33}));
 }
 
+// An Einsum's work is its loop's (every label combination, times the operands), which it has no MAC trait for: the
+// fold and the fuzz harnesses' run limit bound it by that.
+TEST(Prepare, EinsumWorkIsItsLoop) {
+  Graph g;
+  g.opset = 13;
+  const int x = g.add_value("x"), c = g.add_value("c"), e = g.add_value("e"), y = g.add_value("y");
+  g.inputs = {x};
+  g.values[x].dtype = DType::kFloat32;
+  g.values[x].shape = {4, 8, 16};
+  g.values[x].has_shape = true;
+  g.constants[c] = test::random_f32({4, 8, 16}, 5);
+  AttrMap a;
+  a.set("equation", std::string("bij, bgk -> bik"));
+  g.nodes.push_back(Node{"einsum", OpType::Einsum, 13, a, {c, c}, {e}});
+  g.nodes.push_back(Node{"add", OpType::Add, 13, {}, {x, e}, {y}});
+  g.outputs = {y};
+  g.relink();
+  ASSERT_TRUE(infer_shapes(g).is_ok());
+  EXPECT_EQ(node_work(g, g.nodes[0]), int64_t{4} * 8 * 16 * 8 * 16 * 2);  // b i j g k, two operands
+  Graph held = g;
+  EXPECT_EQ(*fold_constants(held, size_t{64} << 20, 1 << 16), 0);
+  EXPECT_EQ(*fold_constants(g, size_t{64} << 20, 1 << 20), 1);
+}
+
 }  // namespace qd
