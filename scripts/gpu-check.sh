@@ -65,7 +65,7 @@ val_eval() {  # val_eval MODEL_OR_PLAN [FLAGS...]: qdeploy eval on the 1,000-sce
 # QD_TEST_SHARD_INDEX=k runs shard k alone (one process: a sanitizer over a part of the binary per call).
 in_shards() {
   local log=$1 shards=${QD_TEST_SHARDS:-1} pids=() i pid
-  local first=${QD_TEST_SHARD_INDEX:-0} last=${QD_TEST_SHARD_INDEX:-$((${QD_TEST_SHARDS:-1} - 1))}
+  local first=${QD_TEST_SHARD_INDEX:-0} last=${QD_TEST_SHARD_INDEX:-$((shards - 1))}
   shift
   for ((i = first; i <= last; i++)); do
     GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$@" > "$log.$i" 2>&1 &

@@ -105,11 +105,12 @@ struct GroupNormGeom {
 };
 Expected<GroupNormGeom> group_norm_geom(const Node& n, const Shape& x);
 
-// ---- MatMul (matmul.cpp): a [..., M, K] x b [..., K, N] with 1-d operands promoted as numpy does ----
+// ---- Einsum (einsum.cpp) ----
 // The multiplies of Einsum node n's reference loop at these input shapes (every label combination, times the
 // operands), whether or not the kernel would take that much: what running it costs. A double: it may pass 2^63.
 Expected<double> einsum_work(const Node& n, const std::vector<Shape>& shapes);
 
+// ---- MatMul (matmul.cpp): a [..., M, K] x b [..., K, N] with 1-d operands promoted as numpy does ----
 struct MatMulGeom {
   Shape a, b, batch, out;
   int64_t m, k, n;

@@ -19,7 +19,7 @@ Status bind_input_shapes(Graph& g, const std::map<std::string, Shape>& shapes);
 Status infer_shapes(Graph& g);
 // Infers shapes node by node and evaluates nodes whose inputs are all constants (and Shape/Size of statically shaped
 // values) into constants, in one topological pass; returns the number of nodes folded. Nodes whose results would
-// take more than max_bytes, or whose evaluation more than max_work (node_work: MACs and window work), stay as nodes:
+// take more than max_bytes, or whose evaluation more than max_work (ir/cost.h's node_work), stay as nodes:
 // a small untrusted model must not make preparing it take seconds.
 Expected<int> fold_constants(Graph& g, size_t max_bytes = size_t{64} << 20, int64_t max_work = int64_t{1} << 26);
 

@@ -1,5 +1,5 @@
 // What running a prepared graph on the reference costs, as the fuzz harnesses bound it: the elements of every value,
-// and the work (node_work: MACs, and for window ops their output times the window).
+// and the work (ir/cost.h's node_work).
 #pragma once
 
 #include "ir/cost.h"
