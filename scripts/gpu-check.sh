@@ -103,6 +103,18 @@ for step in $STEPS; do
       # initcheck), each run as QD_TEST_SHARDS gtest shards side by side (QD_SANITIZER_TIMEOUT: seconds per shard, for
       # a call's time limit); OUT/TOOL.log holds the shards' logs.
       # The kernel timeline's recording test skips itself here (CUPTI is the sanitizer's while it runs).
+      # The tests' builds time their kernels in a plain run of the same tests first, into a timing cache they share
+      # (QD_TEST_TIMING_CACHE, tests/test_util.h): timing every candidate of every build at the sanitizer's pace took
+      # most of a sanitized run. A warm machine keeps the cache for the next tool's call.
+      key=$(echo "${QD_TEST_FILTER:-*} ${QD_TEST_SHARDS:-1} ${QD_TEST_SHARD_INDEX:-}" | md5sum | cut -c1-12)
+      export QD_TEST_TIMING_CACHE=/tmp/qd-timing/$key.json
+      if [ ! -f "$QD_TEST_TIMING_CACHE" ]; then
+        mkdir -p /tmp/qd-timing
+        t0=$(date +%s)
+        in_shards "$OUT/sanitizer-timing.log" "$B/tests/test_cuda" --gtest_brief=1 --gtest_filter="${QD_TEST_FILTER:-*}"
+        echo "timing run (plain): $(($(date +%s) - t0)) s"
+        grep -E "PASSED|FAILED TEST" "$OUT/sanitizer-timing.log"
+      fi
       for tool in ${QD_SANITIZER_TOOLS:-memcheck}; do
         log="$OUT/$tool.log"
         in_shards "$log" timeout "${QD_SANITIZER_TIMEOUT:-0}" compute-sanitizer --tool "$tool" --error-exitcode 3 \

@@ -26,6 +26,11 @@ std::string source_dir() {
 #endif
 }
 
+std::string shared_timing_cache() {
+  const char* env = std::getenv("QD_TEST_TIMING_CACHE");
+  return env ? env : "";
+}
+
 std::string temp_dir(const std::string& tag) {
   static std::mt19937 rng(std::random_device{}());
   const auto base = std::filesystem::temp_directory_path() / ("qd_test_" + tag + "_" + std::to_string(rng()));

@@ -15,6 +15,10 @@ namespace qd::test {
 std::string source_dir();
 // A fresh, empty temporary directory for one test.
 std::string temp_dir(const std::string& tag);
+// The timing cache the GPU tests' builds share: the file QD_TEST_TIMING_CACHE names, or "" (each build times its
+// kernels). scripts/gpu-check.sh's sanitizer step fills it in a plain run of the same tests, so that the run under
+// compute-sanitizer reuses those picks instead of timing every candidate at the sanitizer's pace.
+std::string shared_timing_cache();
 // Tensor of the given shape filled from a seeded uniform distribution in [lo, hi).
 Tensor random_f32(const Shape& shape, uint32_t seed, float lo = -1.f, float hi = 1.f);
 // A deterministic RGB image with detail at every scale (so that two resampling kernels give different bytes).

@@ -166,6 +166,7 @@ std::unique_ptr<cuda::CudaEngine> make_engine(Graph g, const std::string& precis
                                               std::vector<std::string> output_formats = {},
                                               const std::string& calib_cache = "") {
   BuildOptions opt;
+  opt.timing_cache = test::shared_timing_cache();
   opt.device = "cuda";
   opt.precision = *parse_precision(precision);
   opt.calib_cache = calib_cache;
@@ -556,6 +557,7 @@ TEST(CudaEngine, C3SiblingConvsRunAsOneInInt8) {
     cache->set("cv1_silu_out", *cv1 * 1.7f);
     ASSERT_TRUE(write_calib_cache(cache_path, *cache).is_ok());
     BuildOptions opt;
+    opt.timing_cache = test::shared_timing_cache();
     opt.precision = Precision::kInt8;
     opt.calib_cache = cache_path;
     auto cpu = build_engine(model, opt);
@@ -1044,6 +1046,7 @@ TEST(CudaEngine, Int8MatchesReferenceInt8) {
   SKIP_WITHOUT_GPU();
   const std::string model = test::source_dir() + "/models/yolov5n_fmnist_det.onnx";
   BuildOptions opt;
+  opt.timing_cache = test::shared_timing_cache();
   opt.precision = Precision::kInt8;
   opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
   auto cpu = build_engine(model, opt);
@@ -1129,6 +1132,7 @@ TEST(CudaEngine, Int8ClassifiersMatchReferenceInt8) {
     const std::string model = test::source_dir() + "/models/" + name + ".onnx";
     std::map<std::string, Tensor> in{{"input", test::random_f32({1, 3, 32, 32}, 5, 0.f, 1.f)}};
     BuildOptions opt;
+    opt.timing_cache = test::shared_timing_cache();
     opt.precision = Precision::kInt8;
     opt.calib_cache = test::temp_dir("int8_cls") + "/" + name + ".cache";
     ASSERT_TRUE(test::write_minmax_cache(model, "input", in.at("input"), opt.calib_cache).is_ok());
@@ -1166,6 +1170,7 @@ TEST(CudaEngine, Int8TensorsWithinOneLsbOfTheReference) {
   const std::string model = test::source_dir() + "/models/yolov5n_fmnist_det.onnx";
   const std::string cache_path = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
   BuildOptions opt;
+  opt.timing_cache = test::shared_timing_cache();
   opt.device = "cuda";
   opt.precision = Precision::kInt8;
   opt.calib_cache = cache_path;
@@ -1251,6 +1256,7 @@ TEST(CudaEngine, ProfileBatchesBetweenTheTimedOnesTakeTheNearestKernels) {
   SKIP_WITHOUT_GPU();
   Graph g = test::with_dynamic_batch(conv_graph({1, 64, 20, 20, 64, 3, 3, 1, 1, 1, "silu", false, true}, 6));
   BuildOptions opt;
+  opt.timing_cache = test::shared_timing_cache();
   opt.device = "cuda";
   opt.precision = Precision::kFp16;
   opt.min_shapes = {{"x", {1, 64, 20, 20}}};
@@ -1399,6 +1405,7 @@ TEST(CudaContext, BatchSplitLanesMatchTheWholeBatch) {
   for (const std::string precision : {"int8", "fp16"}) {
     SCOPED_TRACE(precision);
     BuildOptions opt;
+    opt.timing_cache = test::shared_timing_cache();
     opt.device = "cuda";
     opt.precision = *parse_precision(precision);
     if (precision == "int8") opt.calib_cache = test::source_dir() + "/models/yolov5n_fmnist_det.cache";
@@ -1568,6 +1575,7 @@ int grouped_conv(GraphBuilder& b, const std::string& name, int in, int k, int c_
 std::unique_ptr<cuda::CudaEngine> expect_fp16_matches_reference(const Graph& g, const std::map<std::string, Tensor>& in,
                                                                const std::string& label) {
   BuildOptions opt;
+  opt.timing_cache = test::shared_timing_cache();
   opt.device = "cuda";
   opt.precision = Precision::kFp16;
   auto engine = test::cuda_engine_of(g, opt);
@@ -1606,6 +1614,7 @@ TEST(CudaEngine, GroupedInt8ConvsMatchTheReferenceExactly) {
   cache.set("grouped_out", 0.017f);
   ASSERT_TRUE(write_calib_cache(dir + "/g.cache", cache).is_ok());
   BuildOptions opt;
+  opt.timing_cache = test::shared_timing_cache();
   opt.precision = Precision::kInt8;
   opt.calib_cache = dir + "/g.cache";
   auto cpu = build_engine(dir + "/g.onnx", opt);
@@ -1673,6 +1682,7 @@ struct FormattedRun {
 void run_formatted(const std::string& precision, const std::string& input_format, uint32_t seed, FormattedRun* r) {
   const std::string model = test::source_dir() + "/models/yolov5n_fmnist_det.onnx";
   BuildOptions opt;
+  opt.timing_cache = test::shared_timing_cache();
   opt.device = "cuda";
   opt.precision = *parse_precision(precision);
   if (precision == "int8") {
@@ -1792,6 +1802,7 @@ TEST(CudaEngine, IoFormatsFp16Nhwc) {
   for (const char* in_fmt : {"fp16:nhwc", "fp16:nchw", "fp32:nhwc"}) {
     SCOPED_TRACE(in_fmt);
     BuildOptions opt;
+    opt.timing_cache = test::shared_timing_cache();
     opt.device = "cuda";
     opt.precision = Precision::kFp16;
     opt.tactic_sources = {"qdeploy"};

@@ -42,6 +42,7 @@ std::unique_ptr<cuda::CudaEngine> yolo_engine(bool dynamic_batch, const std::str
     x.dim_names = {"batch", "", "", ""};
   }
   BuildOptions opt;
+  opt.timing_cache = test::shared_timing_cache();
   opt.device = "cuda";
   opt.precision = *parse_precision(precision);
   opt.input_formats = std::move(input_formats);

@@ -51,6 +51,7 @@ qdeploy::HostTensor test_input() {
 
 std::vector<float> cpu_reference(const qdeploy::HostTensor& x) {
   qdeploy::BuildOptions opt;
+  opt.timing_cache = test::shared_timing_cache();
   opt.shapes = {{"input", kShape}};
   auto e = qdeploy::build(model_bn(), opt);
   EXPECT_TRUE(e) << e.status().message();
@@ -64,6 +65,7 @@ std::vector<float> cpu_reference(const qdeploy::HostTensor& x) {
 
 Expected<qdeploy::Engine> cuda_engine() {
   qdeploy::BuildOptions opt;
+  opt.timing_cache = test::shared_timing_cache();
   opt.device = qdeploy::Device::kCuda;
   opt.shapes = {{"input", kShape}};
   auto e = qdeploy::build(model_bn(), opt);

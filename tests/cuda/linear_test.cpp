@@ -54,6 +54,7 @@ TEST(CudaLinear, Fp16LinearsRunOnTensorCoresWithTheirBias) {
   ASSERT_TRUE(ref) << ref.status().to_string();
   for (const char* precision : {"fp32", "fp16"}) {
     BuildOptions opt;
+    opt.timing_cache = test::shared_timing_cache();
     opt.device = "cuda";
     opt.precision = *parse_precision(precision);
     auto engine = test::cuda_engine_of(g, opt);
@@ -133,6 +134,7 @@ TEST(CudaLinear, ChannelsLastBlocksKeepFp16RowsBetweenLinears) {
   auto ref = run_reference(ref_g, in);
   ASSERT_TRUE(ref) << ref.status().to_string();
   BuildOptions opt;
+  opt.timing_cache = test::shared_timing_cache();
   opt.device = "cuda";
   opt.precision = Precision::kFp16;
   auto engine = test::cuda_engine_of(g, opt);
@@ -170,6 +172,7 @@ TEST(CudaLinear, Int8LinearsMatchTheReferenceInt8) {
   const std::string model = test::source_dir() + "/models/convnext_fmnist.onnx";
   std::map<std::string, Tensor> in{{"input", test::random_f32({8, 3, 32, 32}, 5, 0.f, 1.f)}};
   BuildOptions opt;
+  opt.timing_cache = test::shared_timing_cache();
   opt.precision = Precision::kInt8;
   opt.calib_cache = test::source_dir() + "/models/convnext_fmnist.cache";
   auto cpu = build_engine(model, opt);

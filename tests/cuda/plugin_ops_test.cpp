@@ -127,6 +127,7 @@ TEST(PluginOpsCuda, FusedLinearSlicesAreReadInPlace) {
   const std::string model = fused_model(dir);
   std::map<std::string, Tensor> in = {{"x", test::random_f32({2, 20, 64}, 5)}};
   BuildOptions opt;
+  opt.timing_cache = test::shared_timing_cache();
   auto cpu = build_engine(model, opt);
   ASSERT_TRUE(cpu) << cpu.status().to_string();
   opt.device = "cuda";
