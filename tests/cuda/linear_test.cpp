@@ -193,5 +193,47 @@ TEST(CudaLinear, Int8LinearsMatchTheReferenceInt8) {
   EXPECT_GT(snr, 30.0);
 }
 
+// ConvNeXt's blocks (the shipped classifier: depthwise conv -> Transpose -> LayerNorm -> linear, GELU, linear ->
+// Transpose -> layer scale -> residual Add) in an fp16 plan: the Transposes are views of the NHWC fp16 tensors, the
+// LayerNorm reads the depthwise conv's output as fp16 rows, and the block's second linear layer takes the layer scale
+// and the residual Add into its weights and epilogue, writing the NHWC fp16 tensor the next depthwise conv reads. No
+// generic layer runs inside the stages; logits against the reference.
+TEST(CudaLinear, ConvNextBlocksRunOnViewsAndEpilogues) {
+  SKIP_WITHOUT_GPU();
+  const std::string model = test::source_dir() + "/models/convnext_fmnist.onnx";
+  std::map<std::string, Tensor> in{{"input", test::random_f32({8, 3, 32, 32}, 6, 0.f, 1.f)}};
+  BuildOptions opt;
+  auto cpu = build_engine(model, opt);
+  ASSERT_TRUE(cpu) << cpu.status().to_string();
+  opt.device = "cuda";
+  opt.precision = Precision::kFp16;
+  auto gpu = build_engine(model, opt);
+  ASSERT_TRUE(gpu) << gpu.status().to_string();
+  auto layers = dynamic_cast<cuda::CudaEngine&>(**gpu).layer_info({{"input", {8, 3, 32, 32}}});
+  ASSERT_TRUE(layers);
+  int block_ends = 0, row_norms_f16_in = 0, reformats = 0;
+  for (const auto& l : *layers) {
+    const bool in_stage = l.name.find("/features/") != std::string::npos;
+    EXPECT_FALSE(in_stage && (l.kind == "Transpose" || l.kind == "Mul" || l.kind == "Add" || l.kind == "eltwise_chain"))
+        << l.name << " (" << l.kind << ", " << l.kernel << ") runs as a layer";
+    reformats += in_stage && l.kind == "reformat";
+    if (l.kind == "matmul" && l.name.find("/Mul+") != std::string::npos && l.name.size() > 4 &&
+        l.name.compare(l.name.size() - 4, 4, "/Add") == 0) {
+      ++block_ends;
+      EXPECT_EQ(l.out_format.rfind("nhwc", 0), 0u) << l.name << ": " << l.out_format;
+    }
+    row_norms_f16_in += l.kind == "LayerNormalization" && l.in_format.rfind("nhwc", 0) == 0;
+  }
+  EXPECT_EQ(block_ends, 4) << "one per block";
+  EXPECT_EQ(row_norms_f16_in, 7) << "every LayerNorm inside the stages (stem, blocks, downsampling) reads fp16 rows";
+  EXPECT_EQ(reformats, 1) << "only the last stage's output, for the global pooling";
+  auto a = (*cpu)->run(in), b = (*gpu)->run(in);
+  ASSERT_TRUE(a && b) << b.status().to_string();
+  const double snr = test::snr_db((*a)[0], (*b)[0]);
+  std::cout << "convnext_fmnist fp16: cuda vs reference logits SNR " << snr << " dB, max abs diff "
+            << test::max_abs_diff((*a)[0], (*b)[0]) << "\n";
+  EXPECT_GT(snr, 40.0);
+}
+
 }  // namespace
 }  // namespace qd

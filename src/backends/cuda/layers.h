@@ -227,8 +227,9 @@ class EltwiseChainLayer final : public Layer {
   }
 };
 
-// LayerNormalization over the rows' last axis, of x or of x + r (a residual Add it absorbed): ins {x, r or -1,
-// scale, bias or -1}, outs {x + r for the Add's other readers or -1, fp16 rows or -1, fp32 or -1}.
+// LayerNormalization over the rows' last axis, of x (fp32, or fp16 rows) or of x + r (a residual Add it absorbed,
+// fp32): ins {x, r or -1, scale, bias or -1}, outs {x + r for the Add's other readers or -1, fp16 rows or -1, fp32
+// or -1}.
 class RowNormLayer final : public Layer {
  public:
   int64_t rows = 0;
@@ -238,7 +239,11 @@ class RowNormLayer final : public Layer {
     auto in = [&](int k) { return ins[k] < 0 ? nullptr : static_cast<const float*>(inst.ptr(ins[k], ptrs)); };
     auto out = [&](int k) { return outs[k] < 0 ? nullptr : inst.ptr(outs[k], ptrs); };
     RowNormIo io;
-    io.x = in(0);
+    if (inst.tensors[ins[0]].dtype == DType::kFloat16) {
+      io.x16 = static_cast<const __half*>(inst.ptr(ins[0], ptrs));
+    } else {
+      io.x = in(0);
+    }
     io.r = in(1);
     io.gamma = in(2);
     io.beta = in(3);

@@ -341,6 +341,7 @@ Status Lowerer::lower_node(int i) {
   if (slice_concat_.count(i)) return lower_slice_concat(i);
   if (is_plugin_op(n.op)) return lower_plugin(i);
   if (try_row_view(i)) return Status::ok();
+  if (fast_ && QD_TRY(try_nhwc_transpose(i))) return Status::ok();
   for (int v : n.inputs) QD_RETURN_IF_ERROR(resolve(v));
   if (row_norms_.count(i)) return lower_row_norm(i);
   if (layout_.fast(i)) {

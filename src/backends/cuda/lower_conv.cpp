@@ -201,10 +201,12 @@ Status Lowerer::try_fused_conv(int i, bool* lowered) {
   p.act = act;
   p.act_a = aa;
   p.act_b = ab;
-  // NHWC fp16 output when the layout plan puts a consumer on the fast path; NCHW fp32 straight from the epilogue
-  // otherwise.
-  bool fast_consumer = false;
-  for (int c : consumers_[cur]) fast_consumer |= nhwc_reader(g_.nodes[c].op) && layout_.fast(c);
+  // NHWC fp16 output when the layout plan puts a consumer on the fast path, or a consumer reads it as fp16 rows
+  // (lower_rows.cpp); NCHW fp32 straight from the epilogue otherwise.
+  bool fast_consumer = fast_reader(cur);
+  for (int c : consumers_[cur]) {
+    fast_consumer |= fast_ && nhwc_transpose(c, true) && f16_rows_only(g_.nodes[c].outputs[0]);
+  }
   // INT8 straight from the epilogue when an INT8 conv takes this tensor as its input: the value is quantized with
   // its own scale from the fp32 result, as the reference does. When other ops read it too (a residual Add, a
   // Concat, a MaxPool), the epilogue also writes the dequantized value they read (NHWC fp16), which a quantize pass
@@ -313,16 +315,32 @@ Status Lowerer::lower_linear(int i) {
     names += "+" + g_.nodes[c].name;
     y = g_.nodes[c].outputs[0];
   }
+  // A ConvNeXt block's end (QAT weight scales would need the layer scale too: not absorbed there).
+  std::optional<NchwResidual> tail;
+  if (fast_ && K % 8 == 0 && !(int8 && qat_weight_scales(n.inputs[1]))) tail = nchw_residual(y, K);
+  if (tail) {
+    for (int c : {tail->transpose, tail->mul, tail->add}) {
+      if (c < 0) continue;
+      done_[c] = true;
+      names += "+" + g_.nodes[c].name;
+    }
+    y = g_.nodes[tail->add].outputs[0];
+  }
   const std::string key = names + (int8 ? ":int8" : ":linear");
   auto it = in_.weights->find(key);
   if (it == in_.weights->end()) {
-    Tensor w(DType::kFloat32, {K, C, 1, 1});  // B as conv weights [K][C]
-    for (int64_t k = 0; k < K; ++k)
+    Tensor w(DType::kFloat32, {K, C, 1, 1});  // B as conv weights [K][C], times the layer scale
+    for (int64_t k = 0; k < K; ++k) {
+      const float f = tail && tail->scale ? tail->scale->data<float>()[k] : 1.f;
       for (int64_t c = 0; c < C; ++c) {
-        w.data<float>()[k * C + c] = b->data<float>()[trans_b ? k * C + c : c * K + k];
+        w.data<float>()[k * C + c] = f * b->data<float>()[trans_b ? k * C + c : c * K + k];
       }
+    }
     Tensor bv(DType::kFloat32, {K});
     if (add_bias) std::copy(add_bias->data<float>(), add_bias->data<float>() + K, bv.data<float>());
+    if (tail && tail->scale) {
+      for (int64_t k = 0; k < K; ++k) bv.data<float>()[k] *= tail->scale->data<float>()[k];
+    }
     auto packed = int8 ? QD_TRY(pack_conv_int8(w, &bv, qscale_[x], qat_weight_scales(n.inputs[1])))
                        : QD_TRY(pack_conv(w, &bv));
     it = in_.weights->emplace(key, packed).first;
@@ -338,8 +356,18 @@ Status Lowerer::lower_linear(int i) {
   p.Kp = l->w->Kp;
   p.act = act;
   l->in = int8 ? q8_[x] : QD_TRY(ensure_rows_f16(x, N, C));
-  // Readers that all take fp16 rows get them straight from the epilogue; others the fp32 value.
-  if (K % 8 == 0 && f16_rows_only(y)) {
+  if (tail) {  // the residual as a conv's (an INT8 tensor: its int8 copy, as lower_conv reads one), the sum NHWC fp16
+    const int r = tail->residual;
+    QD_RETURN_IF_ERROR(resolve(r));
+    if (int8 && q8_[r] >= 0 && !s2d_[r]) {
+      l->res = q8_[r];
+      p.res_scale = qscale_[r];
+    } else {
+      l->res = QD_TRY(ensure_fast(r));
+    }
+    p.out_format = OutFormat::kNhwcF16;
+    l->out = fast_t_[y] = nhwc_tensor(g_.values[y].shape);
+  } else if (K % 8 == 0 && f16_rows_only(y)) {  // readers that all take fp16 rows get them from the epilogue
     p.out_format = OutFormat::kNhwcF16;
     l->out = rows_f16_[y] = nhwc_tensor({N, K, 1, 1});
   } else {
@@ -347,6 +375,7 @@ Status Lowerer::lower_linear(int i) {
     l->out = gen_[y] = add_tensor(generic_ref(y));
   }
   l->ins = {l->in};
+  if (l->res >= 0) l->ins.push_back(l->res);
   l->outs = {l->out};
   l->info = {names, n.op == OpType::MatMul ? "matmul" : "gemm", "", int8 ? "int8" : "fp16",
              fmt_of(inst_->tensors[l->in]), fmt_of(inst_->tensors[l->out]), static_cast<double>(node_macs(g_, n))};
@@ -376,12 +405,8 @@ int Lowerer::bias_add(int y, int64_t K) const {
 Expected<int> Lowerer::ensure_rows_f16(int v, int64_t N, int64_t C) {
   if (auto it = rows_f16_.find(v); it != rows_f16_.end()) return it->second;
   const int src = QD_TRY(ensure_generic(v));
-  TensorRef rows = inst_->tensors[src];  // a view of the same memory, as [N, C, 1, 1]
-  rows.shape = {N, C, 1, 1};
-  inst_->tensors.push_back(rows);
-  const int view = static_cast<int>(inst_->tensors.size() - 1);
-  if (rows.buffer >= 0) ++buffer_users_[rows.buffer];
-  const int t = nhwc_tensor(rows.shape);
+  const int view = view_tensor(src, {N, C, 1, 1});  // the same memory, as [N, C, 1, 1]
+  const int t = nhwc_tensor({N, C, 1, 1});
   auto l = std::make_unique<ConvertLayer>();
   l->info = {g_.values[v].name + ":to_f16_rows", "reformat", "convert_tensor", "fp32->fp16",
              fmt_of(inst_->tensors[view]), fmt_of(inst_->tensors[t]), 0};

@@ -3,7 +3,11 @@
 // A linear layer whose readers all take fp16 rows writes only those (with a GELU after it in its epilogue);
 // LayerNormalization over the last axis runs as one RowNormLayer with the residual Add before it, writing fp16 rows
 // for such readers (fp32 for others); plugin ops run in fp16 in fp16 plans where their kernels take it
-// (lower_plugin.cpp), reading and writing fp16 rows.
+// (lower_plugin.cpp), reading and writing fp16 rows. Where such a block meets NCHW convs (ConvNeXt: depthwise conv ->
+// Transpose (0, 2, 3, 1) -> LayerNorm -> linear layers -> Transpose (0, 3, 1, 2) [-> layer scale] -> residual Add),
+// the Transposes are views: a conv's NHWC fp16 output is its pixels' fp16 rows, and fp16 rows [N*H*W, C] are the
+// NHWC fp16 tensor of the NCHW value, which the last linear layer writes with the layer scale in its weights and the
+// residual Add in its epilogue (lower_linear).
 #include <algorithm>
 #include <cmath>
 
@@ -49,6 +53,8 @@ bool Lowerer::f16_rows_only(int v) const {
     const auto slice = plugin_slice_reader_.find(c);
     if (slice != plugin_slice_reader_.end() && f16_plugins_.count(slice->second)) continue;
     if (row_view(c) && f16_rows_only(g_.nodes[c].outputs[0])) continue;
+    if (row_norm_reads_f16(c, v)) continue;
+    if (nhwc_transpose(c, false) && fast_reader(g_.nodes[c].outputs[0])) continue;
     return false;
   }
   return true;
@@ -64,19 +70,115 @@ bool Lowerer::try_row_view(int i) {
   return gen_[n.inputs[0]] < 0;  // else the generic view follows too
 }
 
+// Transpose c between a 4-d value's NCHW form and its channels-last [N, H, W, C] form (to_rows: perm (0, 2, 3, 1),
+// else (0, 3, 1, 2)), its channels whole 16-byte fp16 runs, not a graph output: the two sides are one NHWC fp16
+// tensor, read as pixels or as rows.
+bool Lowerer::nhwc_transpose(int c, bool to_rows) const {
+  const Node& n = g_.nodes[c];
+  if (n.op != OpType::Transpose || done_[c] || n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1 ||
+      n.outputs[0] < 0 || is_output_[n.outputs[0]]) {
+    return false;
+  }
+  const Shape& s = g_.values[n.inputs[0]].shape;
+  const auto perm = n.attrs.get_ints("perm", std::vector<int64_t>{});
+  const std::vector<int64_t> want = to_rows ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 3, 1, 2};
+  return perm && *perm == want && s.size() == 4 && s[to_rows ? 1 : 3] % 8 == 0 &&
+         g_.values[n.inputs[0]].dtype == DType::kFloat32;
+}
+
+// Some reader of v takes its NHWC fp16 tensor: a conv (or other NHWC op) on the fast path.
+bool Lowerer::fast_reader(int v) const {
+  for (int c : consumers_[v]) {
+    if (nhwc_reader(g_.nodes[c].op) && layout_.fast(c)) return true;
+  }
+  return false;
+}
+
+// LayerNormalization c runs as a RowNormLayer without a residual Add and may read v as fp16 rows.
+bool Lowerer::row_norm_reads_f16(int c, int v) const {
+  const auto it = row_norms_.find(c);
+  return it != row_norms_.end() && it->second < 0 && g_.nodes[c].inputs[0] == v;
+}
+
+// A view of tensor t with another logical shape (same memory, same format).
+int Lowerer::view_tensor(int t, const Shape& shape) {
+  TensorRef r = inst_->tensors[t];
+  r.shape = shape;
+  inst_->tensors.push_back(r);
+  if (r.buffer >= 0) ++buffer_users_[r.buffer];
+  return static_cast<int>(inst_->tensors.size() - 1);
+}
+
+// nhwc_transpose i, when its input's NHWC fp16 tensor (or fp16 rows) exists: no layer runs.
+Expected<bool> Lowerer::try_nhwc_transpose(int i) {
+  const Node& n = g_.nodes[i];
+  const bool to_rows = nhwc_transpose(i, true);
+  if (!to_rows && !nhwc_transpose(i, false)) return false;
+  const int x = n.inputs[0], y = n.outputs[0];
+  QD_RETURN_IF_ERROR(resolve(x));  // readers of a quantized value see it dequantized
+  const Shape& s = g_.values[x].shape;
+  if (to_rows) {
+    if (fast_t_[x] < 0 || !f16_rows_only(y)) return false;
+    const TensorRef& t = inst_->tensors[fast_t_[x]];
+    if (t.coff != 0 || t.ld != s[1]) return false;  // (a Concat's channel slice is no whole rows)
+    rows_f16_[y] = view_tensor(fast_t_[x], {s[0] * s[2] * s[3], s[1], 1, 1});
+  } else {
+    const auto it = rows_f16_.find(x);
+    if (it == rows_f16_.end()) return false;
+    fast_t_[y] = view_tensor(it->second, g_.values[y].shape);
+  }
+  return true;
+}
+
+// What follows linear layer result y ([N, H, W, K]) at the end of a ConvNeXt block: Transpose (0, 3, 1, 2) ->
+// [Mul by a constant per-channel layer scale ->] Add of a value r of the same shape, each the sole reader of the one
+// before, the sum no graph output. The linear layer then computes r + scale * (x W + b) as a conv with the scale in
+// its weights and bias and r as its epilogue's residual, and writes the sum's NHWC fp16 tensor.
+std::optional<Lowerer::NchwResidual> Lowerer::nchw_residual(int y, int64_t K) const {
+  NchwResidual t;
+  t.transpose = sole_consumer(y);
+  if (t.transpose < 0 || !nhwc_transpose(t.transpose, false) || g_.values[y].shape.back() != K) return std::nullopt;
+  int cur = g_.nodes[t.transpose].outputs[0];
+  const Shape& s = g_.values[cur].shape;
+  int c = sole_consumer(cur);
+  if (c >= 0 && g_.nodes[c].op == OpType::Mul && g_.nodes[c].inputs.size() == 2) {
+    const Node& m = g_.nodes[c];
+    const int o = m.inputs[0] == cur ? m.inputs[1] : m.inputs[0];
+    const Tensor* k = o != cur ? g_.constant(o) : nullptr;
+    const Shape& ks = k ? k->shape() : Shape{};
+    // [K, 1, 1] or [1, K, 1, 1]: one factor per channel
+    const bool per_channel = k && k->dtype() == DType::kFloat32 && k->numel() == K && ks.size() >= 3 &&
+                             ks.size() <= 4 && ks[ks.size() - 3] == K;
+    if (!per_channel || m.outputs.size() != 1 || m.outputs[0] < 0 || g_.values[m.outputs[0]].shape != s) {
+      return std::nullopt;
+    }
+    t.mul = c;
+    t.scale = k;
+    cur = m.outputs[0];
+    c = sole_consumer(cur);
+  }
+  if (c < 0 || g_.nodes[c].op != OpType::Add || g_.nodes[c].inputs.size() != 2) return std::nullopt;
+  const Node& a = g_.nodes[c];
+  const int r = a.inputs[0] == cur ? a.inputs[1] : a.inputs[0];
+  if (r < 0 || r == cur || g_.is_constant(r) || g_.values[r].shape != s || g_.values[r].dtype != DType::kFloat32 ||
+      a.outputs.size() != 1 || a.outputs[0] < 0 || is_output_[a.outputs[0]] || g_.values[a.outputs[0]].shape != s) {
+    return std::nullopt;
+  }
+  t.add = c;
+  t.residual = r;
+  return t;
+}
+
 // The fp32 value of v held only as fp16 rows, for a reader that wants the ONNX form.
 Expected<int> Lowerer::rows_to_generic(int v) {
   const int rows = rows_f16_.at(v);
   const int t = add_tensor(generic_ref(v));
-  TensorRef view = inst_->tensors[t];
-  view.shape = inst_->tensors[rows].shape;
-  inst_->tensors.push_back(view);
-  ++buffer_users_[view.buffer];
+  const int view = view_tensor(t, inst_->tensors[rows].shape);
   auto l = std::make_unique<ConvertLayer>();
   l->info = {g_.values[v].name + ":from_f16_rows", "reformat", "convert_tensor", "fp16->fp32",
-             fmt_of(inst_->tensors[rows]), fmt_of(view), 0};
+             fmt_of(inst_->tensors[rows]), fmt_of(inst_->tensors[view]), 0};
   l->ins = {rows};
-  l->outs = {static_cast<int>(inst_->tensors.size() - 1)};
+  l->outs = {view};
   add_layer(std::move(l));
   return gen_[v] = t;
 }
@@ -160,6 +262,8 @@ Status Lowerer::lower_row_norm(int i) {
     l->ins = {QD_TRY(ensure_generic(a.inputs[0])), QD_TRY(ensure_generic(a.inputs[1]))};
     if (uses_[x] > 1) sum = gen_[x] = add_tensor(generic_ref(x));  // the residual stream's next Add reads it
     name = a.name + "+" + n.name;
+  } else if (const auto rows = rows_f16_.find(x); rows != rows_f16_.end() && gen_[x] < 0) {
+    l->ins = {rows->second, -1};
   } else {
     l->ins = {QD_TRY(ensure_generic(x)), -1};
   }

@@ -151,6 +151,18 @@ class Lowerer {
   bool row_view(int c) const;
   bool f16_rows_only(int v) const;
   bool try_row_view(int i);
+  bool nhwc_transpose(int c, bool to_rows) const;
+  bool fast_reader(int v) const;
+  bool row_norm_reads_f16(int c, int v) const;
+  int view_tensor(int t, const Shape& shape);
+  Expected<bool> try_nhwc_transpose(int i);
+  // A ConvNeXt block's end after a linear layer (nchw_residual): the nodes a linear layer's epilogue absorbs.
+  struct NchwResidual {
+    int transpose = -1, mul = -1, add = -1;
+    int residual = -1;              // the Add's other input
+    const Tensor* scale = nullptr;  // the Mul's per-channel layer scale, or null
+  };
+  std::optional<NchwResidual> nchw_residual(int y, int64_t K) const;
   Expected<int> rows_to_generic(int v);
   bool row_norm_fits(int i) const;
   bool residual_add(int a, int ln) const;

@@ -22,7 +22,14 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock) add_layer_norm_rows_kernel
     const int c = 4 * (lane + 32 * t);
     v[t] = make_float4(0.f, 0.f, 0.f, 0.f);
     if (c >= C) continue;
-    v[t] = *reinterpret_cast<const float4*>(io.x + base + c);
+    if (io.x16) {
+      const uint2 h = *reinterpret_cast<const uint2*>(io.x16 + base + c);
+      const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&h.x));
+      const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&h.y));
+      v[t] = make_float4(lo.x, lo.y, hi.x, hi.y);
+    } else {
+      v[t] = *reinterpret_cast<const float4*>(io.x + base + c);
+    }
     if (io.r) {
       const float4 r = *reinterpret_cast<const float4*>(io.r + base + c);
       v[t].x += r.x;

@@ -17,6 +17,7 @@ constexpr int kRowNormMaxC = 1024;
 
 struct RowNormIo {
   const float* x = nullptr;      // [rows, C]
+  const __half* x16 = nullptr;   // or x as fp16 rows (the NHWC fp16 output of a conv, read as its pixels' rows)
   const float* r = nullptr;      // optional [rows, C]: the normalized row is x + r (a residual Add)
   const float* gamma = nullptr;  // [C]
   const float* beta = nullptr;   // optional [C]
