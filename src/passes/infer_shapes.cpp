@@ -19,6 +19,10 @@ Status infer_shapes(Graph& g) {
       if (in >= 0 && !g.values[in].has_shape) {
         return internal("input '" + g.values[in].name + "' has no shape").at_node(n.name, op_name(n.op));
       }
+      if (in >= 0 && g.values[in].dtype == DType::kUndefined) {
+        return invalid("input '" + g.values[in].name + "' has no element type; the model or plan is malformed")
+            .at_node(n.name, op_name(n.op));
+      }
     }
     InferCtx ctx = infer_ctx_for(g, n);
     QD_RETURN_IF_ERROR(infer_node(ctx));

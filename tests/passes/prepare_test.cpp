@@ -129,4 +129,20 @@ TEST(Prepare, EinsumWorkIsItsLoop) {
   EXPECT_EQ(*fold_constants(g, size_t{64} << 20, 1 << 20), 1);
 }
 
+// A value read without an element type (a malformed plan's input) is the model's fault, not an internal error.
+TEST(Prepare, UntypedInputIsInvalid) {
+  Graph g;
+  g.opset = 13;
+  const int x = g.add_value("x"), y = g.add_value("y");
+  g.inputs = {x};
+  g.values[x].shape = {2, 3};
+  g.values[x].has_shape = true;
+  g.nodes.push_back(Node{"relu", OpType::Relu, 13, {}, {x}, {y}});
+  g.outputs = {y};
+  g.relink();
+  const Status st = infer_shapes(g);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.message().find("no element type"), std::string::npos) << st.to_string();
+}
+
 }  // namespace qd
