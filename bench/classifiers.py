@@ -178,12 +178,14 @@ def run_step(entry, d, label, cmd, timeout, deadline):
     """Run one step with a time limit, its own or what is left of --budget (its whole process group killed past
     it); its output goes to d/logs."""
     log = d / "logs" / (label.replace(" ", "_") + ".log")
+    cut = False  # the --budget's end, not the step's own limit, bounds it
     log.parent.mkdir(exist_ok=True)
     if deadline is not None:
         if deadline - time.time() < 1:
             entry["errors"].append(f"{label}: not run: --budget spent")
             print(f"[{entry['model']}] {label}: not run (--budget spent)", flush=True)
             return False
+        cut = round(deadline - time.time()) < timeout
         timeout = min(timeout, round(deadline - time.time()))
     print(f"[{entry['model']}] {label} ...", flush=True)
     t0 = time.time()
@@ -203,7 +205,8 @@ def run_step(entry, d, label, cmd, timeout, deadline):
         print(f"[{entry['model']}] {label}: ok in {secs} s", flush=True)
         return True
     tail = log.read_text(errors="replace").strip().splitlines()[1:][-3:]  # the first line is the command
-    why = f"timed out after {timeout} s" if rc is None else f"exit {rc}"
+    why = f"exit {rc}" if rc is not None else f"stopped at the --budget's end after {timeout} s" if cut else \
+        f"timed out after {timeout} s"
     entry["errors"].append(f"{label}: {why}: {' | '.join(tail)[-600:]} (log: {log.name})")
     print(f"[{entry['model']}] {label}: FAILED ({why}); log {log}\n  " + "\n  ".join(tail), flush=True)
     return False
