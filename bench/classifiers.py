@@ -185,8 +185,9 @@ def run_step(entry, d, label, cmd, timeout, deadline):
             entry["errors"].append(f"{label}: not run: --budget spent")
             print(f"[{entry['model']}] {label}: not run (--budget spent)", flush=True)
             return False
-        cut = round(deadline - time.time()) < timeout
-        timeout = min(timeout, round(deadline - time.time()))
+        left = round(deadline - time.time())
+        cut = left < timeout
+        timeout = min(timeout, left)
     print(f"[{entry['model']}] {label} ...", flush=True)
     t0 = time.time()
     with open(log, "w") as f:
