@@ -87,6 +87,19 @@ Expected<int> Lowerer::image_stem_input(int v, const ops::ConvGeom& geo, bool in
 
 // A Conv or FusedConv (BatchNormalization folded, activation and residual fused by the passes) as one
 // tensor-core layer.
+// The tensor a conv's epilogue adds. An INT8 tensor: its int8 copy, read as q * s in fp32 like the reference (its fp16
+// copy would round it); INT8 convs only, the fp16 kernels' epilogue reads fp16 residuals (conv_igemm_kernels.cuh).
+Status Lowerer::bind_residual(ConvLayer& l, int v) {
+  QD_RETURN_IF_ERROR(resolve(v));
+  if (l.int8 && !q8_.empty() && q8_[v] >= 0 && !s2d_[v]) {
+    l.res = q8_[v];
+    l.p.res_scale = qscale_[v];
+  } else {
+    l.res = QD_TRY(ensure_fast(v));
+  }
+  return Status::ok();
+}
+
 Status Lowerer::try_fused_conv(int i, bool* lowered) {
   const Node& n = g_.nodes[i];
   if (n.inputs.size() < 2 || !is_float4d(n.inputs[0]) || !g_.is_constant(n.inputs[1])) return Status::ok();
@@ -147,17 +160,7 @@ Status Lowerer::try_fused_conv(int i, bool* lowered) {
   } else {
     l->in = s2d ? QD_TRY(ensure_s2d(n.inputs[0], int8)) : int8 ? q8_[n.inputs[0]] : QD_TRY(ensure_fast(n.inputs[0]));
   }
-  if (res_value >= 0) {
-    QD_RETURN_IF_ERROR(resolve(res_value));
-    if (int8 && !q8_.empty() && q8_[res_value] >= 0 && !s2d_[res_value]) {
-      // An INT8 tensor: its int8 copy, read as q * s in fp32 like the reference (its fp16 copy would round it).
-      // INT8 convs only: the fp16 kernels' epilogue reads fp16 residuals (conv_igemm_kernels.cuh).
-      l->res = q8_[res_value];
-      l->p.res_scale = qscale_[res_value];
-    } else {
-      l->res = QD_TRY(ensure_fast(res_value));
-    }
-  }
+  if (res_value >= 0) QD_RETURN_IF_ERROR(bind_residual(*l, res_value));
   const std::string key = n.name + (int8 ? ":int8" : "") + (s2d ? ":s2d" : "");
   auto it = in_.weights->find(key);
   if (it == in_.weights->end()) {
@@ -356,15 +359,8 @@ Status Lowerer::lower_linear(int i) {
   p.Kp = l->w->Kp;
   p.act = act;
   l->in = int8 ? q8_[x] : QD_TRY(ensure_rows_f16(x, N, C));
-  if (tail) {  // the residual as a conv's (an INT8 tensor: its int8 copy, as lower_conv reads one), the sum NHWC fp16
-    const int r = tail->residual;
-    QD_RETURN_IF_ERROR(resolve(r));
-    if (int8 && q8_[r] >= 0 && !s2d_[r]) {
-      l->res = q8_[r];
-      p.res_scale = qscale_[r];
-    } else {
-      l->res = QD_TRY(ensure_fast(r));
-    }
+  if (tail) {  // the residual as a conv's, the sum NHWC fp16
+    QD_RETURN_IF_ERROR(bind_residual(*l, tail->residual));
     p.out_format = OutFormat::kNhwcF16;
     l->out = fast_t_[y] = nhwc_tensor(g_.values[y].shape);
   } else if (K % 8 == 0 && f16_rows_only(y)) {  // readers that all take fp16 rows get them from the epilogue

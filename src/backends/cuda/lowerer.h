@@ -105,6 +105,7 @@ class Lowerer {
   static Shape s2d_shape(const Shape& x) { return {x[0], 4 * x[1], x[2] / 2, x[3] / 2}; }
   Expected<int> ensure_s2d(int v, bool int8);
   Expected<int> image_stem_input(int v, const ops::ConvGeom& geo, bool int8);
+  Status bind_residual(ConvLayer& l, int v);
   Status try_fused_conv(int i, bool* lowered);
   const std::vector<float>* qat_weight_scales(int w) const;
   Status lower_linear(int i);
