@@ -34,9 +34,11 @@ OPS = {
 }
 OPS["convnext_fmnist"] = OPS["convnext_tiny"]
 OPS["mobilenet_fmnist"] = OPS["mobilenet_v3_large"]
+OPS["resnet_fmnist"] = OPS["resnet50"]
 ALL_NAMES = zoo.MODEL_NAMES + list(zoo.FMNIST_MODELS)
-# The shipped models/convnext_fmnist.onnx and mobilenet_fmnist.onnx (10 classes): their cards' counts, under 0.5M.
-FMNIST_PARAMETERS = {"convnext_fmnist": 366_890, "mobilenet_fmnist": 196_610}
+# The shipped models/convnext_fmnist.onnx, mobilenet_fmnist.onnx and resnet_fmnist.onnx (10 classes): their cards'
+# counts, under 0.6M.
+FMNIST_PARAMETERS = {"convnext_fmnist": 366_890, "mobilenet_fmnist": 196_610, "resnet_fmnist": 599_530}
 
 
 @pytest.mark.parametrize("name", zoo.MODEL_NAMES)

@@ -20,8 +20,9 @@ change the output, and activations stay in a trained network's range (what FP16 
 depth and dropout are identities in eval mode and are left out (neither has parameters). ``export_onnx`` writes the
 eval-mode model at opset 17: input ``input`` ``[N, 3, S, S]``, output ``output`` ``[N, classes]``.
 
-``FMNIST_MODELS`` names small variants of ConvNeXt and MobileNetV3 for Fashion-MNIST's 32x32 inputs, built by the
-same ``build``; the shipped models/convnext_fmnist.onnx and models/mobilenet_fmnist.onnx are them, trained.
+``FMNIST_MODELS`` names small variants of ConvNeXt, MobileNetV3 and ResNet for Fashion-MNIST's 32x32 inputs, built by
+the same ``build``; the shipped models/convnext_fmnist.onnx, mobilenet_fmnist.onnx and resnet_fmnist.onnx are them,
+trained.
 """
 
 import copy
@@ -105,14 +106,18 @@ class Bottleneck(nn.Module):
 
 
 class ResNet(nn.Module):
-    def __init__(self, layers=(3, 4, 6, 3), num_classes=1000):
+    """torchvision's ResNet-50; ``layers``, ``planes`` (each stage's bottleneck width, a quarter of its output) and
+    ``stem`` (the first conv's kernel, stride and width) give the smaller variants."""
+
+    def __init__(self, layers=(3, 4, 6, 3), num_classes=1000, planes=(64, 128, 256, 512), stem=(7, 2, 64)):
         super().__init__()
-        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
+        k, s, width = stem
+        self.conv1 = nn.Conv2d(3, width, k, s, k // 2, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
         self.relu = nn.ReLU()
         self.maxpool = nn.MaxPool2d(3, 2, 1)
-        cin = 64
-        for i, (n, planes) in enumerate(zip(layers, (64, 128, 256, 512))):
+        cin = width
+        for i, (n, planes) in enumerate(zip(layers, planes)):
             stride = 1 if i == 0 else 2
             down = nn.Sequential(nn.Conv2d(cin, planes * 4, 1, stride, bias=False), nn.BatchNorm2d(planes * 4))
             blocks = [Bottleneck(cin, planes, stride, down)]
@@ -120,7 +125,7 @@ class ResNet(nn.Module):
             blocks += [Bottleneck(cin, planes) for _ in range(n - 1)]
             setattr(self, f"layer{i + 1}", nn.Sequential(*blocks))
         self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(2048, num_classes)
+        self.fc = nn.Linear(cin, num_classes)
 
     def forward(self, x):
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
@@ -421,11 +426,12 @@ _CONSTRUCTORS = {
 }
 
 
-# Small variants for Fashion-MNIST's 32x32 inputs (models/convnext_fmnist.onnx and models/mobilenet_fmnist.onnx,
-# trained by qdeploy.train_cls --model convnext|mobilenet): the full models' blocks, module names and initialization
-# at a fraction of the width and depth. ConvNeXt: a 2x2 patchify stem, so the stages run on 16x16, 8x8 and 4x4.
-# MobileNetV3: stem stride 2, then blocks at 16x16, 8x8 and 4x4 with depthwise 3x3 and 5x5, SE (Hardsigmoid gate)
-# and ReLU early, Hardswish late, as MobileNetV3-Large mixes them.
+# Small variants for Fashion-MNIST's 32x32 inputs (models/convnext_fmnist.onnx, models/mobilenet_fmnist.onnx and
+# models/resnet_fmnist.onnx, trained by qdeploy.train_cls --model convnext|mobilenet|resnet): the full models' blocks,
+# module names and initialization at a fraction of the width and depth. ConvNeXt: a 2x2 patchify stem, so the stages
+# run on 16x16, 8x8 and 4x4. MobileNetV3: stem stride 2, then blocks at 16x16, 8x8 and 4x4 with depthwise 3x3 and 5x5,
+# SE (Hardsigmoid gate) and ReLU early, Hardswish late, as MobileNetV3-Large mixes them. ResNet: a 3x3 stride-1 stem
+# and the max pool, then bottleneck stages on 16x16, 8x8, 4x4 and 2x2.
 MOBILENET_FMNIST_SETTING = (  # input, kernel, expanded, output, SE, Hardswish, stride
     (16, 3, 16, 16, True, False, 1), (16, 3, 64, 24, False, False, 2), (24, 5, 72, 24, True, False, 1),
     (24, 5, 96, 40, True, True, 2), (40, 3, 120, 40, True, True, 1), (40, 3, 160, 48, True, True, 1),
@@ -434,6 +440,7 @@ MOBILENET_FMNIST_SETTING = (  # input, kernel, expanded, output, SE, Hardswish, 
 FMNIST_MODELS = {
     "convnext_fmnist": ("convnext_tiny", dict(dims=(32, 64, 128), depths=(1, 1, 2), stem=2)),
     "mobilenet_fmnist": ("mobilenet_v3_large", dict(setting=MOBILENET_FMNIST_SETTING, last_channel=256)),
+    "resnet_fmnist": ("resnet50", dict(layers=(1, 2, 2, 1), planes=(16, 32, 64, 128), stem=(3, 1, 32))),
 }
 
 
