@@ -85,8 +85,6 @@ Expected<int> Lowerer::image_stem_input(int v, const ops::ConvGeom& geo, bool in
   return dtype_ok && (!r.nhwc || (r.ld == geo.c && r.coff == 0)) ? t : -1;
 }
 
-// A Conv or FusedConv (BatchNormalization folded, activation and residual fused by the passes) as one
-// tensor-core layer.
 // The tensor a conv's epilogue adds. An INT8 tensor: its int8 copy, read as q * s in fp32 like the reference (its fp16
 // copy would round it); INT8 convs only, the fp16 kernels' epilogue reads fp16 residuals (conv_igemm_kernels.cuh).
 Status Lowerer::bind_residual(ConvLayer& l, int v) {
@@ -100,6 +98,8 @@ Status Lowerer::bind_residual(ConvLayer& l, int v) {
   return Status::ok();
 }
 
+// A Conv or FusedConv (BatchNormalization folded, activation and residual fused by the passes) as one
+// tensor-core layer.
 Status Lowerer::try_fused_conv(int i, bool* lowered) {
   const Node& n = g_.nodes[i];
   if (n.inputs.size() < 2 || !is_float4d(n.inputs[0]) || !g_.is_constant(n.inputs[1])) return Status::ok();
