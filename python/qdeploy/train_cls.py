@@ -1,13 +1,13 @@
-"""Train the seed-004 classifiers (ModelBN / ModelGN), a small FlashInternImage, ConvNeXt, MobileNetV3 or ResNet on
-Fashion-MNIST and report top-1 on the test split.
+"""Train the seed-004 classifiers (ModelBN / ModelGN), a small FlashInternImage, or the zoo's small ConvNeXt,
+MobileNetV3, ResNet, RegNetY or ShuffleNetV2 on Fashion-MNIST and report top-1 on the test split.
 
     python3 -m qdeploy.train_cls --model bn --epochs 10 --out runs/bn
     python3 -m qdeploy.train_cls --model fii --optimizer adamw --lr 2e-3 --weight-decay 0.05 --out runs/fii
 
 ``fii`` is flash_intern_image's ``fmnist`` configuration (export it with ``python3 -m qdeploy.flash_intern_image
---config fmnist --num-classes 10 --imgsz 32 --weights OUT/best.pt``); ``convnext``, ``mobilenet`` and ``resnet`` are
-qdeploy.models.zoo's ``convnext_fmnist``, ``mobilenet_fmnist`` and ``resnet_fmnist`` (export with ``python3 -m
-qdeploy.models.zoo --model convnext_fmnist --num-classes 10 --imgsz 32 --dynamic --weights OUT/best.pt``).
+--config fmnist --num-classes 10 --imgsz 32 --weights OUT/best.pt``); ``convnext``, ``mobilenet``, ``resnet``,
+``regnet`` and ``shufflenet`` are qdeploy.models.zoo's ``NAME_fmnist`` (export with ``python3 -m qdeploy.models.zoo
+--model convnext_fmnist --num-classes 10 --imgsz 32 --dynamic --weights OUT/best.pt``).
 
 Inputs follow qdeploy.data.to_classifier_input (28x28 zero-padded to 32x32, three equal channels, pixel / 255).
 SGD with nesterov momentum, one warmup epoch then cosine decay, fp16 AMP on CUDA. The whole split lives in memory
@@ -33,7 +33,9 @@ from .models import CLASSIFIERS, build_model, zoo
 EXTRA_MODELS = {"fii": lambda nc: flash_intern_image("fmnist", nc),
                 "convnext": lambda nc: zoo.build("convnext_fmnist", nc),
                 "mobilenet": lambda nc: zoo.build("mobilenet_fmnist", nc),
-                "resnet": lambda nc: zoo.build("resnet_fmnist", nc)}
+                "resnet": lambda nc: zoo.build("resnet_fmnist", nc),
+                "regnet": lambda nc: zoo.build("regnet_fmnist", nc),
+                "shufflenet": lambda nc: zoo.build("shufflenet_fmnist", nc)}
 from .optim import apply_lr, autocast, default_device, grad_scaler, lr_factor, make_optimizer
 
 

@@ -35,10 +35,12 @@ OPS = {
 OPS["convnext_fmnist"] = OPS["convnext_tiny"]
 OPS["mobilenet_fmnist"] = OPS["mobilenet_v3_large"]
 OPS["resnet_fmnist"] = OPS["resnet50"]
+OPS["regnet_fmnist"] = OPS["regnet_y_400mf"]
+OPS["shufflenet_fmnist"] = OPS["shufflenet_v2_x1_0"]
 ALL_NAMES = zoo.MODEL_NAMES + list(zoo.FMNIST_MODELS)
-# The shipped models/convnext_fmnist.onnx, mobilenet_fmnist.onnx and resnet_fmnist.onnx (10 classes): their cards'
-# counts, under 0.6M.
-FMNIST_PARAMETERS = {"convnext_fmnist": 366_890, "mobilenet_fmnist": 196_610, "resnet_fmnist": 599_530}
+# The shipped models/NAME_fmnist.onnx (10 classes): their cards' counts, under 0.6M.
+FMNIST_PARAMETERS = {"convnext_fmnist": 366_890, "mobilenet_fmnist": 196_610, "resnet_fmnist": 599_530,
+                     "regnet_fmnist": 341_094, "shufflenet_fmnist": 183_514}
 
 
 @pytest.mark.parametrize("name", zoo.MODEL_NAMES)

@@ -20,9 +20,8 @@ change the output, and activations stay in a trained network's range (what FP16 
 depth and dropout are identities in eval mode and are left out (neither has parameters). ``export_onnx`` writes the
 eval-mode model at opset 17: input ``input`` ``[N, 3, S, S]``, output ``output`` ``[N, classes]``.
 
-``FMNIST_MODELS`` names small variants of ConvNeXt, MobileNetV3 and ResNet for Fashion-MNIST's 32x32 inputs, built by
-the same ``build``; the shipped models/convnext_fmnist.onnx, mobilenet_fmnist.onnx and resnet_fmnist.onnx are them,
-trained.
+``FMNIST_MODELS`` names small variants of ConvNeXt, MobileNetV3, ResNet, RegNetY and ShuffleNetV2 for Fashion-MNIST's
+32x32 inputs, built by the same ``build``; the shipped models/NAME_fmnist.onnx are them, trained.
 """
 
 import copy
@@ -287,11 +286,18 @@ class ResBottleneckBlock(nn.Module):
 
 
 class RegNetY400MF(nn.Module):
-    def __init__(self, num_classes=1000):
+    """torchvision's RegNetY-400MF; ``stages`` ((width, depth, group width) per stage, each starting at stride 2),
+    ``stem_stride`` and ``stem_width`` give the smaller variants."""
+
+    def __init__(self, num_classes=1000, stages=None, stem_stride=2, stem_width=32):
         super().__init__()
-        self.stem = _cna(3, 32, 3, 2)
-        widths, depths, groups = regnet_stages(16, 48, 27.89, 2.09, 8)  # torchvision's regnet_y_400mf
-        stages, cin = [], 32
+        self.stem = _cna(3, stem_width, 3, stem_stride)
+        if stages is None:
+            widths, depths, groups = regnet_stages(16, 48, 27.89, 2.09, 8)  # torchvision's regnet_y_400mf
+        else:
+            widths, depths, group_widths = zip(*stages)
+            groups = [min(g, w) for w, g in zip(widths, group_widths)]
+        stages, cin = [], stem_width
         for i, (w, d, g) in enumerate(zip(widths, depths, groups)):
             stage = nn.Sequential(OrderedDict(
                 (f"block{i + 1}-{j}", ResBottleneckBlock(cin if j == 0 else w, w, 2 if j == 0 else 1, g, 0.25))
@@ -396,10 +402,10 @@ class ShuffleUnit(nn.Module):
 
 
 class ShuffleNetV2(nn.Module):
-    def __init__(self, num_classes=1000, repeats=(4, 8, 4), channels=(24, 116, 232, 464, 1024)):
+    def __init__(self, num_classes=1000, repeats=(4, 8, 4), channels=(24, 116, 232, 464, 1024), stem_stride=2):
         super().__init__()
-        self.conv1 = nn.Sequential(nn.Conv2d(3, channels[0], 3, 2, 1, bias=False), nn.BatchNorm2d(channels[0]),
-                                   nn.ReLU())
+        self.conv1 = nn.Sequential(nn.Conv2d(3, channels[0], 3, stem_stride, 1, bias=False),
+                                   nn.BatchNorm2d(channels[0]), nn.ReLU())
         self.maxpool = nn.MaxPool2d(3, 2, 1)
         cin = channels[0]
         for i, (n, c) in enumerate(zip(repeats, channels[1:])):
@@ -426,12 +432,14 @@ _CONSTRUCTORS = {
 }
 
 
-# Small variants for Fashion-MNIST's 32x32 inputs (models/convnext_fmnist.onnx, models/mobilenet_fmnist.onnx and
-# models/resnet_fmnist.onnx, trained by qdeploy.train_cls --model convnext|mobilenet|resnet): the full models' blocks,
+# Small variants for Fashion-MNIST's 32x32 inputs (models/NAME_fmnist.onnx, trained by qdeploy.train_cls --model
+# convnext|mobilenet|resnet|regnet|shufflenet): the full models' blocks,
 # module names and initialization at a fraction of the width and depth. ConvNeXt: a 2x2 patchify stem, so the stages
 # run on 16x16, 8x8 and 4x4. MobileNetV3: stem stride 2, then blocks at 16x16, 8x8 and 4x4 with depthwise 3x3 and 5x5,
 # SE (Hardsigmoid gate) and ReLU early, Hardswish late, as MobileNetV3-Large mixes them. ResNet: a 3x3 stride-1 stem
-# and the max pool, then bottleneck stages on 16x16, 8x8, 4x4 and 2x2.
+# and the max pool, then bottleneck stages on 16x16, 8x8, 4x4 and 2x2. RegNetY: the stride-2 stem, then stages of
+# grouped 3x3 bottlenecks with SE (Sigmoid gate) on 8x8, 4x4, 2x2 and 1x1. ShuffleNetV2: a stride-1 stem and the max
+# pool, then stages on 8x8, 4x4 and 2x2.
 MOBILENET_FMNIST_SETTING = (  # input, kernel, expanded, output, SE, Hardswish, stride
     (16, 3, 16, 16, True, False, 1), (16, 3, 64, 24, False, False, 2), (24, 5, 72, 24, True, False, 1),
     (24, 5, 96, 40, True, True, 2), (40, 3, 120, 40, True, True, 1), (40, 3, 160, 48, True, True, 1),
@@ -441,6 +449,10 @@ FMNIST_MODELS = {
     "convnext_fmnist": ("convnext_tiny", dict(dims=(32, 64, 128), depths=(1, 1, 2), stem=2)),
     "mobilenet_fmnist": ("mobilenet_v3_large", dict(setting=MOBILENET_FMNIST_SETTING, last_channel=256)),
     "resnet_fmnist": ("resnet50", dict(layers=(1, 2, 2, 1), planes=(16, 32, 64, 128), stem=(3, 1, 32))),
+    "regnet_fmnist": ("regnet_y_400mf", dict(stages=((32, 1, 8), (64, 2, 8), (128, 2, 16), (256, 1, 16)),
+                                             stem_width=16)),
+    "shufflenet_fmnist": ("shufflenet_v2_x1_0", dict(repeats=(2, 4, 2), channels=(24, 48, 96, 192, 512),
+                                                     stem_stride=1)),
 }
 
 
