@@ -76,10 +76,20 @@ struct CalibChoice {
 // `amax` (step amax / 127, values beyond amax clipped), each bin's mass spread evenly over 8 points inside it.
 double quant_error_from_histogram(const std::vector<double>& hist, double max, double amax);
 
-// What a calibration decided beyond the scales: auto's per-tensor picks and the detection-head rule's tensors.
+// One configuration auto weighed for the whole model: its output SNR against FP32 on held-out data.
+struct CalibModelCandidate {
+  std::string algo;  // "per-tensor" (auto's per-tensor picks), or one algorithm for every tensor
+  double snr_db = 0;
+};
+
+// What a calibration decided beyond the scales: auto's per-tensor picks and the detection-head rule's tensors, and
+// (qdeploy's calibrate_model) auto's check of the whole model on held-out data.
 struct CalibReport {
   std::vector<CalibChoice> choices;     // auto only; in the cache's order
   std::vector<std::string> float_head;  // left without a scale by the detection-head rule
+  std::vector<CalibModelCandidate> model_candidates;  // empty: not checked (not auto, or no held-out data)
+  std::string model_pick;               // the candidate kept
+  int held_out_images = 0;
 };
 
 // The detection-head rule's tensors (names, graph order): see the header comment.
@@ -102,7 +112,12 @@ class Calibrator {
   std::vector<CalibChoice> choices() const;
   // The tensors the detection-head rule left without a scale (empty when float_head is off).
   const std::vector<std::string>& float_head_tensors() const { return head_; }
-  CalibReport report() const { return {choices(), head_}; }
+  CalibReport report() const {
+    CalibReport r;
+    r.choices = choices();
+    r.float_head = head_;
+    return r;
+  }
   // amax from a histogram of |x| over [0, max], for one algorithm (exposed for tests).
   static double amax_from_histogram(const std::vector<double>& hist, double max, const CalibOptions& opt);
 

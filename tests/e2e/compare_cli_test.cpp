@@ -4,11 +4,13 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "e2e/cli_util.h"
+#include "quant/calib_cache.h"
 #include "tasks/fmnist.h"
 #include "test_util.h"
 
@@ -57,6 +59,42 @@ TEST_F(CalibCompareCli, AutoCalibrationReportsEachTensor) {
     EXPECT_NE(cache.find(t["tensor"].get<std::string>() + ": "), std::string::npos) << t["tensor"];
   }
   EXPECT_TRUE(j["float_head_tensors"].empty());  // a classifier has no detection head
+  // All 16 images calibrate: nothing is left to check the whole model on.
+  EXPECT_NE(r.out.find("auto: no data beyond the calibration batches"), std::string::npos) << r.out;
+  EXPECT_FALSE(j.contains("auto_model"));
+}
+
+// With data beyond --batches, auto checks the whole model on it: its per-tensor picks and each algorithm for every
+// tensor, by output SNR; the cache holds the configuration kept, which is the best one, or the per-tensor picks when
+// no algorithm beats them by 0.5 dB.
+TEST_F(CalibCompareCli, AutoChecksTheWholeModelOnHeldOutData) {
+  // ModelBN takes batches of 1: 4 images calibrate, the other 12 are held out.
+  const CliResult r = cli("calibrate " + model_ + " --fmnist " + fm_ + " --algo auto --batches 4 --cache " + dir_ +
+                          "/h.cache --json " + dir_ + "/h.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("auto, the whole model on 12 held-out images"), std::string::npos) << r.out;
+  const auto j = json(dir_ + "/h.json");
+  ASSERT_TRUE(j.contains("auto_model")) << j.dump();
+  const auto& m = j["auto_model"];
+  EXPECT_EQ(m["held_out_images"], 12);
+  const auto& snr = m["output_snr_db"];
+  ASSERT_EQ(snr.size(), 5u) << m.dump();
+  std::string best = "per-tensor";
+  for (const char* a : {"minmax", "entropy", "percentile", "mse"}) {
+    ASSERT_TRUE(snr.contains(a)) << m.dump();
+    if (best == "per-tensor" || snr[a].get<double>() > snr[best].get<double>()) best = a;
+  }
+  if (snr[best].get<double>() < snr["per-tensor"].get<double>() + 0.5) best = "per-tensor";
+  EXPECT_EQ(m["kept"], best) << m.dump();
+  auto cache = read_calib_cache(dir_ + "/h.cache");
+  ASSERT_TRUE(cache) << cache.status().to_string();
+  const std::map<std::string, float> scales(cache->scales.begin(), cache->scales.end());
+  for (const auto& t : j["auto_choices"]) {
+    const std::string algo = best == "per-tensor" ? t["chosen"].get<std::string>() : best;
+    const double amax = t["candidates"][algo]["amax"].get<double>();
+    const float want = static_cast<float>((amax > 0 ? amax : 1.0) / 127.0);
+    EXPECT_FLOAT_EQ(scales.at(t["tensor"].get<std::string>()), want) << t["tensor"] << " " << algo;
+  }
 }
 
 TEST_F(CalibCompareCli, AdjustedWeightsExportUnderTheSameNames) {

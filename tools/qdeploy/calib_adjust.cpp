@@ -33,6 +33,17 @@ void print_calib_report(const CalibReport& r) {
     }
     std::printf("auto chose, per tensor:");
     for (int a = 0; a < 4; ++a) std::printf(" %s %d%s", calib_algo_name(kCandidates[a]), count[a], a < 3 ? "," : "\n");
+    if (r.model_candidates.empty()) {
+      std::printf("auto: no data beyond the calibration batches to check the whole model on (give more than "
+                  "--batches), so the per-tensor picks stand\n");
+    } else {
+      std::printf("auto, the whole model on %d held-out images (output SNR against FP32):", r.held_out_images);
+      for (size_t i = 0; i < r.model_candidates.size(); ++i) {
+        std::printf(" %s %.2f dB%s", r.model_candidates[i].algo.c_str(), r.model_candidates[i].snr_db,
+                    i + 1 < r.model_candidates.size() ? "," : "");
+      }
+      std::printf("; kept %s\n", r.model_pick.c_str());
+    }
   }
   if (!r.float_head.empty()) {
     std::printf("detection-head rule: %zu tensors after the head's last convs left without a scale (float), e.g. %s\n",
@@ -56,6 +67,11 @@ Json calib_report_json(const CalibReport& r) {
     tensors.push_back(t);
   }
   j["auto_choices"] = tensors;
+  if (!r.model_candidates.empty()) {
+    Json cand = Json::object();
+    for (const CalibModelCandidate& c : r.model_candidates) cand[c.algo] = finite_or(c.snr_db, 999.0);
+    j["auto_model"] = {{"held_out_images", r.held_out_images}, {"output_snr_db", cand}, {"kept", r.model_pick}};
+  }
   j["float_head_tensors"] = r.float_head;
   return j;
 }

@@ -29,6 +29,7 @@ namespace qd::cli {
 // models (batch 1), enough for stable scales there.
 struct CalibDefaults {
   static constexpr const char* kAlgo = "mse";
+  static constexpr int kAutoHeldOutBatches = 16;
   static constexpr double kPercentile = 99.99;
   static constexpr int kBatches = 512;
   static constexpr int kBatchSize = 8;
@@ -41,6 +42,7 @@ struct ImageSource {
   int batches = CalibDefaults::kBatches;  // use at most this many batches (0: all)
   int batch_size = CalibDefaults::kBatchSize;  // images per batch when the model's batch is dynamic
   int max_images = 0;                  // use at most this many images (0: all)
+  int skip_batches = 0;                // pass over this many batches first (held-out data after the calibration's)
   std::string letterbox = kDefaultLetterbox;  // YOLO detectors without a spec: the letterbox style
   PreprocessSpec preprocess;           // --preprocess (not given: the defaults above)
 };
@@ -60,6 +62,8 @@ class ImageBatches {
   Expected<std::map<std::string, Tensor>> feeds(int k) const;
   // The same, for the model's first input only (image models have one).
   Expected<Tensor> get(int k) const;
+  // Up to `batches` batches of the same source after these (same batch size); none when the source has no more.
+  Expected<ImageBatches> held_out(int batches) const;
 
  private:
   Status init_tensors(const std::vector<std::string>& files);
@@ -70,6 +74,7 @@ class ImageBatches {
   std::vector<std::map<std::string, Tensor>> tensor_batches_;
   FmnistSplit fm_;
   int count_ = 0, batch_ = 1, width_ = 32, height_ = 32;
+  int offset_ = 0;  // images passed over (skip_batches)
 };
 
 // The FP32 engine (reference backend) whose inputs ImageBatches feeds. A model whose inputs have dynamic dims beyond
@@ -88,6 +93,10 @@ Expected<DetectorOptions> detector_options_for(const PreprocessSpec& spec, const
 
 // Calibrates `model` on every batch of `data` with the reference backend (two passes for the histogram algorithms),
 // with progress on stderr unless `quiet`; `report` (optional) gets auto's choices and the detection-head rule's tensors.
+// auto then checks the model as a whole on held-out batches (up to kAutoHeldOutBatches of the same source after the
+// calibration's): its per-tensor picks against each of the four algorithms for every tensor, by the output SNR
+// against FP32 of the INT8 model (fake-quant); the best of the four replaces the per-tensor picks when its SNR is at
+// least 0.5 dB higher (CalibReport::model_candidates). Without held-out data the per-tensor picks stand.
 Expected<CalibCache> calibrate_model(const std::string& model, const ImageBatches& data, const CalibOptions& opt,
                                      const std::string& algo_name, bool quiet = false, CalibReport* report = nullptr);
 

@@ -129,7 +129,8 @@ RunFn add_calibrate(CLI::App& app) {
   sub->add_option("--fmnist", a->fmnist, "Calibrate a classifier on the Fashion-MNIST train split (IDX folder)");
   sub->add_option("--algo,--calib-algo", a->algo,
                   "minmax, entropy, percentile, mse, or auto (per tensor, the one with the smallest quantization "
-                  "error; reported)")
+                  "error; then, on data beyond --batches, one algorithm for every tensor instead where that gives a "
+                  "clearly better output SNR; reported)")
       ->capture_default_str();
   sub->add_option("--percentile", a->percentile, "For --algo percentile")->capture_default_str();
   sub->add_option("--batches,--calib-batches", a->batches, "Use at most this many batches (0: all)")
