@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
-"""A shipped Fashion-MNIST classifier (models/NAME.onnx: fii_fmnist, convnext_fmnist, mobilenet_fmnist, resnet_fmnist) on
-the CPU reference: `qdeploy eval --fmnist` on the first N test images must give the top-1 that models/NAME.md states
-for them.
+"""A shipped Fashion-MNIST classifier (models/NAME.onnx: fii_fmnist and the zoo's NAME_fmnist variants) on the CPU
+reference: `qdeploy eval --fmnist` on the first N test images must give the top-1 that models/NAME.md states for them.
 
     check_fmnist_classifier.py QDEPLOY NAME [--data DIR] [--count N] [--expect K] [EVAL ARGS...]
 
@@ -25,6 +24,8 @@ EXPECTED_FIRST_200 = {
     "convnext_fmnist": {"fp32": 178, "int8": 177},
     "mobilenet_fmnist": {"fp32": 183, "int8": 180},
     "resnet_fmnist": {"fp32": 184, "int8": 184},
+    "regnet_fmnist": {"fp32": 183, "int8": 184},
+    "shufflenet_fmnist": {"fp32": 184, "int8": 184},
 }
 
 
