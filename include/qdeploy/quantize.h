@@ -40,6 +40,9 @@ struct CalibrationOptions {
   int bins = 2048;
   // Leave a detection head's float side without scales (quant/calibrator.h says which tensors).
   bool float_head = true;
+  // The last N batches of the data do not calibrate; with auto they check the whole model (the per-tensor picks
+  // against each algorithm for every tensor, by the INT8 model's output SNR against FP32; docs/quantization.md).
+  int held_out_batches = 0;
 };
 
 // The result of a calibration: per-tensor activation scales (amax / 127), in the cache's order.
@@ -47,6 +50,10 @@ struct Calibration {
   std::string algorithm;  // the cache header's name: "EntropyCalibration2", "MinMaxCalibration", ...
   std::vector<std::pair<std::string, float>> scales;
   std::vector<std::string> float_head;  // tensors the detection-head rule left without a scale
+  // auto with held-out batches: each configuration's output SNR in dB ("per-tensor", "minmax", "entropy",
+  // "percentile", "mse") and the one kept.
+  std::vector<std::pair<std::string, double>> auto_model_snr_db;
+  std::string auto_kept;
   // Writes the TensorRT-format cache (atomically) that BuildOptions::calib_cache reads.
   Status save(const std::string& path) const;
   // The cache file's text.

@@ -55,14 +55,24 @@ Expected<Calibration> calibrate(const std::string& model_path, const BatchSource
   opt.bins = options.bins;
   opt.float_head = options.float_head;
   if (opt.bins < 128) return Status(StatusCode::kInvalidArgument, "calibration bins must be at least 128");
+  const int held = options.held_out_batches;
+  if (held < 0 || (held > 0 && held >= data.num_batches)) {
+    return Status(StatusCode::kInvalidArgument, "held_out_batches must leave at least one of the " +
+                                                    std::to_string(data.num_batches) + " batches to calibrate on");
+  }
+  const int calib = data.num_batches - held;
+  qd::HeldOutBatches held_out;
+  if (held > 0) held_out = {held, [&](int k) { return fetch(data, calib + k); }};
   qd::CalibReport report;
   auto cache = qd::calibrate_batches(
-      model_path, data.num_batches, [&](int k) { return fetch(data, k); }, opt, nullptr, &report);
+      model_path, calib, [&](int k) { return fetch(data, k); }, opt, nullptr, &report, held_out);
   if (!cache) return qd::to_public(cache.status());
   Calibration c;
   c.algorithm = cache->algorithm;
   c.scales = cache->scales;
   c.float_head = report.float_head;
+  for (const auto& m : report.model_candidates) c.auto_model_snr_db.emplace_back(m.algo, m.snr_db);
+  c.auto_kept = report.model_pick;
   return c;
 }
 

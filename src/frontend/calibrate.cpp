@@ -1,12 +1,53 @@
 #include "frontend/calibrate.h"
 
 #include "frontend/frontend.h"
+#include "quant/int8.h"
+#include "quant/sensitivity.h"
 
 namespace qd {
 
+namespace {
+
+// auto's check of the whole model (HeldOutBatches): replaces `cache` by the configuration kept and records every
+// candidate's output SNR in `report`.
+Status select_by_output_snr(const Graph& prepared, const HeldOutBatches& held, CalibCache* cache,
+                            CalibReport* report) {
+  std::vector<std::pair<std::string, CalibCache>> candidates{{"per-tensor", *cache}};
+  for (int a = 0; a < 4; ++a) {
+    CalibCache c = *cache;
+    for (const CalibChoice& ch : report->choices) {
+      c.set(ch.tensor, static_cast<float>((ch.amax[a] > 0 ? ch.amax[a] : 1.0) / 127.0));
+    }
+    candidates.emplace_back(calib_algo_name(static_cast<CalibAlgo>(a)), std::move(c));
+  }
+  size_t best = 0;
+  int64_t images = 1;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    Int8Options int8;
+    int8.mode = Int8Mode::kFake;
+    for (const auto& [name, s] : candidates[i].second.scales) int8.act_scales.emplace(name, s);
+    SnrMetric snr;
+    SensitivityAnalysis::Options o;
+    o.progress = false;
+    SensitivityAnalysis an(prepared, int8, held.num_batches, held.batch, &snr, o);
+    QD_RETURN_IF_ERROR(an.init());
+    report->model_candidates.push_back({candidates[i].first, an.all_int8()});
+    if (i > 0 && (best == 0 || an.all_int8() > report->model_candidates[best].snr_db)) best = i;
+  }
+  if (report->model_candidates[best].snr_db < report->model_candidates[0].snr_db + kAutoModelMarginDb) best = 0;
+  const std::map<std::string, Tensor> first = QD_TRY(held.batch(0));  // every batch has its shapes
+  if (!first.empty() && first.begin()->second.rank() > 0) images = first.begin()->second.shape()[0];
+  report->model_pick = candidates[best].first;
+  report->held_out_images = static_cast<int>(images * held.num_batches);
+  *cache = std::move(candidates[best].second);
+  return Status::ok();
+}
+
+}  // namespace
+
 Expected<CalibCache> calibrate_batches(const std::string& model, int num_batches, const CalibBatchFn& batch,
                                        const CalibOptions& opt, const CalibProgressFn& progress,
-                                       CalibReport* report) {
+                                       CalibReport* report, const HeldOutBatches& held) {
   if (num_batches <= 0) return invalid("calibration needs at least one batch of model inputs, got none");
   std::map<std::string, Tensor> first = QD_TRY(batch(0));
   std::map<std::string, Shape> shapes;
@@ -31,8 +72,13 @@ Expected<CalibCache> calibrate_batches(const std::string& model, int num_batches
       if (progress) progress(static_cast<int64_t>(pass) * num_batches + k + 1, total, passes);
     }
   }
-  if (report) *report = cal.report();
-  return cal.result();
+  CalibReport local;
+  CalibReport* r = report ? report : &local;
+  *r = cal.report();
+  CalibCache cache = cal.result();
+  if (opt.algo != CalibAlgo::kAuto || r->choices.empty() || held.num_batches <= 0) return cache;
+  QD_RETURN_IF_ERROR(select_by_output_snr(g, held, &cache, r));
+  return cache;
 }
 
 }  // namespace qd

@@ -83,7 +83,7 @@ struct CalibModelCandidate {
 };
 
 // What a calibration decided beyond the scales: auto's per-tensor picks and the detection-head rule's tensors, and
-// (qdeploy's calibrate_model) auto's check of the whole model on held-out data.
+// auto's check of the whole model on held-out data (frontend/calibrate.h's calibrate_batches).
 struct CalibReport {
   std::vector<CalibChoice> choices;     // auto only; in the cache's order
   std::vector<std::string> float_head;  // left without a scale by the detection-head rule

@@ -50,6 +50,32 @@ TEST(PublicCalibrate, ScalesFromCallerBatchesMatchTheCache) {
   std::remove(path.c_str());
 }
 
+// auto with held-out batches: the last two batches check the whole model (five configurations' output SNRs, one
+// kept), and do not calibrate: the input's minmax candidate is the largest value of the first four batches.
+TEST(PublicCalibrate, AutoChecksTheWholeModelOnHeldOutBatches) {
+  qdeploy::CalibrationOptions opt;
+  opt.algo = "auto";
+  opt.held_out_batches = 2;
+  auto cal = qdeploy::calibrate(model_bn(), pattern_source(6), opt);
+  ASSERT_TRUE(cal) << cal.status().message();
+  ASSERT_EQ(cal->auto_model_snr_db.size(), 5u);
+  EXPECT_EQ(cal->auto_model_snr_db.front().first, "per-tensor");
+  bool kept_is_candidate = false;
+  for (const auto& [name, snr] : cal->auto_model_snr_db) {
+    EXPECT_TRUE(std::isfinite(snr) || snr > 0) << name;
+    kept_is_candidate |= name == cal->auto_kept;
+  }
+  EXPECT_TRUE(kept_is_candidate) << cal->auto_kept;
+  opt.algo = "minmax";
+  auto four = qdeploy::calibrate(model_bn(), pattern_source(6), opt);  // minmax ignores held_out_batches' check
+  ASSERT_TRUE(four);
+  EXPECT_TRUE(four->auto_model_snr_db.empty());
+  EXPECT_FLOAT_EQ(four->scales.front().second, 1.f / 127.f);  // batch 3's max: batches 4 and 5 are held out
+  opt.held_out_batches = 6;
+  EXPECT_EQ(qdeploy::calibrate(model_bn(), pattern_source(6), opt).status().code(),
+            qdeploy::StatusCode::kInvalidArgument);
+}
+
 TEST(PublicCalibrate, SourceFailuresAndBadOptionsAreErrors) {
   qdeploy::BatchSource broken = pattern_source(3);
   broken.batch = [](int k) -> qdeploy::Expected<qdeploy::TensorMap> {

@@ -12,8 +12,6 @@
 #include "frontend/calibrate.h"
 #include "frontend/frontend.h"
 #include "onnx/importer.h"
-#include "quant/int8.h"
-#include "quant/sensitivity.h"
 #include "runtime/io_format.h"
 #include "runtime/model.h"
 
@@ -324,51 +322,6 @@ Expected<ImageBatches> ImageBatches::held_out(int batches) const {
   return out;
 }
 
-namespace {
-
-// One algorithm for every tensor replaces auto's per-tensor picks only when clearly better: 16 held-out batches (128
-// Fashion-MNIST images) do not resolve smaller differences (on the shipped classifiers such ties moved top-1 by about
-// 0.1 point either way).
-constexpr double kAutoModelMarginDb = 0.5;
-
-// auto's check of the whole model (calibrate_model's comment): replaces `cache` by the candidate kept on `held` and
-// records every candidate's output SNR in `report`.
-Status select_by_output_snr(const std::string& model, const ImageBatches& held, CalibCache* cache,
-                            CalibReport* report) {
-  std::map<std::string, Tensor> first = QD_TRY(held.feeds(0));
-  std::map<std::string, Shape> shapes;
-  for (const auto& [name, t] : first) shapes[name] = t.shape();
-  const Graph prepared = QD_TRY(load_prepared(model, shapes));
-  std::vector<std::pair<std::string, CalibCache>> candidates{{"per-tensor", *cache}};
-  for (int a = 0; a < 4; ++a) {
-    CalibCache c = *cache;
-    for (const CalibChoice& ch : report->choices) {
-      c.set(ch.tensor, static_cast<float>((ch.amax[a] > 0 ? ch.amax[a] : 1.0) / 127.0));
-    }
-    candidates.emplace_back(calib_algo_name(static_cast<CalibAlgo>(a)), std::move(c));
-  }
-  size_t best = 0;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    Int8Options int8;
-    int8.mode = Int8Mode::kFake;
-    for (const auto& [name, s] : candidates[i].second.scales) int8.act_scales.emplace(name, s);
-    SnrMetric snr;
-    SensitivityAnalysis::Options o;
-    o.progress = false;
-    SensitivityAnalysis an(prepared, int8, held.num_batches(), [&](int k) { return held.feeds(k); }, &snr, o);
-    QD_RETURN_IF_ERROR(an.init());
-    report->model_candidates.push_back({candidates[i].first, an.all_int8()});
-    if (i > 0 && (best == 0 || an.all_int8() > report->model_candidates[best].snr_db)) best = i;
-  }
-  if (report->model_candidates[best].snr_db < report->model_candidates[0].snr_db + kAutoModelMarginDb) best = 0;
-  report->model_pick = candidates[best].first;
-  report->held_out_images = held.num_batches() * held.batch();
-  *cache = std::move(candidates[best].second);
-  return Status::ok();
-}
-
-}  // namespace
-
 Expected<CalibCache> calibrate_model(const std::string& model, const ImageBatches& data, const CalibOptions& opt,
                                      const std::string& algo_name, bool quiet, CalibReport* report) {
   std::unique_ptr<Progress> progress;
@@ -382,17 +335,16 @@ Expected<CalibCache> calibrate_model(const std::string& model, const ImageBatche
       progress->update(done, "batches");
     };
   }
-  CalibReport local;
-  CalibReport* r = report ? report : &local;
-  CalibCache cache = QD_TRY(calibrate_batches(
-      model, data.num_batches(), [&](int k) { return data.feeds(k); }, opt, on_batch, r));
-  if (opt.algo != CalibAlgo::kAuto || r->choices.empty()) return cache;
-  auto held = data.held_out(CalibDefaults::kAutoHeldOutBatches);
-  if (!held) return cache;  // no data beyond the calibration's: the per-tensor picks stand (the report says so)
-  if (!quiet) std::fprintf(stderr, "auto: checking 5 configurations on %d held-out images\n",
-                           held->num_batches() * held->batch());
-  QD_RETURN_IF_ERROR(select_by_output_snr(model, *held, &cache, r));
-  return cache;
+  HeldOutBatches held_out;
+  Expected<ImageBatches> held = invalid("not auto");
+  if (opt.algo == CalibAlgo::kAuto) held = data.held_out(CalibDefaults::kAutoHeldOutBatches);
+  if (held) {  // else no data beyond the calibration's: the per-tensor picks stand (the report says so)
+    held_out = {held->num_batches(), [&](int k) { return held->feeds(k); }};
+    if (!quiet) std::fprintf(stderr, "auto: the whole model will be checked on %d held-out images\n",
+                             held->num_batches() * held->batch());
+  }
+  return calibrate_batches(
+      model, data.num_batches(), [&](int k) { return data.feeds(k); }, opt, on_batch, report, held_out);
 }
 
 }  // namespace qd::cli

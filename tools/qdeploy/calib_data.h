@@ -93,10 +93,8 @@ Expected<DetectorOptions> detector_options_for(const PreprocessSpec& spec, const
 
 // Calibrates `model` on every batch of `data` with the reference backend (two passes for the histogram algorithms),
 // with progress on stderr unless `quiet`; `report` (optional) gets auto's choices and the detection-head rule's tensors.
-// auto then checks the model as a whole on held-out batches (up to kAutoHeldOutBatches of the same source after the
-// calibration's): its per-tensor picks against each of the four algorithms for every tensor, by the output SNR
-// against FP32 of the INT8 model (fake-quant); the best of the four replaces the per-tensor picks when its SNR is at
-// least 0.5 dB higher (CalibReport::model_candidates). Without held-out data the per-tensor picks stand.
+// auto then checks the model as a whole (frontend/calibrate.h's HeldOutBatches) on up to kAutoHeldOutBatches of the
+// same source after the calibration's; without such data the per-tensor picks stand.
 Expected<CalibCache> calibrate_model(const std::string& model, const ImageBatches& data, const CalibOptions& opt,
                                      const std::string& algo_name, bool quiet = false, CalibReport* report = nullptr);
 
