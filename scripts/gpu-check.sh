@@ -14,6 +14,8 @@
 #   classifiers  ResNet-50, MobileNetV2/V3-Large, EfficientNet-B0, RegNetY-400MF, ConvNeXt-T and ShuffleNetV2 against
 #             PyTorch eager and torch.compile, FP16 and INT8, batch 1, 32 and 256, with correctness checks
 #             (bench/classifiers.py; QD_CLASSIFIERS_ARGS adds flags, e.g. --models resnet50,convnext_tiny)
+#   fmnist    the shipped Fashion-MNIST classifiers (models/*_fmnist.onnx) as CUDA FP16 and INT8 plans (INT8 with their
+#             shipped caches): top-1 on the 10,000 test images, OUT/fmnist.md (the models' cards, docs/benchmarks.md)
 #   soak      the shipped detector's INT8 engine, 4 threads x 8 contexts x 10,000 runs per thread on the sample
 #             images, every output against the single-threaded run, memory curve (tests/soak/soak.cpp;
 #             QD_SOAK_ARGS replaces its counts): OUT/soak/soak.csv, soak.svg, soak.log
@@ -167,6 +169,26 @@ for step in $STEPS; do
         --precisions fp16,fp16:qdeploy,int8 --calib-images "$calib" ${QD_BENCH_ARGS:-} > "$OUT/bench.log" 2>&1 || rc=1
       tail -25 "$OUT/bench.log"
       tar -C "$OUT" -cJf "$OUT/bench.tar.xz" bench && rm -rf "$OUT/bench"  # few files come back from the machine
+      ;;
+    fmnist)
+      {
+        echo "| model | CUDA FP16 top-1 | CUDA INT8 top-1 |"
+        echo "|---|---|---|"
+        for m in models/*_fmnist.onnx; do
+          n=$(basename "$m" .onnx)
+          row="| \`$n\` |"
+          for p in fp16 int8; do
+            ex=()
+            [ $p = int8 ] && ex=(--calib-cache "models/$n.cache")
+            top1=$("$B/qdeploy" eval "$m" --fmnist .device/fashion-mnist --device cuda --precision $p "${ex[@]}" \
+              2>> "$OUT/fmnist.log" | grep -oE 'top-1 [0-9.]+%' | cut -d' ' -f2)
+            [ -n "$top1" ] || rc=1
+            row="$row ${top1:-failed} |"
+          done
+          echo "$row"
+        done
+      } > "$OUT/fmnist.md"
+      cat "$OUT/fmnist.md"
       ;;
     classifiers)
       # Minutes per model (torch.compile at three batches most of it): a few models per call.

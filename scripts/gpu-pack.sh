@@ -41,8 +41,9 @@ if wants bench; then
   build-gpu/qdeploy dataset fmnist-det --split train --count 8 --seed 1 --source-limit 30000 --out .device/calib --quiet \
     > /dev/null
 fi
-# The val scenes come from t10k; only the qat step makes train scenes (from the first 30,000 train images).
-if wants pipeline precision qat; then
+# The val scenes come from t10k (and the fmnist step's test split); only the qat step makes train scenes (from the
+# first 30,000 train images).
+if wants pipeline precision qat fmnist; then
   mkdir -p .device/fashion-mnist
   cp /usr/share/datasets/fashion-mnist/t10k-*.gz .device/fashion-mnist/
 fi
