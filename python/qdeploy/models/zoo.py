@@ -433,13 +433,13 @@ _CONSTRUCTORS = {
 
 
 # Small variants for Fashion-MNIST's 32x32 inputs (models/NAME_fmnist.onnx, trained by qdeploy.train_cls --model
-# convnext|mobilenet|resnet|regnet|shufflenet): the full models' blocks,
-# module names and initialization at a fraction of the width and depth. ConvNeXt: a 2x2 patchify stem, so the stages
-# run on 16x16, 8x8 and 4x4. MobileNetV3: stem stride 2, then blocks at 16x16, 8x8 and 4x4 with depthwise 3x3 and 5x5,
-# SE (Hardsigmoid gate) and ReLU early, Hardswish late, as MobileNetV3-Large mixes them. ResNet: a 3x3 stride-1 stem
-# and the max pool, then bottleneck stages on 16x16, 8x8, 4x4 and 2x2. RegNetY: the stride-2 stem, then stages of
-# grouped 3x3 bottlenecks with SE (Sigmoid gate) on 8x8, 4x4, 2x2 and 1x1. ShuffleNetV2: a stride-1 stem and the max
-# pool, then stages on 8x8, 4x4 and 2x2.
+# convnext|mobilenet|resnet|regnet|shufflenet): the full models' blocks, module names and initialization at a
+# fraction of the width and depth. ConvNeXt: a 2x2 patchify stem, so the stages run on 16x16, 8x8 and 4x4.
+# MobileNetV3: stem stride 2, then blocks at 16x16, 8x8 and 4x4 with depthwise 3x3 and 5x5, SE (Hardsigmoid gate) and
+# ReLU early, Hardswish late, as MobileNetV3-Large mixes them. ResNet: a 3x3 stride-1 stem and the max pool, then
+# bottleneck stages on 16x16, 8x8, 4x4 and 2x2. RegNetY: the stride-2 stem, then stages of grouped 3x3 bottlenecks
+# with SE (Sigmoid gate) on 8x8, 4x4, 2x2 and 1x1. ShuffleNetV2: a stride-1 stem and the max pool, then stages on 8x8,
+# 4x4 and 2x2.
 MOBILENET_FMNIST_SETTING = (  # input, kernel, expanded, output, SE, Hardswish, stride
     (16, 3, 16, 16, True, False, 1), (16, 3, 64, 24, False, False, 2), (24, 5, 72, 24, True, False, 1),
     (24, 5, 96, 40, True, True, 2), (40, 3, 120, 40, True, True, 1), (40, 3, 160, 48, True, True, 1),
