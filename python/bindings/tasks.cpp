@@ -175,7 +175,8 @@ void bind_tasks(py::module_& m) {
       .def_readwrite("algo", &qdeploy::CalibrationOptions::algo)
       .def_readwrite("percentile", &qdeploy::CalibrationOptions::percentile)
       .def_readwrite("bins", &qdeploy::CalibrationOptions::bins)
-      .def_readwrite("float_head", &qdeploy::CalibrationOptions::float_head);
+      .def_readwrite("float_head", &qdeploy::CalibrationOptions::float_head)
+      .def_readwrite("held_out_batches", &qdeploy::CalibrationOptions::held_out_batches);
   py::class_<qdeploy::Calibration>(m, "Calibration")
       .def_readonly("algorithm", &qdeploy::Calibration::algorithm)
       .def_property_readonly("scales",
@@ -185,6 +186,13 @@ void bind_tasks(py::module_& m) {
                                return d;
                              })
       .def_readonly("float_head", &qdeploy::Calibration::float_head)
+      .def_property_readonly("auto_model_snr_db",
+                             [](const qdeploy::Calibration& c) {
+                               py::dict d;
+                               for (const auto& [k, v] : c.auto_model_snr_db) d[py::str(k)] = v;
+                               return d;
+                             })
+      .def_readonly("auto_kept", &qdeploy::Calibration::auto_kept)
       .def(
           "save", [](const qdeploy::Calibration& c, const std::string& path) { check(c.save(path)); },
           py::arg("path"), "Writes the TensorRT-format calibration cache (BuildOptions.calib_cache reads it).")

@@ -179,12 +179,15 @@ class CalibrationOptions:
     percentile: float
     bins: int
     float_head: bool
+    held_out_batches: int
     def __init__(self) -> None: ...
 
 class Calibration:
     algorithm: str
     scales: Dict[str, float]
     float_head: List[str]
+    auto_model_snr_db: Dict[str, float]
+    auto_kept: str
     def save(self, path: str) -> None: ...
     def to_string(self) -> str: ...
 

@@ -106,11 +106,13 @@ def _input_name(model: str, input_name: Optional[str]) -> Optional[str]:
 
 def calibrate(model: str, data: Iterable[Any], algo: str = "mse", cache: Optional[str] = None,
               input_name: Optional[str] = None, percentile: float = 99.99, bins: int = 2048,
-              float_head: bool = True) -> _native.Calibration:
+              float_head: bool = True, held_out_batches: int = 0) -> _native.Calibration:
     """Calibrates ``model`` (ONNX) on ``data`` with the reference backend; writes ``cache`` (TensorRT's text
-    format) when given. ``algo``: minmax, entropy, percentile, mse or auto."""
+    format) when given. ``algo``: minmax, entropy, percentile, mse or auto. The last ``held_out_batches`` batches
+    do not calibrate; with auto they check the whole model (``auto_model_snr_db``, ``auto_kept``)."""
     opt = _native.CalibrationOptions()
     opt.algo, opt.percentile, opt.bins, opt.float_head = algo, percentile, bins, float_head
+    opt.held_out_batches = held_out_batches
     n, get = _source(data, _input_name(model, input_name))
     cal = _native.calibrate_batches(model, n, get, opt)
     if cache:

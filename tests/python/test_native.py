@@ -121,6 +121,11 @@ def test_calibrate_from_python_data_and_build_int8(model, fp32, tmp_path):
     calibrator = qdeploy.DatasetCalibrator(dataset, batch_size=8)
     assert len(calibrator) == 4 and calibrator[1].shape == (8, 3, 32, 32)
     assert qdeploy.calibrate(model, calibrator, algo="minmax").scales == cal.scales
+    # auto with the last batch held out: five configurations checked on it, one kept.
+    auto = qdeploy.calibrate(model, batches, algo="auto", held_out_batches=1)
+    assert set(auto.auto_model_snr_db) == {"per-tensor", "minmax", "entropy", "percentile", "mse"}
+    assert auto.auto_kept in auto.auto_model_snr_db
+    assert not cal.auto_model_snr_db and cal.auto_kept == ""
 
     int8 = qdeploy.build(model, precision="int8", calibration_data=batches, calib_algo="mse")
     assert "int8" in int8.describe().lower()
