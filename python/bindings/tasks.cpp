@@ -12,6 +12,14 @@ namespace qdpy {
 
 namespace {
 
+// (name, value) pairs in order as a Python dict.
+template <typename V>
+py::dict pairs_to_dict(const std::vector<std::pair<std::string, V>>& pairs) {
+  py::dict d;
+  for (const auto& [k, v] : pairs) d[py::str(k)] = v;
+  return d;
+}
+
 qdeploy::Image image_arg(const py::handle& obj) {
   py::array_t<uint8_t, py::array::c_style | py::array::forcecast> a = py::array_t<uint8_t>::ensure(obj);
   if (!a || a.ndim() != 3 || a.shape(2) != 3) {
@@ -179,19 +187,10 @@ void bind_tasks(py::module_& m) {
       .def_readwrite("held_out_batches", &qdeploy::CalibrationOptions::held_out_batches);
   py::class_<qdeploy::Calibration>(m, "Calibration")
       .def_readonly("algorithm", &qdeploy::Calibration::algorithm)
-      .def_property_readonly("scales",
-                             [](const qdeploy::Calibration& c) {
-                               py::dict d;
-                               for (const auto& [k, v] : c.scales) d[py::str(k)] = v;
-                               return d;
-                             })
+      .def_property_readonly("scales", [](const qdeploy::Calibration& c) { return pairs_to_dict(c.scales); })
       .def_readonly("float_head", &qdeploy::Calibration::float_head)
       .def_property_readonly("auto_model_snr_db",
-                             [](const qdeploy::Calibration& c) {
-                               py::dict d;
-                               for (const auto& [k, v] : c.auto_model_snr_db) d[py::str(k)] = v;
-                               return d;
-                             })
+                             [](const qdeploy::Calibration& c) { return pairs_to_dict(c.auto_model_snr_db); })
       .def_readonly("auto_kept", &qdeploy::Calibration::auto_kept)
       .def(
           "save", [](const qdeploy::Calibration& c, const std::string& path) { check(c.save(path)); },
