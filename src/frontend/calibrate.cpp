@@ -20,22 +20,26 @@ Status select_by_output_snr(const Graph& prepared, const HeldOutBatches& held, C
     }
     candidates.emplace_back(calib_algo_name(static_cast<CalibAlgo>(a)), std::move(c));
   }
+  // One analysis: the FP32 reference and the held-out batches once, then each candidate's scales.
+  auto scales_of = [](const CalibCache& c) { return std::map<std::string, float>(c.scales.begin(), c.scales.end()); };
+  Int8Options int8;
+  int8.mode = Int8Mode::kFake;
+  int8.act_scales = scales_of(candidates[0].second);
+  SnrMetric snr;
+  SensitivityAnalysis::Options o;
+  o.progress = false;
+  SensitivityAnalysis an(prepared, int8, held.num_batches, held.batch, &snr, o);
+  QD_RETURN_IF_ERROR(an.init());
+  report->model_candidates.push_back({candidates[0].first, an.all_int8()});
   size_t best = 0;
-  int64_t images = 1;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    Int8Options int8;
-    int8.mode = Int8Mode::kFake;
-    for (const auto& [name, s] : candidates[i].second.scales) int8.act_scales.emplace(name, s);
-    SnrMetric snr;
-    SensitivityAnalysis::Options o;
-    o.progress = false;
-    SensitivityAnalysis an(prepared, int8, held.num_batches, held.batch, &snr, o);
-    QD_RETURN_IF_ERROR(an.init());
-    report->model_candidates.push_back({candidates[i].first, an.all_int8()});
-    if (i > 0 && (best == 0 || an.all_int8() > report->model_candidates[best].snr_db)) best = i;
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    const double db = QD_TRY(an.measure_scales(scales_of(candidates[i].second)));
+    report->model_candidates.push_back({candidates[i].first, db});
+    if (best == 0 || db > report->model_candidates[best].snr_db) best = i;
   }
   if (report->model_candidates[best].snr_db < report->model_candidates[0].snr_db + kAutoModelMarginDb) best = 0;
   const std::map<std::string, Tensor> first = QD_TRY(held.batch(0));  // every batch has its shapes
+  int64_t images = 1;
   if (!first.empty() && first.begin()->second.rank() > 0) images = first.begin()->second.shape()[0];
   report->model_pick = candidates[best].first;
   report->held_out_images = static_cast<int>(images * held.num_batches);

@@ -127,6 +127,14 @@ Expected<double> SensitivityAnalysis::measure(const std::vector<std::string>& fl
   return run(g, false);
 }
 
+Expected<double> SensitivityAnalysis::measure_scales(const std::map<std::string, float>& act_scales) {
+  Graph g = prepared_;
+  Int8Options o = int8_;
+  o.act_scales = act_scales;
+  QD_RETURN_IF_ERROR(lower_int8(g, o).status());
+  return run(g, false);
+}
+
 Status SensitivityAnalysis::init() {
   if (num_batches_ < 1) return invalid("sensitivity analysis needs at least one batch of data");
   std::unique_ptr<Progress> progress;

@@ -93,6 +93,8 @@ class SensitivityAnalysis {
 
   // The metric with `float_layers` (exact node names) in float and every other quantizable layer INT8.
   Expected<double> measure(const std::vector<std::string>& float_layers, Int8Report* report = nullptr);
+  // The all-INT8 metric with these activation scales instead (another calibration of the same model).
+  Expected<double> measure_scales(const std::map<std::string, float>& act_scales);
   // The two sweeps: fill metric_float / metric_int8 of every layer.
   Status sweep_float();
   Status sweep_int8();
